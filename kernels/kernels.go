@@ -1,0 +1,164 @@
+// Package kernels chooses, once per process, which instruction-set path the
+// compute kernels in its subpackages take.
+//
+// The choice is made from the CPU's features (klauspost/cpuid) and can be
+// narrowed with the ELLM_KERNELS environment variable or Force, so that tests
+// and users can pin a path: a faster path is always tested against the one
+// below it, and a user who suspects a kernel can fall back without rebuilding.
+package kernels
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/klauspost/cpuid/v2"
+)
+
+// Path is an instruction-set path. Higher values need more CPU features.
+type Path int
+
+const (
+	// Generic is pure Go: always available, the reference every other path is tested against.
+	Generic Path = iota
+	// AVX2 uses 256-bit AVX2 + FMA with bf16 weights widened to f32.
+	AVX2
+	// AVX512 uses AVX-512 F/BW/VL with bf16 weights widened to f32 (f32 activations).
+	AVX512
+	// AVX512BF16 adds VDPBF16PS (bf16 activations × bf16 weights, f32 accumulation)
+	// and VPDPBUSD for int8.
+	AVX512BF16
+)
+
+// EnvVar names the environment variable that forces a path.
+const EnvVar = "ELLM_KERNELS"
+
+var pathNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512", AVX512BF16: "avx512bf16"}
+
+func (p Path) String() string {
+	if p < 0 || int(p) >= len(pathNames) {
+		return fmt.Sprintf("Path(%d)", int(p))
+	}
+	return pathNames[p]
+}
+
+// ParsePath parses a path name as ELLM_KERNELS and --kernels spell it.
+func ParsePath(s string) (Path, error) {
+	for i, n := range pathNames {
+		if strings.EqualFold(strings.TrimSpace(s), n) {
+			return Path(i), nil
+		}
+	}
+	return Generic, fmt.Errorf("unknown kernel path %q (want one of %s)", s, strings.Join(pathNames[:], ", "))
+}
+
+// Features is the subset of CPU features the kernels care about.
+// It is a plain struct so that tests can describe CPUs we do not have.
+type Features struct {
+	AVX2, FMA, F16C                     bool
+	AVX512F, AVX512BW, AVX512VL, AVX512DQ bool
+	AVX512BF16, AVX512VNNI, AVX512FP16  bool
+	AVXVNNI                             bool
+	AMXTile, AMXBF16, AMXInt8           bool
+}
+
+// DetectFeatures reads the features of the CPU this process runs on.
+func DetectFeatures() Features {
+	c := cpuid.CPU
+	return Features{
+		AVX2: c.Supports(cpuid.AVX2), FMA: c.Supports(cpuid.FMA3), F16C: c.Supports(cpuid.F16C),
+		AVX512F: c.Supports(cpuid.AVX512F), AVX512BW: c.Supports(cpuid.AVX512BW),
+		AVX512VL: c.Supports(cpuid.AVX512VL), AVX512DQ: c.Supports(cpuid.AVX512DQ),
+		AVX512BF16: c.Supports(cpuid.AVX512BF16), AVX512VNNI: c.Supports(cpuid.AVX512VNNI),
+		AVX512FP16: c.Supports(cpuid.AVX512FP16), AVXVNNI: c.Supports(cpuid.AVXVNNI),
+		AMXTile: c.Supports(cpuid.AMXTILE), AMXBF16: c.Supports(cpuid.AMXBF16), AMXInt8: c.Supports(cpuid.AMXINT8),
+	}
+}
+
+// Best is the fastest path a CPU with features f can run.
+func (f Features) Best() Path {
+	switch {
+	case f.AVX512F && f.AVX512BW && f.AVX512VL && f.AVX512BF16 && f.AVX512VNNI:
+		return AVX512BF16
+	case f.AVX512F && f.AVX512BW && f.AVX512VL:
+		return AVX512
+	case f.AVX2 && f.FMA:
+		return AVX2
+	}
+	return Generic
+}
+
+// Supports reports whether a CPU with features f can run path p.
+func (f Features) Supports(p Path) bool { return p >= Generic && p <= f.Best() }
+
+var (
+	mu       sync.Mutex
+	cpu      = DetectFeatures()
+	active   Path
+	resolved bool
+	envErr   error
+)
+
+func resolve() {
+	if resolved {
+		return
+	}
+	resolved = true
+	active = cpu.Best()
+	if s := os.Getenv(EnvVar); s != "" {
+		p, err := ParsePath(s)
+		switch {
+		case err != nil:
+			envErr = fmt.Errorf("%s: %w", EnvVar, err)
+		case !cpu.Supports(p):
+			envErr = fmt.Errorf("%s=%s: this CPU supports at most %s", EnvVar, p, cpu.Best())
+		default:
+			active = p
+		}
+	}
+}
+
+// Active is the path the kernels take. It never changes while kernels run:
+// Force is for start-up and tests only.
+func Active() Path {
+	mu.Lock()
+	defer mu.Unlock()
+	resolve()
+	return active
+}
+
+// EnvError reports an unusable ELLM_KERNELS value (the best path is used instead),
+// so that commands can refuse to start rather than silently run another path.
+func EnvError() error {
+	mu.Lock()
+	defer mu.Unlock()
+	resolve()
+	return envErr
+}
+
+// CPU is the feature set detected at start-up.
+func CPU() Features { return cpu }
+
+// Force selects path p for the rest of the process (or until the next Force)
+// and returns the previous path. It fails if this CPU cannot run p.
+func Force(p Path) (Path, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	resolve()
+	if !cpu.Supports(p) {
+		return active, fmt.Errorf("kernel path %s: this CPU supports at most %s", p, cpu.Best())
+	}
+	prev := active
+	active = p
+	return prev, nil
+}
+
+// Available lists the paths this CPU can run, slowest first.
+func Available() []Path {
+	var ps []Path
+	for p := Generic; p <= cpu.Best(); p++ {
+		ps = append(ps, p)
+	}
+	return ps
+}
