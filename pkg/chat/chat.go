@@ -1,0 +1,306 @@
+// Package chat renders a model's Jinja chat template exactly as Hugging Face
+// transformers' apply_chat_template does (trim_blocks, lstrip_blocks,
+// loopcontrols, tojson = json.dumps(ensure_ascii=False), raise_exception).
+//
+// Messages and tools arrive as raw JSON and are converted to the template
+// engine's ordered values, because key order and the int/float distinction
+// reach the output through tojson: decoding into Go maps would reorder keys
+// and turn 1 into 1.0.
+package chat
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ardanlabs/jinja"
+
+	"github.com/ellm-dev/ellm/pkg/toolcall"
+)
+
+// SpecialTokens are the tokenizer's special tokens that transformers passes to
+// the template (its special_tokens_map). Empty fields are not passed.
+type SpecialTokens struct {
+	BOS, EOS, PAD, UNK string
+}
+
+// Input is one rendering request. Messages is a JSON array of message objects
+// and Tools a JSON array of tool definitions (nil or null = no tools); both
+// are passed to the template with their key order and number types kept.
+type Input struct {
+	Messages            json.RawMessage
+	Tools               json.RawMessage
+	AddGenerationPrompt bool
+	// Kwargs is a JSON object of extra template variables, e.g.
+	// {"enable_thinking": false}; nil means none. A variable absent here is
+	// undefined in the template, which is not the same as null.
+	Kwargs json.RawMessage
+	// DecodeToolArguments parses assistant tool_calls[].function.arguments
+	// given as JSON strings (as OpenAI clients send them) into objects
+	// before rendering, as vLLM does; templates such as Qwen3-Coder's need
+	// objects. Off, messages reach the template as given (Hugging Face).
+	DecodeToolArguments bool
+}
+
+// Error is a conversation the template cannot render: input that is not the
+// JSON the template needs, a template runtime error, or a conversation the
+// template rejects with raise_exception. It is the caller's fault (HTTP 400).
+type Error struct {
+	Msg string
+}
+
+func (e *Error) Error() string { return "chat template: " + e.Msg }
+
+// Template is a compiled chat template. It is safe for concurrent use, and
+// Render is deterministic: the same Input always renders the same text.
+type Template struct {
+	source  string
+	tmpl    *jinja.Template
+	special SpecialTokens
+}
+
+// New compiles a chat template source.
+func New(source string, special SpecialTokens) (*Template, error) {
+	tmpl, err := jinja.Compile(source)
+	if err != nil {
+		return nil, fmt.Errorf("compile chat template: %w", err)
+	}
+	return &Template{source: source, tmpl: tmpl, special: special}, nil
+}
+
+// Load reads the chat template of a model or tokenizer directory:
+// chat_template.jinja when present, else tokenizer_config.json's
+// chat_template. Special tokens come from tokenizer_config.json.
+func Load(dir string) (*Template, error) {
+	cfg, err := readTokenizerConfig(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil {
+		return nil, err
+	}
+	source := cfg.template
+	path := filepath.Join(dir, "chat_template.jinja")
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		source = string(b)
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("load chat template: %w", err)
+	case source == "":
+		return nil, fmt.Errorf("load chat template: %s has neither chat_template.jinja nor a chat_template in tokenizer_config.json", dir)
+	}
+	t, err := New(source, cfg.special)
+	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", dir, err)
+	}
+	return t, nil
+}
+
+type tokenizerConfig struct {
+	template string
+	special  SpecialTokens
+}
+
+// readTokenizerConfig reads the template and special tokens of
+// tokenizer_config.json; a missing file yields an empty config.
+func readTokenizerConfig(path string) (tokenizerConfig, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return tokenizerConfig{}, nil
+	}
+	if err != nil {
+		return tokenizerConfig{}, fmt.Errorf("load chat template: %w", err)
+	}
+	var raw struct {
+		ChatTemplate json.RawMessage `json:"chat_template"`
+		BOS          json.RawMessage `json:"bos_token"`
+		EOS          json.RawMessage `json:"eos_token"`
+		PAD          json.RawMessage `json:"pad_token"`
+		UNK          json.RawMessage `json:"unk_token"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return tokenizerConfig{}, fmt.Errorf("load chat template: %s: %w", path, err)
+	}
+	var cfg tokenizerConfig
+	if cfg.template, err = templateSource(raw.ChatTemplate); err != nil {
+		return tokenizerConfig{}, fmt.Errorf("load chat template: %s: %w", path, err)
+	}
+	for _, f := range []struct {
+		raw json.RawMessage
+		dst *string
+	}{{raw.BOS, &cfg.special.BOS}, {raw.EOS, &cfg.special.EOS}, {raw.PAD, &cfg.special.PAD}, {raw.UNK, &cfg.special.UNK}} {
+		*f.dst = tokenText(f.raw)
+	}
+	return cfg, nil
+}
+
+// templateSource reads chat_template, which is either a string or a list of
+// {name, template} of which transformers uses the one named "default".
+func templateSource(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var named []struct{ Name, Template string }
+	if err := json.Unmarshal(raw, &named); err != nil {
+		return "", fmt.Errorf("chat_template is neither a string nor a list of named templates")
+	}
+	for _, n := range named {
+		if n.Name == "default" {
+			return n.Template, nil
+		}
+	}
+	return "", fmt.Errorf("chat_template has no template named \"default\"")
+}
+
+// tokenText reads a special token given as a string or as an AddedToken
+// object {"content": …}.
+func tokenText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var tok struct{ Content string }
+	if json.Unmarshal(raw, &tok) == nil {
+		return tok.Content
+	}
+	return ""
+}
+
+// Source returns the template text.
+func (t *Template) Source() string { return t.source }
+
+// ToolCallFormat tells which tool-call syntax the template teaches the model:
+// Qwen3-Coder's XML (<function=…>) or Qwen3's JSON inside <tool_call>.
+func (t *Template) ToolCallFormat() toolcall.Format {
+	switch {
+	case strings.Contains(t.source, "<function="):
+		return toolcall.FormatXML
+	case strings.Contains(t.source, "<tool_call>"):
+		return toolcall.FormatJSON
+	default:
+		return toolcall.FormatNone
+	}
+}
+
+// reserved are the variables Render sets itself; transformers raises a
+// TypeError when a keyword argument repeats one of them.
+var reserved = map[string]bool{"messages": true, "tools": true, "documents": true, "add_generation_prompt": true}
+
+// Render renders a conversation. Every failure is an *Error.
+func (t *Template) Render(in Input) (out string, err error) {
+	data, err := t.context(in)
+	if err != nil {
+		return "", err
+	}
+	// The engine is not ours to trust on every input: a panic inside it is
+	// a conversation we cannot render, not a crashed server.
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", &Error{Msg: fmt.Sprintf("render: internal template engine error: %v", r)}
+		}
+	}()
+	out, err = t.tmpl.RenderValues(data)
+	if err != nil {
+		return "", &Error{Msg: err.Error()}
+	}
+	return out, nil
+}
+
+// context builds the template variables as apply_chat_template does:
+// special tokens, then kwargs (which may override them), then messages,
+// tools, documents and add_generation_prompt.
+func (t *Template) context(in Input) (map[string]jinja.Value, error) {
+	data := make(map[string]jinja.Value, 8)
+	for _, s := range []struct{ name, tok string }{
+		{"bos_token", t.special.BOS}, {"eos_token", t.special.EOS},
+		{"pad_token", t.special.PAD}, {"unk_token", t.special.UNK},
+	} {
+		if s.tok != "" {
+			data[s.name] = jinja.NewString(s.tok)
+		}
+	}
+	if len(in.Kwargs) > 0 {
+		kw, err := decodeJSON(in.Kwargs)
+		if err != nil {
+			return nil, &Error{Msg: fmt.Sprintf("kwargs: %v", err)}
+		}
+		if !kw.IsNone() {
+			if !kw.IsDict() {
+				return nil, &Error{Msg: "kwargs: not a JSON object"}
+			}
+			d := kw.AsDict()
+			for _, k := range d.Keys {
+				if reserved[k] {
+					return nil, &Error{Msg: fmt.Sprintf("kwargs: %q is set by the renderer", k)}
+				}
+				data[k] = d.Data[k]
+			}
+		}
+	}
+	msgs, err := decodeJSON(in.Messages)
+	if err != nil {
+		return nil, &Error{Msg: fmt.Sprintf("messages: %v", err)}
+	}
+	if !msgs.IsList() {
+		return nil, &Error{Msg: "messages: not a JSON array"}
+	}
+	if in.DecodeToolArguments {
+		if err := decodeToolArguments(msgs); err != nil {
+			return nil, &Error{Msg: fmt.Sprintf("messages: %v", err)}
+		}
+	}
+	data["messages"] = msgs
+	tools := jinja.None()
+	if len(in.Tools) > 0 {
+		if tools, err = decodeJSON(in.Tools); err != nil {
+			return nil, &Error{Msg: fmt.Sprintf("tools: %v", err)}
+		}
+		if !tools.IsNone() && !tools.IsList() {
+			return nil, &Error{Msg: "tools: not a JSON array"}
+		}
+	}
+	data["tools"] = tools
+	data["documents"] = jinja.None()
+	data["add_generation_prompt"] = jinja.NewBool(in.AddGenerationPrompt)
+	return data, nil
+}
+
+// decodeToolArguments replaces string tool-call arguments by the JSON value
+// they hold, and empty or null ones by {}, as vLLM's chat preprocessing does.
+func decodeToolArguments(msgs jinja.Value) error {
+	for i, m := range msgs.AsList().Items {
+		if !m.IsDict() {
+			continue
+		}
+		calls, ok := m.AsDict().Get("tool_calls")
+		if !ok || !calls.IsList() {
+			continue
+		}
+		for j, c := range calls.AsList().Items {
+			if !c.IsDict() {
+				continue
+			}
+			fn, ok := c.AsDict().Get("function")
+			if !ok || !fn.IsDict() {
+				continue
+			}
+			args, _ := fn.AsDict().Get("arguments")
+			switch {
+			case args.IsUndefined() || args.IsNone() || (args.IsString() && args.AsString() == ""):
+				fn.AsDict().Set("arguments", jinja.NewDict())
+			case args.IsString():
+				v, err := decodeJSON([]byte(args.AsString()))
+				if err != nil {
+					return fmt.Errorf("message %d tool call %d: arguments: %v", i, j, err)
+				}
+				fn.AsDict().Set("arguments", v)
+			}
+		}
+	}
+	return nil
+}
