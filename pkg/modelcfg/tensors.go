@@ -1,0 +1,231 @@
+package modelcfg
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Kind groups tensors by role, for binding, sizing and reports.
+type Kind int
+
+// Tensor kinds. KindOther is a tensor the architecture does not use.
+const (
+	KindEmbedding Kind = iota
+	KindAttention
+	KindDenseMLP
+	KindExperts
+	KindRouter
+	KindNorm
+	KindLMHead
+	KindOther
+)
+
+var kindNames = [...]string{"embedding", "attention", "dense MLP", "experts", "router", "norms", "lm_head", "other"}
+
+func (k Kind) String() string {
+	if k < 0 || int(k) >= len(kindNames) {
+		return "Kind(" + strconv.Itoa(int(k)) + ")"
+	}
+	return kindNames[k]
+}
+
+// Kinds lists every kind in report order.
+func Kinds() []Kind {
+	ks := make([]Kind, len(kindNames))
+	for i := range ks {
+		ks[i] = Kind(i)
+	}
+	return ks
+}
+
+// Linear reports whether tensors of kind k are matrix-multiplied (and so are
+// what int8 quantization applies to); embeddings and norms stay as stored.
+func (k Kind) Linear() bool {
+	switch k {
+	case KindAttention, KindDenseMLP, KindExperts, KindRouter, KindLMHead:
+		return true
+	}
+	return false
+}
+
+// TensorSpec is one tensor an architecture needs.
+type TensorSpec struct {
+	Name  string // Hugging Face name
+	Shape []int  // [out_features, in_features] for linear weights
+	Kind  Kind
+	Layer int // decoder layer, -1 outside the layers
+	// Expert is the expert index for KindExperts, else -1.
+	Expert int
+}
+
+// NumElements is the product of the shape.
+func (s *TensorSpec) NumElements() int64 {
+	n := int64(1)
+	for _, d := range s.Shape {
+		n *= int64(d)
+	}
+	return n
+}
+
+// LayerPrefix is the name prefix of layer i's tensors.
+func LayerPrefix(i int) string { return "model.layers." + strconv.Itoa(i) + "." }
+
+// Tensors is the exact list of tensors the architecture needs, in model order.
+// lm_head.weight is absent when the embeddings are tied.
+func (c *Config) Tensors() []TensorSpec {
+	h, q, kv, hd := c.HiddenSize, c.QDim(), c.KVDim(), c.HeadDim
+	var ts []TensorSpec
+	add := func(name string, kind Kind, layer, expert int, shape ...int) {
+		ts = append(ts, TensorSpec{Name: name, Shape: shape, Kind: kind, Layer: layer, Expert: expert})
+	}
+	add("model.embed_tokens.weight", KindEmbedding, -1, -1, c.VocabSize, h)
+	for i := 0; i < c.NumHiddenLayers; i++ {
+		p := LayerPrefix(i)
+		add(p+"input_layernorm.weight", KindNorm, i, -1, h)
+		add(p+"self_attn.q_proj.weight", KindAttention, i, -1, q, h)
+		add(p+"self_attn.k_proj.weight", KindAttention, i, -1, kv, h)
+		add(p+"self_attn.v_proj.weight", KindAttention, i, -1, kv, h)
+		if c.AttentionBias {
+			add(p+"self_attn.q_proj.bias", KindAttention, i, -1, q)
+			add(p+"self_attn.k_proj.bias", KindAttention, i, -1, kv)
+			add(p+"self_attn.v_proj.bias", KindAttention, i, -1, kv)
+		}
+		add(p+"self_attn.o_proj.weight", KindAttention, i, -1, h, q)
+		if c.AttentionBias {
+			add(p+"self_attn.o_proj.bias", KindAttention, i, -1, h)
+		}
+		add(p+"self_attn.q_norm.weight", KindNorm, i, -1, hd)
+		add(p+"self_attn.k_norm.weight", KindNorm, i, -1, hd)
+		add(p+"post_attention_layernorm.weight", KindNorm, i, -1, h)
+		if c.IsSparseLayer(i) {
+			m := c.MoEIntermediateSize
+			add(p+"mlp.gate.weight", KindRouter, i, -1, c.NumExperts, h)
+			for e := 0; e < c.NumExperts; e++ {
+				ep := p + "mlp.experts." + strconv.Itoa(e) + "."
+				add(ep+"gate_proj.weight", KindExperts, i, e, m, h)
+				add(ep+"up_proj.weight", KindExperts, i, e, m, h)
+				add(ep+"down_proj.weight", KindExperts, i, e, h, m)
+			}
+		} else {
+			m := c.IntermediateSize
+			add(p+"mlp.gate_proj.weight", KindDenseMLP, i, -1, m, h)
+			add(p+"mlp.up_proj.weight", KindDenseMLP, i, -1, m, h)
+			add(p+"mlp.down_proj.weight", KindDenseMLP, i, -1, h, m)
+		}
+	}
+	add("model.norm.weight", KindNorm, -1, -1, h)
+	if !c.TieWordEmbeddings {
+		add("lm_head.weight", KindLMHead, -1, -1, c.VocabSize, h)
+	}
+	return ts
+}
+
+// KindOf classifies a tensor name by the Qwen3 naming scheme (KindOther if it
+// is not one), so that tensors a checkpoint has beyond the architecture can be reported by role.
+func KindOf(name string) Kind {
+	switch {
+	case name == "model.embed_tokens.weight":
+		return KindEmbedding
+	case name == "lm_head.weight":
+		return KindLMHead
+	case strings.HasSuffix(name, "norm.weight"):
+		return KindNorm
+	case strings.Contains(name, ".self_attn."):
+		return KindAttention
+	case strings.Contains(name, ".mlp.experts."):
+		return KindExperts
+	case strings.Contains(name, ".mlp.gate.") || strings.Contains(name, ".mlp.shared_expert_gate."):
+		return KindRouter
+	case strings.Contains(name, ".mlp."):
+		return KindDenseMLP
+	}
+	return KindOther
+}
+
+// NumParams is the total parameter count (a tied lm_head is counted once).
+func (c *Config) NumParams() int64 {
+	var n int64
+	for _, t := range c.Tensors() {
+		n += t.NumElements()
+	}
+	return n
+}
+
+// ActiveParams is the parameter count one token touches: the embedding row
+// is not counted separately from the table, and of each sparse layer's experts
+// only num_experts_per_tok are.
+func (c *Config) ActiveParams() int64 {
+	var n int64
+	for _, t := range c.Tensors() {
+		if t.Kind == KindExperts && t.Expert >= c.NumExpertsPerTok {
+			continue
+		}
+		n += t.NumElements()
+	}
+	return n
+}
+
+// WeightBytes is the memory the weights take when loaded with weight dtype
+// dtype ("bf16", "f32" or "int8"). int8 quantizes linear weights to 1 byte per
+// element plus one f32 scale per output row; embeddings and norms stay bf16 as
+// stored (f32 when dtype is f32). A tied embedding is stored once.
+func WeightBytes(c *Config, dtype string) (int64, error) {
+	var n int64
+	for _, t := range c.Tensors() {
+		e := t.NumElements()
+		switch dtype {
+		case "bf16", "":
+			n += 2 * e
+		case "f32":
+			n += 4 * e
+		case "int8":
+			if t.Kind.Linear() && len(t.Shape) == 2 {
+				n += e + 4*int64(t.Shape[0])
+			} else {
+				n += 2 * e
+			}
+		default:
+			return 0, fmt.Errorf("weight dtype %q: want bf16, int8 or f32", dtype)
+		}
+	}
+	return n, nil
+}
+
+// KVBytesPerElem is the size of one KV cache element of kv dtype "bf16" or "f32".
+func KVBytesPerElem(kvDType string) (int, error) {
+	switch kvDType {
+	case "bf16", "":
+		return 2, nil
+	case "f32":
+		return 4, nil
+	}
+	return 0, fmt.Errorf("kv dtype %q: want bf16 or f32", kvDType)
+}
+
+// KVCacheBytes is the static KV cache: K and V for every layer, kv head,
+// position and slot: 2 × layers × kv_heads × head_dim × seq × batch × bytes.
+func KVCacheBytes(c *Config, seq, batch, bytesPerElem int) int64 {
+	return 2 * int64(c.NumHiddenLayers) * int64(c.NumKeyValueHeads) * int64(c.HeadDim) *
+		int64(seq) * int64(batch) * int64(bytesPerElem)
+}
+
+// ScratchBytes estimates the f32 activation buffers of one forward pass over
+// rows token rows (batch × chunk for prefill): the residual stream and its
+// normed copy, q/k/v/attention output, the MLP's gate and up projections (for
+// MoE the routed rows of top-k experts), attention scores over one 64-position
+// tile per head, and the logits of the rows that need them (one per sequence).
+func ScratchBytes(c *Config, rows, seqs int) int64 {
+	r := int64(rows)
+	perRow := int64(2*c.HiddenSize + 2*c.QDim() + 2*c.KVDim())
+	var mlp int64
+	if c.denseLayers() > 0 {
+		mlp = int64(2 * c.IntermediateSize)
+	}
+	if c.IsMoE() {
+		moe := int64(2*c.MoEIntermediateSize*c.NumExpertsPerTok + c.NumExperts)
+		mlp = max(mlp, moe)
+	}
+	perRow += mlp + int64(c.NumAttentionHeads)*64
+	return 4 * (r*perRow + int64(seqs)*int64(c.VocabSize))
+}
