@@ -1,0 +1,119 @@
+// Package kvcache is the static key/value cache: every layer's K and V for
+// every slot, allocated once at start-up and never paged or grown.
+//
+// Layout per layer and per tensor (K or V): [slots][kv_heads][seq_len][head_dim],
+// so that the keys of one (slot, head) are contiguous in position order, the
+// order attention reads them. The whole cache is one anonymous mapping with
+// MADV_HUGEPAGE: a decode step touches every layer's cache, and 2 MiB pages
+// keep the TLB out of the way.
+package kvcache
+
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
+
+// DType is the element type of the cache.
+type DType string
+
+const (
+	// BF16 stores K and V rounded to bfloat16 (round to nearest even): half the bytes.
+	BF16 DType = "bf16"
+	// F32 stores K and V exactly as computed.
+	F32 DType = "f32"
+)
+
+// ParseDType accepts "bf16" (or "") and "f32".
+func ParseDType(s string) (DType, error) {
+	switch s {
+	case "", "bf16":
+		return BF16, nil
+	case "f32":
+		return F32, nil
+	}
+	return "", fmt.Errorf("kv cache dtype %q: want bf16 or f32", s)
+}
+
+func (d DType) size() int {
+	if d == F32 {
+		return 4
+	}
+	return 2
+}
+
+// Cache holds every layer's K and V.
+type Cache struct {
+	DType   DType
+	Layers  int
+	Slots   int
+	KVHeads int
+	SeqLen  int
+	HeadDim int
+
+	cfg    *modelcfg.Config
+	mem    []byte
+	layers []Layer
+}
+
+// New allocates the cache for cfg's shape: slots sequences of seqLen positions.
+func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
+	if slots < 1 || seqLen < 1 {
+		return nil, fmt.Errorf("kv cache: %d slots × %d positions: both must be positive", slots, seqLen)
+	}
+	if dtype != BF16 && dtype != F32 {
+		return nil, fmt.Errorf("kv cache: unknown dtype %q", dtype)
+	}
+	c := &Cache{
+		DType: dtype, Layers: cfg.NumHiddenLayers, Slots: slots, KVHeads: cfg.NumKeyValueHeads,
+		SeqLen: seqLen, HeadDim: cfg.HeadDim, cfg: cfg,
+	}
+	per := c.tensorElems()
+	total := int64(per) * 2 * int64(c.Layers) * int64(dtype.size())
+	if int64(int(total)) != total || total <= 0 {
+		return nil, fmt.Errorf("kv cache: %d bytes cannot be allocated", total)
+	}
+	mem, err := unix.Mmap(-1, 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("kv cache: mmap %d bytes (%d layers × %d slots × %d positions): %w", total, c.Layers, slots, seqLen, err)
+	}
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // a hint: kernels without THP still work
+	c.mem = mem
+	c.layers = make([]Layer, c.Layers)
+	for l := range c.layers {
+		ly := &c.layers[l]
+		ly.Slots, ly.KVHeads, ly.SeqLen, ly.HeadDim = slots, c.KVHeads, seqLen, c.HeadDim
+		off := l * 2 * per * dtype.size()
+		k := unsafe.Pointer(&mem[off])
+		v := unsafe.Pointer(&mem[off+per*dtype.size()])
+		if dtype == F32 {
+			ly.K32 = unsafe.Slice((*float32)(k), per)
+			ly.V32 = unsafe.Slice((*float32)(v), per)
+		} else {
+			ly.K16 = unsafe.Slice((*uint16)(k), per)
+			ly.V16 = unsafe.Slice((*uint16)(v), per)
+		}
+	}
+	return c, nil
+}
+
+func (c *Cache) tensorElems() int { return c.Slots * c.KVHeads * c.SeqLen * c.HeadDim }
+
+// Layer returns layer l's view, in the layout kernels/attn reads.
+func (c *Cache) Layer(l int) *Layer { return &c.layers[l] }
+
+// Bytes is the size of the whole cache.
+func (c *Cache) Bytes() int64 { return int64(len(c.mem)) }
+
+// Close releases the mapping; views must not be used afterwards.
+func (c *Cache) Close() error {
+	if c.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(c.mem)
+	c.mem, c.layers = nil, nil
+	return err
+}

@@ -1,0 +1,159 @@
+package kvcache
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
+
+func testConfig(t *testing.T) *modelcfg.Config {
+	t.Helper()
+	c, err := modelcfg.Parse([]byte(`{"architectures":["Qwen3ForCausalLM"],"vocab_size":32,"hidden_size":16,
+		"intermediate_size":32,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func fill(c *Cache, slot, n int, seed float32) {
+	k := make([]float32, c.KVHeads*c.HeadDim)
+	v := make([]float32, len(k))
+	for l := 0; l < c.Layers; l++ {
+		for p := 0; p < n; p++ {
+			for i := range k {
+				k[i] = seed + float32(l*1000+p*10+i)
+				v[i] = -k[i] / 3
+			}
+			c.Layer(l).Store(slot, p, k, v)
+		}
+	}
+}
+
+func TestExportImportRoundTrip(t *testing.T) {
+	for _, dt := range []DType{BF16, F32} {
+		t.Run(string(dt), func(t *testing.T) {
+			cfg := testConfig(t)
+			src, err := New(cfg, 2, 8, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer src.Close()
+			if want := int64(2 * 2 * 2 * 2 * 8 * 4 * dt.size()); src.Bytes() != want {
+				t.Fatalf("Bytes = %d, want %d", src.Bytes(), want)
+			}
+			fill(src, 1, 5, 0.5)
+			var buf bytes.Buffer
+			if err := src.Export(&buf, 1, 5); err != nil {
+				t.Fatal(err)
+			}
+			dst, err := New(cfg, 3, 8, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dst.Close()
+			n, err := dst.Import(bytes.NewReader(buf.Bytes()), 2)
+			if err != nil || n != 5 {
+				t.Fatalf("Import = %d, %v", n, err)
+			}
+			for l := 0; l < 2; l++ {
+				a, b := src.Layer(l), dst.Layer(l)
+				for h := 0; h < 2; h++ {
+					for p := 0; p < 5; p++ {
+						for i := 0; i < 4; i++ {
+							oa, ob := a.Offset(1, h, p)+i, b.Offset(2, h, p)+i
+							if dt == F32 && (a.K32[oa] != b.K32[ob] || a.V32[oa] != b.V32[ob]) ||
+								dt == BF16 && (a.K16[oa] != b.K16[ob] || a.V16[oa] != b.V16[ob]) {
+								t.Fatalf("layer %d head %d pos %d dim %d differs", l, h, p, i)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestImportRejects(t *testing.T) {
+	cfg := testConfig(t)
+	src, _ := New(cfg, 1, 8, BF16)
+	defer src.Close()
+	fill(src, 0, 3, 1)
+	var buf bytes.Buffer
+	if err := src.Export(&buf, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	good := buf.Bytes()
+	other := cfg.Clone()
+	other.VocabSize = 33
+	otherCache, _ := New(other, 1, 8, BF16)
+	defer otherCache.Close()
+	f32Cache, _ := New(cfg, 1, 8, F32)
+	defer f32Cache.Close()
+	short, _ := New(cfg, 1, 2, BF16)
+	defer short.Close()
+
+	corrupt := bytes.Clone(good)
+	corrupt[len(corrupt)-10] ^= 1
+	tests := []struct {
+		name     string
+		dst      *Cache
+		data     []byte
+		mismatch bool
+	}{
+		{"other config", otherCache, good, true},
+		{"other dtype", f32Cache, good, true},
+		{"too many positions", short, good, true},
+		{"corrupt data", src, corrupt, false},
+		{"truncated", src, good[:len(good)-7], false},
+		{"not a kv file", src, []byte("hello world, this is not it"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.dst.Import(bytes.NewReader(tt.data), 0)
+			if err == nil {
+				t.Fatal("Import succeeded")
+			}
+			if errors.Is(err, ErrMismatch) != tt.mismatch {
+				t.Fatalf("errors.Is(ErrMismatch) = %v, want %v: %v", !tt.mismatch, tt.mismatch, err)
+			}
+		})
+	}
+}
+
+func TestToBF16(t *testing.T) {
+	tests := []struct {
+		in   float32
+		want uint16
+	}{
+		{1, 0x3f80},
+		{math.Float32frombits(0x3f808000), 0x3f80}, // tie, even stays
+		{math.Float32frombits(0x3f818000), 0x3f82}, // tie, odd rounds up
+		{math.Float32frombits(0x3f808001), 0x3f81},
+		{float32(math.Inf(1)), 0x7f80},
+	}
+	for _, tt := range tests {
+		if got := toBF16(tt.in); got != tt.want {
+			t.Errorf("toBF16(%x) = %04x, want %04x", math.Float32bits(tt.in), got, tt.want)
+		}
+	}
+	if got := toBF16(float32(math.NaN())); got&0x7f80 != 0x7f80 || got&0x7f == 0 {
+		t.Errorf("NaN → %04x, not a NaN", got)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	cfg := testConfig(t)
+	if _, err := New(cfg, 0, 8, BF16); err == nil {
+		t.Error("0 slots accepted")
+	}
+	if _, err := New(cfg, 1, 8, "f16"); err == nil {
+		t.Error("dtype f16 accepted")
+	}
+	if _, err := ParseDType("int4"); err == nil {
+		t.Error("ParseDType(int4) accepted")
+	}
+}
