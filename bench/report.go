@@ -1,0 +1,195 @@
+// Package bench measures ellm as a user sees it — time to first token,
+// time per output token, multi-turn sessions, serving load — and its kernels,
+// each as a fraction of this machine's own measured ceiling.
+//
+// Every run produces a Report whose JSON form is a stable interface:
+// {"machine": {...}, "model": {...}, "results": [...]}.
+package bench
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	"github.com/klauspost/cpuid/v2"
+	"github.com/olekukonko/tablewriter"
+
+	"github.com/ellm-dev/ellm/kernels"
+)
+
+// Machine records where a run happened, so that two JSON reports can be compared honestly.
+type Machine struct {
+	CPU        string    `json:"cpu"`
+	Vendor     string    `json:"vendor"`
+	Features   []string  `json:"features"`
+	Cores      int       `json:"physical_cores"`
+	LogicalCPU int       `json:"logical_cpus"`
+	Threads    int       `json:"threads"`
+	KernelPath string    `json:"kernel_path"`
+	GoVersion  string    `json:"go_version"`
+	OS         string    `json:"os"`
+	Time       time.Time `json:"time"`
+	// Ceilings are this machine's peaks measured in the same process, the
+	// denominators of every *_fraction field.
+	Ceilings *Ceilings `json:"ceilings,omitempty"`
+}
+
+// Ceilings are measured peaks at the run's thread count.
+type Ceilings struct {
+	FMAGFLOPS  float64 `json:"fma_gflops"`
+	BF16GFLOPS float64 `json:"bf16_gflops"`
+	VNNIGOPS   float64 `json:"vnni_gops"`
+	DRAMGBps   float64 `json:"dram_gbps"`
+}
+
+// ComputePeak is the FLOP/s ceiling of the kernel path that prefill runs on.
+func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
+	if c == nil {
+		return 0
+	}
+	switch {
+	case dtype == "int8":
+		return c.VNNIGOPS * 1e9
+	case path == kernels.AVX512BF16:
+		return c.BF16GFLOPS * 1e9
+	case path == kernels.AVX2:
+		return c.FMAGFLOPS / 2 * 1e9 // ymm: half the zmm FMA width
+	}
+	return c.FMAGFLOPS * 1e9
+}
+
+// DescribeMachine captures the CPU and the kernel path for a run on threads threads.
+func DescribeMachine(threads int) Machine {
+	var feats []string
+	f := kernels.CPU()
+	for _, x := range []struct {
+		name string
+		ok   bool
+	}{
+		{"AVX2", f.AVX2}, {"FMA", f.FMA}, {"AVX512F", f.AVX512F}, {"AVX512BW", f.AVX512BW},
+		{"AVX512VL", f.AVX512VL}, {"AVX512_BF16", f.AVX512BF16}, {"AVX512_VNNI", f.AVX512VNNI},
+		{"AVX512_FP16", f.AVX512FP16}, {"AVX_VNNI", f.AVXVNNI}, {"AMX_TILE", f.AMXTile},
+	} {
+		if x.ok {
+			feats = append(feats, x.name)
+		}
+	}
+	return Machine{
+		CPU: cpuid.CPU.BrandName, Vendor: cpuid.CPU.VendorString, Features: feats,
+		Cores: cpuid.CPU.PhysicalCores, LogicalCPU: runtime.NumCPU(), Threads: threads,
+		KernelPath: kernels.Active().String(), GoVersion: runtime.Version(),
+		OS: runtime.GOOS + "/" + runtime.GOARCH, Time: time.Now().UTC(),
+	}
+}
+
+// Model describes what was measured.
+type Model struct {
+	Name       string `json:"name"`
+	Source     string `json:"source"` // "preset" or a checkpoint path
+	Layers     int    `json:"layers"`
+	FullLayers int    `json:"full_layers,omitempty"` // set when --layers truncated the model
+	Hidden     int    `json:"hidden_size"`
+	Params     int64  `json:"params"`
+	DType      string `json:"dtype"`
+	KVDType    string `json:"kv_dtype"`
+	// Scaled is true when results were scaled from a layer-truncated model
+	// to the full depth (see Scale).
+	Scaled bool `json:"scaled,omitempty"`
+}
+
+// Report is one benchmark run.
+type Report struct {
+	Kind    string  `json:"kind"`
+	Machine Machine `json:"machine"`
+	Model   *Model  `json:"model,omitempty"`
+	Results any     `json:"results"`
+}
+
+// Tabular is a result list that can print itself as a table or CSV.
+type Tabular interface {
+	Header() []string
+	Rows() [][]string
+}
+
+// Format is how a report is written.
+type Format string
+
+const (
+	FormatTable Format = "table"
+	FormatJSON  Format = "json"
+	FormatCSV   Format = "csv"
+)
+
+// Write prints r in format f. Tables and CSV need r.Results to be Tabular.
+func Write(w io.Writer, r Report, f Format) error {
+	if f == FormatJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	t, ok := r.Results.(Tabular)
+	if !ok {
+		return fmt.Errorf("%s results cannot be printed as %s", r.Kind, f)
+	}
+	if f == FormatCSV {
+		cw := csv.NewWriter(w)
+		if err := cw.Write(t.Header()); err != nil {
+			return err
+		}
+		if err := cw.WriteAll(t.Rows()); err != nil {
+			return err
+		}
+		cw.Flush()
+		return cw.Error()
+	}
+	m := r.Machine
+	fmt.Fprintf(w, "%s on %s (%d threads, kernels %s)", r.Kind, m.CPU, m.Threads, m.KernelPath)
+	if r.Model != nil {
+		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)
+		if r.Model.FullLayers > 0 {
+			fmt.Fprintf(w, " (%d of %d layers", r.Model.Layers, r.Model.FullLayers)
+			if r.Model.Scaled {
+				fmt.Fprint(w, ", times scaled to full depth")
+			}
+			fmt.Fprint(w, ")")
+		}
+	}
+	fmt.Fprintln(w)
+	if c := m.Ceilings; c != nil {
+		fmt.Fprintf(w, "ceilings: FMA %.0f GFLOP/s, VDPBF16PS %.0f GFLOP/s, VPDPBUSD %.0f GOP/s, DRAM read %.1f GB/s\n",
+			c.FMAGFLOPS, c.BF16GFLOPS, c.VNNIGOPS, c.DRAMGBps)
+	}
+	tbl := tablewriter.NewWriter(w)
+	tbl.Header(anySlice(t.Header())...)
+	for _, row := range t.Rows() {
+		if err := tbl.Append(anySlice(row)...); err != nil {
+			return err
+		}
+	}
+	return tbl.Render()
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// WriteFile writes r as JSON to path, for scripts that compare runs.
+func WriteFile(path string, r Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := Write(f, r, FormatJSON); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestCheckTargetAllowsOnlyLoopbackByDefault(t *testing.T) {
+	for _, tc := range []struct {
+		url    string
+		remote bool
+		ok     bool
+	}{
+		{"http://127.0.0.1:8000", false, true},
+		{"http://localhost:8000/v1", false, true},
+		{"http://[::1]:8000", false, true},
+		{"http://10.0.0.5:8000", false, false},
+		{"http://example.com", false, false},
+		{"http://example.com", true, true},
+		{"not a url", false, false},
+	} {
+		err := CheckTarget(tc.url, tc.remote)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckTarget(%q, %v) = %v, want ok=%v", tc.url, tc.remote, err, tc.ok)
+		}
+	}
+}
+
+func TestParseDataset(t *testing.T) {
+	in := `{"prompt": "hello"}
+
+{"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]}
+`
+	got, err := parseDataset(strings.NewReader(in), "d.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("got %d requests", len(got))
+	}
+	var m []map[string]string
+	if err := json.Unmarshal(got[0], &m); err != nil || m[0]["content"] != "hello" || m[0]["role"] != "user" {
+		t.Errorf("prompt line became %s (%v)", got[0], err)
+	}
+	for _, bad := range []string{`{"x": 1}`, `{`, ``} {
+		if _, err := parseDataset(strings.NewReader(bad), "bad.jsonl"); err == nil {
+			t.Errorf("dataset %q: no error", bad)
+		}
+	}
+}
+
+func TestRunServeMeasuresEveryRequest(t *testing.T) {
+	var inFlight, peak atomic.Int32
+	var calls atomic.Int32
+	send := func(ctx context.Context, msgs json.RawMessage, maxTokens int, onChunk func()) (int, error) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		if calls.Add(1) == 3 {
+			return 0, errors.New("boom")
+		}
+		time.Sleep(5 * time.Millisecond) // time to first token
+		for range maxTokens {
+			onChunk()
+			time.Sleep(time.Millisecond)
+		}
+		return maxTokens, nil
+	}
+	opts := ServeOptions{URL: "http://127.0.0.1:1", Concurrency: []int{2}, Requests: 10, MaxTokens: 4, PromptWords: 8}
+	rs, err := RunServe(context.Background(), opts, send, &Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rs[0]
+	if r.Requests != 10 || r.Errors != 1 || r.FirstError != "boom" {
+		t.Errorf("requests %d errors %d (%q)", r.Requests, r.Errors, r.FirstError)
+	}
+	if r.TTFTms.N != 9 || r.TTFTms.Median < 5 {
+		t.Errorf("TTFT %+v: want 9 samples of at least 5 ms", r.TTFTms)
+	}
+	if r.TPOTms.Median < 1 {
+		t.Errorf("TPOT %+v: want at least 1 ms", r.TPOTms)
+	}
+	if p := peak.Load(); p != 2 {
+		t.Errorf("peak concurrency %d, want 2", p)
+	}
+	if r.OutputTokensPerS <= 0 || r.RequestsPerSecond <= 0 {
+		t.Errorf("throughput %+v", r)
+	}
+}
+
+func TestRunServeTimeoutCancelsRemaining(t *testing.T) {
+	send := func(ctx context.Context, _ json.RawMessage, _ int, onChunk func()) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	opts := ServeOptions{URL: "http://127.0.0.1:1", Concurrency: []int{1}, Requests: 5, MaxTokens: 1, Timeout: 20 * time.Millisecond}
+	rs, err := RunServe(context.Background(), opts, send, &Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Errors != 5 {
+		t.Errorf("errors %d, want all 5 after the timeout", rs[0].Errors)
+	}
+}
