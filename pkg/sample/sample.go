@@ -1,0 +1,429 @@
+// Package sample turns a row of logits into the next token: constraint mask,
+// penalties, temperature, top-k, top-p, min-p, then a seeded draw.
+//
+// A Sampler belongs to one engine slot and is reused by every request that
+// slot serves: its buffers are sized to the vocabulary once, so choosing a
+// token allocates nothing.
+//
+// Processing order (Hugging Face's logits-processor order, which vLLM matches
+// for these parameters):
+//
+//  1. Constraint: tokens the constraint forbids get -inf.
+//  2. Repetition penalty over every token seen in prompt or output: a positive
+//     logit is divided by it, a negative one multiplied.
+//  3. Presence and frequency penalties over output tokens:
+//     logit -= presence·[count>0] + frequency·count.
+//  4. Temperature 0 is greedy: the highest logit, the lowest id on ties.
+//     Otherwise logits are divided by the temperature, and
+//  5. top-k, then top-p (the smallest set of most likely tokens whose
+//     probability reaches p), then min-p (tokens at least min_p times as
+//     likely as the most likely one) keep a candidate set, from which
+//  6. one token is drawn with the request's own RNG.
+//
+// Logprobs are the log-softmax of the logits after steps 1–3 (mask and
+// penalties) and before temperature and truncation: the distribution of the
+// model as the request's penalties shape it, which stays meaningful under
+// greedy decoding (vLLM's "processed_logprobs" mode minus temperature).
+package sample
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/ellm-dev/ellm/kernels/ops"
+)
+
+// Params are a request's sampling parameters. The zero value is greedy
+// decoding without penalties.
+type Params struct {
+	// Temperature divides the logits; 0 means greedy.
+	Temperature float32
+	// TopP keeps the most likely tokens whose probabilities sum to TopP; 0 or 1 = off.
+	TopP float32
+	// MinP keeps tokens at least MinP times as likely as the most likely one; 0 = off.
+	MinP float32
+	// TopK keeps the K most likely tokens; 0 or less = off.
+	TopK int
+	// RepetitionPenalty (>0, 1 = off) penalises tokens seen in prompt or output.
+	RepetitionPenalty float32
+	// PresencePenalty and FrequencyPenalty penalise output tokens (0 = off).
+	PresencePenalty, FrequencyPenalty float32
+	// Seed makes the draws reproducible; nil draws a fresh seed.
+	Seed *uint64
+}
+
+// Validate reports parameters no sampler can honour.
+func (p Params) Validate() error {
+	switch {
+	case p.Temperature < 0 || isNaN(p.Temperature):
+		return fmt.Errorf("temperature %v: must be >= 0", p.Temperature)
+	case p.TopP < 0 || p.TopP > 1 || isNaN(p.TopP):
+		return fmt.Errorf("top_p %v: must be in [0, 1]", p.TopP)
+	case p.MinP < 0 || p.MinP > 1 || isNaN(p.MinP):
+		return fmt.Errorf("min_p %v: must be in [0, 1]", p.MinP)
+	case p.RepetitionPenalty < 0 || isNaN(p.RepetitionPenalty):
+		return fmt.Errorf("repetition_penalty %v: must be > 0", p.RepetitionPenalty)
+	case isNaN(p.PresencePenalty) || isNaN(p.FrequencyPenalty):
+		return errors.New("presence/frequency penalty is NaN")
+	}
+	return nil
+}
+
+func isNaN(f float32) bool { return f != f }
+
+// Constraint restricts which tokens may come next (pkg/grammar implements it).
+type Constraint interface {
+	// Mask receives one bit per vocabulary id, all set on entry, and clears
+	// the bits of the tokens not allowed next.
+	Mask(allowed []uint64)
+	// Accept advances past the chosen token.
+	Accept(token int32) error
+}
+
+// TokenLogprob is a token with its log-probability.
+type TokenLogprob struct {
+	Token   int32
+	Logprob float32
+}
+
+// ErrNoToken is returned when the constraint allows no token at all.
+var ErrNoToken = errors.New("sample: the constraint allows no token")
+
+// Sampler is the per-slot sampling state. It is not safe for concurrent use.
+type Sampler struct {
+	vocab  int
+	params Params
+	rng    rand.PCG
+	cons   Constraint
+
+	// seen marks tokens of prompt and output (repetition penalty); seenIDs
+	// lists them so that a reset touches only what was set.
+	seen    []uint64
+	seenIDs []int32
+	// counts holds output occurrences (presence/frequency); outIDs lists the
+	// distinct output tokens.
+	counts []int32
+	outIDs []int32
+
+	allowed []uint64
+	cand    []cand
+
+	// The processed logits of the last Sample and their log-softmax normaliser.
+	logits  []float32
+	maxL    float32
+	logNorm float32
+	normed  bool // logNorm is computed on demand: greedy decoding never needs it
+}
+
+type cand struct {
+	id int32
+	v  float32 // logit, then probability
+}
+
+// New returns a sampler for a vocabulary of vocab logits.
+func New(vocab int) *Sampler {
+	words := (vocab + 63) / 64
+	return &Sampler{
+		vocab:   vocab,
+		seen:    make([]uint64, words),
+		seenIDs: make([]int32, 0, 1024),
+		counts:  make([]int32, vocab),
+		outIDs:  make([]int32, 0, 1024),
+		allowed: make([]uint64, words),
+		cand:    make([]cand, vocab),
+	}
+}
+
+// Reset starts a request: its parameters, its prompt (for the repetition
+// penalty) and its constraint (nil = none). seed is used when p.Seed is nil.
+func (s *Sampler) Reset(p Params, prompt []int32, c Constraint, seed uint64) {
+	for _, id := range s.seenIDs {
+		s.seen[id>>6] &^= 1 << (uint(id) & 63)
+	}
+	for _, id := range s.outIDs {
+		s.counts[id] = 0
+	}
+	s.seenIDs, s.outIDs = s.seenIDs[:0], s.outIDs[:0]
+	s.params, s.cons = p, c
+	if p.Seed != nil {
+		seed = *p.Seed
+	}
+	// The second PCG word is fixed so that a seed names one stream.
+	s.rng.Seed(seed, 0x9e3779b97f4a7c15)
+	if p.RepetitionPenalty != 0 && p.RepetitionPenalty != 1 {
+		for _, id := range prompt {
+			s.markSeen(id)
+		}
+	}
+	s.logits = nil
+}
+
+func (s *Sampler) markSeen(id int32) {
+	if id < 0 || int(id) >= s.vocab {
+		return
+	}
+	w, b := id>>6, uint64(1)<<(uint(id)&63)
+	if s.seen[w]&b == 0 {
+		s.seen[w] |= b
+		s.seenIDs = append(s.seenIDs, id)
+	}
+}
+
+// Accept records the chosen token: for the penalties and the constraint.
+func (s *Sampler) Accept(id int32) error {
+	if s.params.RepetitionPenalty != 0 && s.params.RepetitionPenalty != 1 {
+		s.markSeen(id)
+	}
+	if id >= 0 && int(id) < s.vocab {
+		if s.counts[id] == 0 {
+			s.outIDs = append(s.outIDs, id)
+		}
+		s.counts[id]++
+	}
+	if s.cons != nil {
+		if err := s.cons.Accept(id); err != nil {
+			return fmt.Errorf("constraint: %w", err)
+		}
+	}
+	return nil
+}
+
+// Sample chooses the next token from logits, which it modifies in place
+// (mask and penalties); the modified row backs Logprob and TopLogprobs until
+// the next Sample. It does not Accept the token.
+func (s *Sampler) Sample(logits []float32) (int32, error) {
+	if len(logits) != s.vocab {
+		return 0, fmt.Errorf("sample: %d logits, sampler has a vocabulary of %d", len(logits), s.vocab)
+	}
+	if err := s.process(logits); err != nil {
+		return 0, err
+	}
+	p := s.params
+	if p.Temperature == 0 {
+		return int32(ops.Argmax(logits)), nil
+	}
+	return s.draw(logits), nil
+}
+
+// process applies the mask and the penalties, and records the log-softmax
+// normaliser.
+func (s *Sampler) process(logits []float32) error {
+	negInf := float32(math.Inf(-1))
+	if s.cons != nil {
+		for i := range s.allowed {
+			s.allowed[i] = ^uint64(0)
+		}
+		s.cons.Mask(s.allowed)
+		for w, word := range s.allowed {
+			base := w * 64
+			for m := ^word; m != 0; m &= m - 1 {
+				if i := base + bits.TrailingZeros64(m); i < len(logits) {
+					logits[i] = negInf
+				}
+			}
+		}
+	}
+	if rp := s.params.RepetitionPenalty; rp != 0 && rp != 1 {
+		for _, id := range s.seenIDs {
+			if l := logits[id]; l > 0 {
+				logits[id] = l / rp
+			} else {
+				logits[id] = l * rp
+			}
+		}
+	}
+	if pp, fp := s.params.PresencePenalty, s.params.FrequencyPenalty; pp != 0 || fp != 0 {
+		for _, id := range s.outIDs {
+			logits[id] -= pp + fp*float32(s.counts[id])
+		}
+	}
+	maxL := negInf
+	for _, l := range logits {
+		maxL = max(maxL, l)
+	}
+	if math.IsInf(float64(maxL), -1) {
+		return ErrNoToken
+	}
+	s.logits, s.maxL, s.normed = logits, maxL, false
+	return nil
+}
+
+// draw samples from the temperature-scaled, truncated distribution.
+func (s *Sampler) draw(logits []float32) int32 {
+	p := s.params
+	invT := 1 / p.Temperature
+	// Probabilities relative to the best token, unnormalised: truncation
+	// only compares and sums them.
+	c := s.cand[:0]
+	for i, l := range logits {
+		if !math.IsInf(float64(l), -1) {
+			c = append(c, cand{int32(i), ops.Exp32((l - s.maxL) * invT)})
+		}
+	}
+	// Sorting ~150k candidates per token would dominate a decode step, so
+	// only as many as the filters need are selected and sorted.
+	if p.TopK > 0 && p.TopK < len(c) {
+		c = c[:selectTop(c, p.TopK)]
+	}
+	if p.TopP > 0 && p.TopP < 1 {
+		c = nucleus(c, p.TopP)
+	}
+	if p.MinP > 0 {
+		// The best token has relative probability 1.
+		n := 0
+		for _, x := range c {
+			if x.v >= p.MinP {
+				c[n] = x
+				n++
+			}
+		}
+		c = c[:n]
+	}
+	var sum float64
+	for _, x := range c {
+		sum += float64(x.v)
+	}
+	r := float64(s.rng.Uint64()>>11) / (1 << 53) * sum
+	for _, x := range c {
+		r -= float64(x.v)
+		if r < 0 {
+			return x.id
+		}
+	}
+	return c[len(c)-1].id
+}
+
+// nucleus returns the top-p prefix of c, sorted best first. It sorts a
+// growing top slice until that slice alone reaches p, which is exact: the
+// nucleus of the whole set is a prefix of the sorted order.
+func nucleus(c []cand, topP float32) []cand {
+	var total float64
+	for _, x := range c {
+		total += float64(x.v)
+	}
+	target := float64(topP) * total
+	k := len(c)
+	for m := min(k, 256); ; m = min(k, m*4) {
+		n := selectTop(c, m)
+		var acc float64
+		for i := range n {
+			acc += float64(c[i].v)
+			if acc >= target {
+				return c[:i+1]
+			}
+		}
+		if m == k {
+			return c[:m]
+		}
+	}
+}
+
+// selectTop moves the k largest candidates (by value, then lowest id) to the
+// front of c in descending order and returns k.
+func selectTop(c []cand, k int) int {
+	if k < len(c) {
+		quickselect(c, k)
+	}
+	slices.SortFunc(c[:k], cmpCand)
+	return k
+}
+
+func cmpCand(a, b cand) int {
+	switch {
+	case a.v > b.v:
+		return -1
+	case a.v < b.v:
+		return 1
+	}
+	return int(a.id - b.id)
+}
+
+// quickselect partitions c so that its first k elements are the k best.
+func quickselect(c []cand, k int) {
+	lo, hi := 0, len(c)
+	for hi-lo > 1 {
+		// Median of three keeps adversarial (sorted) logits linear on average.
+		pivot := median3(c[lo], c[lo+(hi-lo)/2], c[hi-1])
+		// Three-way partition: better | equal | worse.
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch r := cmpCand(c[i], pivot); {
+			case r < 0:
+				c[lt], c[i] = c[i], c[lt]
+				lt++
+				i++
+			case r > 0:
+				gt--
+				c[i], c[gt] = c[gt], c[i]
+			default:
+				i++
+			}
+		}
+		switch {
+		case k <= lt:
+			hi = lt
+		case k >= gt:
+			lo = gt
+		default:
+			return
+		}
+	}
+}
+
+func median3(a, b, d cand) cand {
+	if cmpCand(a, b) > 0 {
+		a, b = b, a
+	}
+	// now a <= b
+	if cmpCand(b, d) <= 0 {
+		return b
+	}
+	if cmpCand(a, d) > 0 {
+		return a
+	}
+	return d
+}
+
+// Logprob is the log-probability of id under the processed logits of the
+// last Sample.
+func (s *Sampler) Logprob(id int32) float32 {
+	if s.logits == nil || id < 0 || int(id) >= len(s.logits) {
+		return float32(math.Inf(-1))
+	}
+	return s.logits[id] - s.maxL - s.norm()
+}
+
+// norm is log Σ exp(l − max) over the processed logits.
+func (s *Sampler) norm() float32 {
+	if !s.normed {
+		var sum float32
+		for _, l := range s.logits {
+			sum += ops.Exp32(l - s.maxL)
+		}
+		s.logNorm, s.normed = float32(math.Log(float64(sum))), true
+	}
+	return s.logNorm
+}
+
+// TopLogprobs fills dst with the len(dst) most likely tokens of the last
+// Sample, best first (lowest id on ties), and returns it. It uses the
+// candidate buffer, so call it after Sample, not during.
+func (s *Sampler) TopLogprobs(dst []TokenLogprob) []TokenLogprob {
+	if s.logits == nil || len(dst) == 0 {
+		return dst[:0]
+	}
+	norm := s.norm()
+	c := s.cand[:len(s.logits)]
+	for i, l := range s.logits {
+		c[i] = cand{int32(i), l}
+	}
+	n := selectTop(c, min(len(dst), len(c)))
+	for i := range n {
+		dst[i] = TokenLogprob{c[i].id, c[i].v - s.maxL - norm}
+	}
+	return dst[:n]
+}
