@@ -1,0 +1,140 @@
+package tokenizer
+
+import "unicode/utf8"
+
+// DecodeOptions changes how ids become text.
+type DecodeOptions struct {
+	SkipSpecial bool // drop special added tokens (skip_special_tokens)
+}
+
+// Decode returns the text of ids, special tokens included. Byte sequences
+// that are not UTF-8 become U+FFFD, one per maximal invalid subpart as in
+// Rust's from_utf8_lossy and Python's errors="replace". Unknown ids are
+// dropped, as Hugging Face does.
+func (t *Tokenizer) Decode(ids []int32) string {
+	return t.DecodeWith(ids, DecodeOptions{})
+}
+
+// DecodeWith is Decode with options.
+func (t *Tokenizer) DecodeWith(ids []int32, o DecodeOptions) string {
+	var raw []byte
+	for _, id := range ids {
+		if o.SkipSpecial && t.IsSpecial(id) {
+			continue
+		}
+		raw = append(raw, t.TokenBytes(id)...)
+	}
+	if utf8.Valid(raw) {
+		return string(raw)
+	}
+	out, _ := appendLossy(nil, raw, true)
+	return string(out)
+}
+
+const replacement = "\uFFFD"
+
+// appendLossy appends src to dst with each maximal invalid subpart replaced
+// by U+FFFD. Unless final, a trailing incomplete character is left
+// unconsumed, since more bytes may complete it; consumed says how far it got.
+func appendLossy(dst, src []byte, final bool) (out []byte, consumed int) {
+	i := 0
+	for i < len(src) {
+		if src[i] < utf8.RuneSelf {
+			dst = append(dst, src[i])
+			i++
+			continue
+		}
+		if r, w := utf8.DecodeRune(src[i:]); r != utf8.RuneError || w > 1 {
+			dst = append(dst, src[i:i+w]...)
+			i += w
+			continue
+		}
+		n, broken := validPrefix(src[i:])
+		if !broken && !final {
+			break
+		}
+		dst = append(dst, replacement...)
+		i += max(n, 1)
+	}
+	return dst, i
+}
+
+// validPrefix returns the length of the longest prefix of b that begins a
+// well-formed UTF-8 sequence (b[0] is not ASCII, and b is not a complete
+// valid sequence), and whether that prefix is definitely broken (false: b
+// ends while the sequence could still be completed).
+func validPrefix(b []byte) (n int, broken bool) {
+	lead := b[0]
+	var need int
+	lo, hi := byte(0x80), byte(0xBF) // allowed range of the second byte
+	switch {
+	case 0xC2 <= lead && lead <= 0xDF:
+		need = 1
+	case lead == 0xE0:
+		need, lo = 2, 0xA0
+	case lead == 0xED:
+		need, hi = 2, 0x9F
+	case 0xE1 <= lead && lead <= 0xEF:
+		need = 2
+	case lead == 0xF0:
+		need, lo = 3, 0x90
+	case lead == 0xF4:
+		need, hi = 3, 0x8F
+	case 0xF1 <= lead && lead <= 0xF3:
+		need = 3
+	default:
+		return 1, true
+	}
+	for k := 1; k <= need; k++ {
+		if k >= len(b) {
+			return k, false
+		}
+		if b[k] < lo || b[k] > hi {
+			return k, true
+		}
+		lo, hi = 0x80, 0xBF
+	}
+	return need + 1, true // unreachable for invalid input; keeps the contract total
+}
+
+// Decoder turns a stream of ids into text, emitting only whole characters:
+// the bytes of a character split across tokens (an emoji, a CJK character)
+// are held until it is complete. The concatenation of everything Add and
+// Flush return equals Decode of all ids.
+type Decoder struct {
+	t       *Tokenizer
+	opts    DecodeOptions
+	pending []byte
+	out     []byte
+}
+
+// NewDecoder returns a streaming decoder that keeps special tokens.
+func NewDecoder(t *Tokenizer) *Decoder { return NewDecoderWith(t, DecodeOptions{}) }
+
+// NewDecoderWith returns a streaming decoder with options.
+func NewDecoderWith(t *Tokenizer, o DecodeOptions) *Decoder { return &Decoder{t: t, opts: o} }
+
+// Add consumes one id and returns the text it completes (often "").
+func (d *Decoder) Add(id int32) string {
+	if d.opts.SkipSpecial && d.t.IsSpecial(id) {
+		return ""
+	}
+	d.pending = append(d.pending, d.t.TokenBytes(id)...)
+	return d.drain(false)
+}
+
+// Flush returns what is held back, an unfinished character becoming U+FFFD,
+// and resets the decoder.
+func (d *Decoder) Flush() string {
+	return d.drain(true)
+}
+
+func (d *Decoder) drain(final bool) string {
+	if len(d.pending) == 0 {
+		return ""
+	}
+	var n int
+	d.out, n = appendLossy(d.out[:0], d.pending, final)
+	d.pending = d.pending[:copy(d.pending, d.pending[n:])]
+	return string(d.out)
+}

@@ -1,0 +1,516 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The subset of tokenizer.json this package reads. Fields that change the
+// result and are not implemented are checked and rejected, never ignored.
+type fileJSON struct {
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+	Model         modelJSON        `json:"model"`
+}
+
+type addedTokenJSON struct {
+	ID         *int64 `json:"id"`
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
+	Normalized *bool  `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+type modelJSON struct {
+	Type                    string            `json:"type"`
+	Vocab                   map[string]int64  `json:"vocab"`
+	Merges                  []json.RawMessage `json:"merges"`
+	Dropout                 *float64          `json:"dropout"`
+	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
+	ByteFallback            bool              `json:"byte_fallback"`
+	IgnoreMerges            bool              `json:"ignore_merges"`
+}
+
+// componentJSON is any normalizer, pre-tokenizer, post-processor or decoder.
+type componentJSON struct {
+	Type           string            `json:"type"`
+	Normalizers    []json.RawMessage `json:"normalizers"`
+	Pretokenizers  []json.RawMessage `json:"pretokenizers"`
+	Processors     []json.RawMessage `json:"processors"`
+	Decoders       []json.RawMessage `json:"decoders"`
+	Pattern        *patternJSON      `json:"pattern"`
+	Behavior       string            `json:"behavior"`
+	Invert         bool              `json:"invert"`
+	AddPrefixSpace bool              `json:"add_prefix_space"`
+	UseRegex       *bool             `json:"use_regex"`
+}
+
+type patternJSON struct {
+	String *string `json:"String"`
+	Regex  *string `json:"Regex"`
+}
+
+type configJSON struct {
+	ChatTemplate       json.RawMessage           `json:"chat_template"`
+	BOSToken           json.RawMessage           `json:"bos_token"`
+	EOSToken           json.RawMessage           `json:"eos_token"`
+	PADToken           json.RawMessage           `json:"pad_token"`
+	UNKToken           json.RawMessage           `json:"unk_token"`
+	AddBOSToken        *bool                     `json:"add_bos_token"`
+	AddEOSToken        *bool                     `json:"add_eos_token"`
+	AddedTokensDecoder map[string]addedTokenJSON `json:"added_tokens_decoder"`
+}
+
+// maxVocab bounds token ids so a corrupted file cannot make us allocate
+// gigabytes.
+const maxVocab = 1 << 24
+
+// Load reads dir/tokenizer.json and, when present, dir/tokenizer_config.json
+// and dir/chat_template.jinja (which takes precedence over the config's
+// chat_template, as in transformers).
+func Load(dir string) (*Tokenizer, error) {
+	tj, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer: %w", err)
+	}
+	cj, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("load tokenizer: %w", err)
+	}
+	t, err := New(tj, cj)
+	if err != nil {
+		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
+	}
+	jinja, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
+	switch {
+	case err == nil:
+		t.chatTemplate = string(jinja)
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("load tokenizer: %w", err)
+	}
+	return t, nil
+}
+
+// New builds a tokenizer from the contents of tokenizer.json and
+// tokenizer_config.json (config may be empty).
+func New(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(tokenizerJSON, &f); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	var cfg configJSONDoc
+	if len(bytes.TrimSpace(configJSON)) > 0 {
+		if err := json.Unmarshal(configJSON, &cfg.configJSON); err != nil {
+			return nil, fmt.Errorf("tokenizer_config.json: %w", err)
+		}
+		cfg.present = true
+	}
+	t := &Tokenizer{cache: newWordCache()}
+	if err := t.setModel(&f.Model); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: model: %w", err)
+	}
+	if err := t.setNormalizer(f.Normalizer); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: normalizer: %w", err)
+	}
+	if err := t.setPreTokenizer(f.PreTokenizer); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: pre_tokenizer: %w", err)
+	}
+	if err := checkComponent(f.PostProcessor, "Processors", true); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: post_processor: %w", err)
+	}
+	if err := checkComponent(f.Decoder, "Decoders", false); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: decoder: %w", err)
+	}
+	added := f.AddedTokens
+	if cfg.present {
+		var err error
+		if added, err = mergeAddedTokens(added, cfg.AddedTokensDecoder); err != nil {
+			return nil, fmt.Errorf("tokenizer_config.json: added_tokens_decoder: %w", err)
+		}
+	}
+	if err := t.setAddedTokens(added); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: added_tokens: %w", err)
+	}
+	t.buildTokenBytes()
+	if cfg.present {
+		if err := t.setConfig(&cfg.configJSON); err != nil {
+			return nil, fmt.Errorf("tokenizer_config.json: %w", err)
+		}
+	}
+	initClasses()
+	return t, nil
+}
+
+type configJSONDoc struct {
+	configJSON
+	present bool
+}
+
+func (t *Tokenizer) setModel(m *modelJSON) error {
+	if m.Type != "" && m.Type != "BPE" {
+		return fmt.Errorf("type %q not supported (only BPE)", m.Type)
+	}
+	if m.Dropout != nil && *m.Dropout != 0 {
+		return errors.New("BPE dropout not supported")
+	}
+	if m.ByteFallback {
+		return errors.New("byte_fallback not supported")
+	}
+	if (m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "") || (m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "") {
+		return errors.New("continuing_subword_prefix / end_of_word_suffix not supported")
+	}
+	if len(m.Vocab) == 0 {
+		return errors.New("empty vocab")
+	}
+	t.vocab = make(map[string]int32, len(m.Vocab))
+	for tok, id := range m.Vocab {
+		if id < 0 || id >= maxVocab {
+			return fmt.Errorf("vocab %q: id %d out of range", tok, id)
+		}
+		t.vocab[tok] = int32(id)
+		t.vocabSize = max(t.vocabSize, int(id)+1)
+	}
+	for b := range 256 {
+		id, ok := t.vocab[string(byteToRune[b])]
+		if !ok {
+			return fmt.Errorf("vocab lacks the byte-level symbol %q for byte 0x%02x", byteToRune[b], b)
+		}
+		t.byteID[b] = id
+	}
+	t.ignoreMerges = m.IgnoreMerges
+	t.merges = newMergeTable(len(m.Merges))
+	for rank, raw := range m.Merges {
+		a, b, err := parseMerge(raw)
+		if err != nil {
+			return fmt.Errorf("merge %d: %w", rank, err)
+		}
+		ia, oka := t.vocab[a]
+		ib, okb := t.vocab[b]
+		im, okm := t.vocab[a+b]
+		if !oka || !okb || !okm {
+			return fmt.Errorf("merge %d (%q %q): token not in vocab", rank, a, b)
+		}
+		t.merges.put(ia, ib, rank, im)
+	}
+	return nil
+}
+
+// parseMerge accepts both spellings of a merge: "a b" and ["a", "b"].
+func parseMerge(raw json.RawMessage) (string, string, error) {
+	var pair []string
+	if err := json.Unmarshal(raw, &pair); err == nil {
+		if len(pair) != 2 {
+			return "", "", fmt.Errorf("want 2 tokens, got %d", len(pair))
+		}
+		return pair[0], pair[1], nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", "", fmt.Errorf("neither \"a b\" nor [a, b]: %s", truncate(raw))
+	}
+	parts := strings.Split(s, " ")
+	if len(parts) != 2 {
+		return "", "", fmt.Errorf("%q is not two space-separated tokens", s)
+	}
+	return parts[0], parts[1], nil
+}
+
+func truncate(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "…"
+	}
+	return string(b)
+}
+
+func parseComponent(raw json.RawMessage) (*componentJSON, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// flatten expands Sequence components into their parts.
+func flatten(raw json.RawMessage) ([]*componentJSON, error) {
+	c, err := parseComponent(raw)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	if c.Type != "Sequence" {
+		return []*componentJSON{c}, nil
+	}
+	var out []*componentJSON
+	for _, part := range slices.Concat(c.Normalizers, c.Pretokenizers, c.Processors, c.Decoders) {
+		cs, err := flatten(part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
+}
+
+func (t *Tokenizer) setNormalizer(raw json.RawMessage) error {
+	cs, err := flatten(raw)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if c.Type != "NFC" {
+			return fmt.Errorf("%q not supported (only NFC)", c.Type)
+		}
+		t.nfc = true
+	}
+	return nil
+}
+
+func (t *Tokenizer) setPreTokenizer(raw json.RawMessage) error {
+	cs, err := flatten(raw)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(cs) == 1 && cs[0].Type == "ByteLevel":
+		bl := cs[0]
+		if bl.UseRegex == nil || *bl.UseRegex {
+			t.split = splitter{kind: splitGPT2}
+		}
+		t.prefixSpace = bl.AddPrefixSpace
+		return nil
+	case len(cs) == 2 && cs[0].Type == "Split" && cs[1].Type == "ByteLevel":
+		sp, bl := cs[0], cs[1]
+		if (bl.UseRegex == nil || *bl.UseRegex) || bl.AddPrefixSpace {
+			return errors.New("ByteLevel after Split must have use_regex and add_prefix_space false")
+		}
+		if sp.Behavior != "Isolated" || sp.Invert {
+			return fmt.Errorf("Split behavior %q invert %v not supported (only Isolated)", sp.Behavior, sp.Invert)
+		}
+		if sp.Pattern == nil || sp.Pattern.Regex == nil {
+			return errors.New("Split pattern must be a Regex")
+		}
+		switch *sp.Pattern.Regex {
+		case patternQwen:
+			t.split = splitter{kind: splitLlama, maxDigits: 1}
+		case patternLlama3:
+			t.split = splitter{kind: splitLlama, maxDigits: 3}
+		case patternGPT2:
+			t.split = splitter{kind: splitGPT2}
+		default:
+			return fmt.Errorf("Split regex %q not supported (known: the Qwen2/3, Llama 3 and GPT-2 patterns)", *sp.Pattern.Regex)
+		}
+		return nil
+	}
+	types := make([]string, len(cs))
+	for i, c := range cs {
+		types[i] = c.Type
+	}
+	return fmt.Errorf("%v not supported (want ByteLevel, or Sequence[Split, ByteLevel])", types)
+}
+
+// checkComponent accepts only a ByteLevel decoder or post-processor (the
+// latter only trims offsets, which do not change ids), or none for a
+// post-processor.
+func checkComponent(raw json.RawMessage, what string, optional bool) error {
+	cs, err := flatten(raw)
+	if err != nil {
+		return err
+	}
+	if len(cs) == 0 && !optional {
+		return errors.New("missing (want ByteLevel)")
+	}
+	for _, c := range cs {
+		if c.Type != "ByteLevel" {
+			return fmt.Errorf("%q not supported (only ByteLevel)", c.Type)
+		}
+	}
+	return nil
+}
+
+// mergeAddedTokens adds the entries of tokenizer_config.json's
+// added_tokens_decoder that tokenizer.json lacks; the two must agree.
+func mergeAddedTokens(added []addedTokenJSON, dec map[string]addedTokenJSON) ([]addedTokenJSON, error) {
+	byID := make(map[int64]string, len(added))
+	for _, a := range added {
+		if a.ID != nil {
+			byID[*a.ID] = a.Content
+		}
+	}
+	var extra []addedTokenJSON
+	for key, a := range dec {
+		id, err := strconv.ParseInt(key, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("id %q: %w", key, err)
+		}
+		if c, ok := byID[id]; ok {
+			if c != a.Content {
+				return nil, fmt.Errorf("id %d is %q here but %q in tokenizer.json", id, a.Content, c)
+			}
+			continue
+		}
+		a.ID = &id
+		extra = append(extra, a)
+	}
+	slices.SortFunc(extra, func(a, b addedTokenJSON) int { return int(*a.ID - *b.ID) })
+	return append(slices.Clip(added), extra...), nil
+}
+
+func (t *Tokenizer) setAddedTokens(added []addedTokenJSON) error {
+	t.added = make(map[string]int32, len(added))
+	var raw, norm []addedToken
+	for _, a := range added {
+		if a.ID == nil || *a.ID < 0 || *a.ID >= maxVocab {
+			return fmt.Errorf("%q: missing or out-of-range id", a.Content)
+		}
+		if a.Content == "" {
+			return fmt.Errorf("id %d: empty content", *a.ID)
+		}
+		id := int32(*a.ID)
+		t.vocabSize = max(t.vocabSize, int(id)+1)
+		normalized := !a.Special // the transformers default
+		if a.Normalized != nil {
+			normalized = *a.Normalized
+		}
+		tok := addedToken{content: a.Content, id: id, lstrip: a.LStrip, rstrip: a.RStrip, singleWord: a.SingleWord}
+		if normalized && t.nfc {
+			// Matched against normalized text, so spelled normalized.
+			tok.content = nfcString(tok.content)
+			norm = append(norm, tok)
+		} else {
+			raw = append(raw, tok)
+		}
+		t.added[a.Content] = id
+		if t.addedContent == nil {
+			t.addedContent = make(map[int32]string)
+		}
+		t.addedContent[id] = a.Content
+		if a.Special {
+			t.specialIDs = append(t.specialIDs, id)
+		}
+	}
+	t.rawAdded = newAddedMatcher(raw)
+	t.normAdded = newAddedMatcher(norm)
+	t.special = make([]bool, t.vocabSize)
+	for _, id := range t.specialIDs {
+		t.special[id] = true
+	}
+	return nil
+}
+
+// buildTokenBytes lays out the bytes of every id in one arena.
+func (t *Tokenizer) buildTokenBytes() {
+	spell := make([]string, t.vocabSize)
+	for tok, id := range t.vocab {
+		spell[id] = tok
+	}
+	for id, c := range t.addedContent {
+		spell[id] = c
+	}
+	t.tokenOff = make([]uint32, t.vocabSize+1)
+	t.tokenData = t.tokenData[:0]
+	for id, s := range spell {
+		t.tokenData = append(t.tokenData, byteLevelDecode(s)...)
+		t.tokenOff[id+1] = uint32(len(t.tokenData))
+	}
+}
+
+func (t *Tokenizer) setConfig(c *configJSON) error {
+	tmpl, err := parseChatTemplate(c.ChatTemplate)
+	if err != nil {
+		return fmt.Errorf("chat_template: %w", err)
+	}
+	t.chatTemplate = tmpl
+	s := &t.specials
+	for _, f := range []struct {
+		raw  json.RawMessage
+		name string
+		text *string
+		id   *int32
+	}{
+		{c.BOSToken, "bos_token", &s.BOS, &s.BOSID},
+		{c.EOSToken, "eos_token", &s.EOS, &s.EOSID},
+		{c.PADToken, "pad_token", &s.PAD, &s.PADID},
+		{c.UNKToken, "unk_token", &s.UNK, &s.UNKID},
+	} {
+		*f.id = -1
+		tok, err := parseTokenField(f.raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", f.name, err)
+		}
+		if tok == "" {
+			continue
+		}
+		id, ok := t.TokenID(tok)
+		if !ok {
+			return fmt.Errorf("%s %q is not in the vocabulary", f.name, tok)
+		}
+		*f.text, *f.id = tok, id
+	}
+	s.AddBOS = c.AddBOSToken != nil && *c.AddBOSToken
+	s.AddEOS = c.AddEOSToken != nil && *c.AddEOSToken
+	return nil
+}
+
+// parseTokenField reads a special-token field: null, "text" or an AddedToken
+// object {"content": "text", ...}.
+func parseTokenField(raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var obj struct {
+		Content string `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return "", fmt.Errorf("neither a string nor {\"content\": ...}: %s", truncate(raw))
+	}
+	return obj.Content, nil
+}
+
+// parseChatTemplate reads chat_template: a string, or a list of named
+// templates of which "default" is the chat template.
+func parseChatTemplate(raw json.RawMessage) (string, error) {
+	if isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var named []struct {
+		Name     string `json:"name"`
+		Template string `json:"template"`
+	}
+	if err := json.Unmarshal(raw, &named); err != nil {
+		return "", fmt.Errorf("neither a string nor a list of {name, template}: %s", truncate(raw))
+	}
+	for _, n := range named {
+		if n.Name == "default" {
+			return n.Template, nil
+		}
+	}
+	return "", nil
+}
