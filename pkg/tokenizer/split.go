@@ -104,9 +104,9 @@ func run(s string, i int, cls uint8) int {
 	return i
 }
 
-// contraction returns the length of 's 't 're 've 'm 'll 'd at s[i] (which is
-// '\”), or 0. Case-insensitive matching follows Unicode simple case folding,
-// under which U+017F LATIN SMALL LETTER LONG S is an 's'.
+// contraction returns the length of 's 't 're 've 'm 'll 'd at s[i] (an
+// apostrophe), or 0. Case-insensitive matching follows Unicode simple case
+// folding, under which U+017F LATIN SMALL LETTER LONG S is an 's'.
 func contraction(s string, i int, fold bool) int {
 	at := func(j int) byte {
 		if i+j >= len(s) {
