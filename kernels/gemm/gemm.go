@@ -1,0 +1,339 @@
+// Package gemm multiplies f32 activations by packed weights:
+// y[M,N] = x[M,K] · Wᵀ with W stored [N,K] as in safetensors, for prefill
+// (M in the hundreds) and decode (M = 1 … batch) alike.
+//
+// Every output is one accumulator running through K in a fixed order (one
+// lane of a 16-channel panel; see generic.go), whatever M, tile, thread or
+// path-internal blocking computes it. That makes a row's result independent
+// of the rows computed with it, which the engine's batching guarantees rest on.
+package gemm
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
+)
+
+// kernel computes one tile described by a.
+type kernel func(a *kargs)
+
+// kernelSet is one path's tile kernels, indexed [rows][panels]; nil entries
+// are tile shapes the path does not have (too few registers).
+type kernelSet struct {
+	pairs   [maxRows + 1][maxPanels + 1]kernel // kindBF16, activations as the path wants them
+	f32     [maxRows + 1][maxPanels + 1]kernel // kindF32
+	quads   [maxRows + 1][maxPanels + 1]kernel // kindInt8
+	bf16Act bool                               // pairs kernels take bf16-rounded activation pairs
+}
+
+const (
+	maxRows   = 8
+	maxPanels = 4
+	// blockPanels panels of weights (≤ 256 KiB at K = 1024 bf16) stay in L2
+	// while every row tile passes over them.
+	blockPanels = 8
+)
+
+// generic kernels handle any tile shape; the table just names them.
+func genericSet(pairs kernel, bf16Act bool) kernelSet {
+	s := kernelSet{bf16Act: bf16Act}
+	for r := 1; r <= maxRows; r++ {
+		for p := 1; p <= maxPanels; p++ {
+			s.pairs[r][p], s.f32[r][p], s.quads[r][p] = pairs, genF32, genQuads
+		}
+	}
+	return s
+}
+
+// kernelsFor is the tile kernel set of path p. Without assembly (purego,
+// other architectures) the bf16 path still rounds as VDPBF16PS does, so
+// its results are the same bits as on a CPU that has the instruction.
+func kernelsFor(p kernels.Path) kernelSet {
+	if s, ok := asmKernels(p); ok {
+		return s
+	}
+	if p == kernels.AVX512BF16 {
+		return genericSet(genPairsBF16, true)
+	}
+	return genericSet(genPairsF32, false)
+}
+
+// Context is the scratch one thread of control needs to run products of up to
+// maxM rows and maxK inputs, allocated once. A Context is not safe for
+// concurrent use.
+type Context struct {
+	pool       *threads.Pool
+	path       kernels.Path
+	set        kernelSet
+	maxM, maxK int
+
+	xf     []float32 // activations padded to an even K (bf16 pairs read two at a time)
+	xp     []uint32  // bf16 pairs or u8 quads
+	sx     []float32 // int8: per-row scales
+	worker []workerState
+	task   task
+}
+
+type workerState struct {
+	a    kargs
+	tail [maxRows * panelWidth]float32 // a partial last panel goes through here
+	up   []float32                     // SwiGLU: up projection of one chunk
+	_    [64]byte                      // keep workers' kargs apart
+}
+
+// swigluChunk panels of gate and up are computed before they are combined,
+// so that the up projection needs only maxM×64 floats per worker.
+const swigluChunk = 4
+
+// NewContext allocates the scratch for products of up to maxM rows and maxK
+// inputs on pool, for the kernel path active now (kernels.Active).
+func NewContext(pool *threads.Pool, maxM, maxK int) *Context {
+	if maxM < 1 || maxK < 1 {
+		panic(fmt.Sprintf("gemm.NewContext: maxM %d, maxK %d", maxM, maxK))
+	}
+	path := kernels.Active()
+	c := &Context{pool: pool, path: path, set: kernelsFor(path), maxM: maxM, maxK: maxK}
+	kpad := ceilDiv(maxK, 4) * 4
+	c.xf = alignedF32(maxM * kpad)
+	c.xp = alignedU32(maxM * kpad / 2)
+	c.sx = make([]float32, maxM)
+	c.worker = make([]workerState, pool.Size())
+	for i := range c.worker {
+		c.worker[i].up = alignedF32(maxM * swigluChunk * panelWidth)
+	}
+	c.task.c = c
+	return c
+}
+
+// Path is the kernel path this Context runs.
+func (c *Context) Path() kernels.Path { return c.path }
+
+// MatMul sets y[m,N] = x[m,K] · Wᵀ.
+func (c *Context) MatMul(y, x []float32, m int, w *Weight) {
+	c.check("MatMul", y, x, m, w)
+	c.run(opStore, y, x, m, w, nil)
+}
+
+// MatMulAdd adds x·Wᵀ to y (the residual connection): each output is
+// y + (x·Wᵀ), one rounding after the product is complete.
+func (c *Context) MatMulAdd(y, x []float32, m int, w *Weight) {
+	c.check("MatMulAdd", y, x, m, w)
+	c.run(opAdd, y, x, m, w, nil)
+}
+
+// SwiGLU sets h = silu(x·Gᵀ) ⊙ (x·Uᵀ), silu(g) = g/(1+exp(-g)) in f32.
+func (c *Context) SwiGLU(h, x []float32, m int, gate, up *Weight) {
+	c.check("SwiGLU", h, x, m, gate)
+	if up.N != gate.N || up.K != gate.K {
+		panic(fmt.Sprintf("gemm.SwiGLU: gate %d×%d, up %d×%d", gate.N, gate.K, up.N, up.K))
+	}
+	c.run(opSwiGLU, h, x, m, gate, up)
+}
+
+func (c *Context) check(op string, y, x []float32, m int, w *Weight) {
+	switch {
+	case m < 1 || m > c.maxM:
+		panic(fmt.Sprintf("gemm.%s: m = %d outside [1, %d]", op, m, c.maxM))
+	case w.K > c.maxK:
+		panic(fmt.Sprintf("gemm.%s: K = %d > context maxK %d", op, w.K, c.maxK))
+	case len(x) < m*w.K:
+		panic(fmt.Sprintf("gemm.%s: x has %d elements, want %d×%d", op, len(x), m, w.K))
+	case len(y) < m*w.N:
+		panic(fmt.Sprintf("gemm.%s: y has %d elements, want %d×%d", op, len(y), m, w.N))
+	}
+}
+
+type op uint8
+
+const (
+	opStore op = iota
+	opAdd
+	opSwiGLU
+)
+
+// task is the one preallocated pool task of a Context.
+type task struct {
+	c       *Context
+	op      op
+	phase   uint8 // 0: prepare activations (rows split), 1: multiply (panels split)
+	m       int
+	y       []float32
+	x       []float32
+	w, w2   *Weight
+	xs      unsafe.Pointer // prepared activations
+	ldx     uintptr
+	kernels *[maxRows + 1][maxPanels + 1]kernel
+}
+
+func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
+	t := &c.task
+	t.op, t.m, t.y, t.x, t.w, t.w2 = o, m, y, x, w, w2
+	switch w.kind {
+	case kindF32:
+		t.kernels = &c.set.f32
+		t.xs, t.ldx = unsafe.Pointer(&x[0]), uintptr(w.K*4)
+	case kindInt8:
+		t.kernels = &c.set.quads
+		t.xs, t.ldx = unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
+	default:
+		t.kernels = &c.set.pairs
+		switch {
+		case c.set.bf16Act:
+			t.xs, t.ldx = unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
+		case w.K%2 == 1:
+			t.xs, t.ldx = unsafe.Pointer(&c.xf[0]), uintptr(w.steps*8)
+		default:
+			t.xs, t.ldx = unsafe.Pointer(&x[0]), uintptr(w.K*4)
+		}
+	}
+	if t.xs != unsafe.Pointer(&x[0]) {
+		t.phase = 0
+		// One row is too little work to wake the pool for.
+		if m == 1 {
+			t.prepare(0, 1)
+		} else {
+			c.pool.Run(t)
+		}
+	}
+	t.phase = 1
+	c.pool.Run(t)
+	t.y, t.x, t.w, t.w2 = nil, nil, nil, nil
+}
+
+func (t *task) Run(worker, workers int) {
+	if t.phase == 0 {
+		lo, hi := threads.Split(t.m, 1, worker, workers)
+		t.prepare(lo, hi)
+		return
+	}
+	t.multiply(worker, workers)
+}
+
+// prepare converts rows [lo, hi) of x into the form the kernels read.
+func (t *task) prepare(lo, hi int) {
+	c, w := t.c, t.w
+	k := w.K
+	for r := lo; r < hi; r++ {
+		x := t.x[r*k : r*k+k]
+		switch {
+		case w.kind == kindInt8:
+			c.sx[r] = quantizeRow(c.xp[r*w.steps:(r+1)*w.steps], x)
+		case c.set.bf16Act:
+			toBF16Pairs(c.xp[r*w.steps:(r+1)*w.steps], x)
+		default:
+			dst := c.xf[r*2*w.steps : (r+1)*2*w.steps]
+			copy(dst, x)
+			dst[k] = 0
+		}
+	}
+}
+
+func (t *task) multiply(worker, workers int) {
+	w := t.w
+	ws := &t.c.worker[worker]
+	plo, phi := threads.Split(w.panels, 1, worker, workers)
+	if plo == phi {
+		return
+	}
+	if t.op != opSwiGLU {
+		t.panels(ws, w, unsafe.Pointer(&t.y[plo*panelWidth]), uintptr(w.N*4), plo, phi, t.op == opAdd)
+		return
+	}
+	n := w.N
+	for p0 := plo; p0 < phi; p0 += swigluChunk {
+		p1 := min(p0+swigluChunk, phi)
+		t.panels(ws, w, unsafe.Pointer(&t.y[p0*panelWidth]), uintptr(n*4), p0, p1, false)
+		t.panels(ws, t.w2, unsafe.Pointer(&ws.up[0]), swigluChunk*panelWidth*4, p0, p1, false)
+		cols := min(p1*panelWidth, n) - p0*panelWidth
+		for r := range t.m {
+			h := t.y[r*n+p0*panelWidth : r*n+p0*panelWidth+cols]
+			u := ws.up[r*swigluChunk*panelWidth:]
+			for j, g := range h {
+				h[j] = silu(g) * u[j]
+			}
+		}
+	}
+}
+
+// panels computes panels [p0, p1) of w for all rows into y (the output of
+// row 0, channel 16·p0), ldy bytes apart.
+func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr, p0, p1 int, add bool) {
+	a := &ws.a
+	a.ldx, a.ps, a.ks, a.ldy = t.ldx, w.panelBytes(), w.steps, ldy
+	a.add = 0
+	if add {
+		a.add = 1
+	}
+	if w.kind == kindInt8 {
+		a.sx = unsafe.Pointer(&t.c.sx[0])
+	}
+	full := p1 // panels [p0, full) have 16 real channels
+	if p1 == w.panels && w.N%panelWidth != 0 {
+		full--
+	}
+	for b0 := p0; b0 < p1; b0 += blockPanels {
+		b1 := min(b0+blockPanels, p1)
+		for r0 := 0; r0 < t.m; r0 += maxRows {
+			rows := min(maxRows, t.m-r0)
+			a.x = unsafe.Add(t.xs, uintptr(r0)*t.ldx)
+			for p := b0; p < b1; {
+				np := 1
+				for np < maxPanels && p+np*2 <= min(b1, full) && t.kernels[rows][np*2] != nil {
+					np *= 2
+				}
+				if p >= full {
+					t.tail(ws, w, y, r0, rows, p-p0, p)
+					p++
+					continue
+				}
+				a.w = unsafe.Add(w.base(), uintptr(p)*a.ps)
+				a.y = unsafe.Add(y, uintptr(r0)*ldy+uintptr((p-p0)*panelWidth*4))
+				t.setInt8(a, w, r0, p)
+				a.r, a.p = rows, np
+				t.kernels[rows][np](a)
+				p += np
+			}
+		}
+	}
+}
+
+// tail computes the partial last panel through the worker's tail buffer,
+// with the same kernel as any other panel.
+func (t *task) tail(ws *workerState, w *Weight, y unsafe.Pointer, r0, rows, pi, p int) {
+	a := &ws.a
+	add, ldy := a.add, a.ldy
+	a.w = unsafe.Add(w.base(), uintptr(p)*a.ps)
+	a.y, a.ldy, a.add = unsafe.Pointer(&ws.tail[0]), panelWidth*4, 0
+	t.setInt8(a, w, r0, p)
+	a.r, a.p = rows, 1
+	t.kernels[rows][1](a)
+	a.ldy, a.add = ldy, add
+	cols := w.N - p*panelWidth
+	for r := range rows {
+		dst := unsafe.Slice((*float32)(unsafe.Add(y, uintptr(r0+r)*ldy+uintptr(pi*panelWidth*4))), cols)
+		src := ws.tail[r*panelWidth : r*panelWidth+cols]
+		if add != 0 {
+			for j, v := range src {
+				dst[j] += v
+			}
+		} else {
+			copy(dst, src)
+		}
+	}
+}
+
+func (t *task) setInt8(a *kargs, w *Weight, r0, p int) {
+	if w.kind == kindInt8 {
+		a.sx = unsafe.Pointer(&t.c.sx[r0])
+		a.sw = unsafe.Pointer(&w.scale[p*panelWidth])
+		a.wc = unsafe.Pointer(&w.corr[p*panelWidth])
+	}
+}
+
+// silu is g/(1+exp(-g)) in f32 (exp rounded to f32 first).
+func silu(g float32) float32 {
+	return g / (1 + float32(math.Exp(float64(-g))))
+}

@@ -1,0 +1,410 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
+)
+
+// forEachPath runs f under every path this CPU can run, so that a plain
+// `go test` covers all of them.
+func forEachPath(t *testing.T, f func(t *testing.T, p kernels.Path)) {
+	t.Helper()
+	for _, p := range kernels.Available() {
+		t.Run(p.String(), func(t *testing.T) {
+			prev, err := kernels.Force(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kernels.Force(prev)
+			f(t, p)
+		})
+	}
+}
+
+type problem struct {
+	m, n, k int
+	x       []float32
+	w       []uint16 // bf16 bits
+	wf      []float32
+}
+
+func newProblem(rng *rand.Rand, m, n, k int) *problem {
+	pr := &problem{m: m, n: n, k: k, x: make([]float32, m*k), w: make([]uint16, n*k), wf: make([]float32, n*k)}
+	for i := range pr.x {
+		pr.x[i] = float32(rng.NormFloat64())
+	}
+	for i := range pr.w {
+		pr.w[i] = toBF16(float32(rng.NormFloat64() * 0.1))
+		pr.wf[i] = bf16ToF32(pr.w[i])
+	}
+	return pr
+}
+
+// reference is x·Wᵀ in f64 and, per output, Σ|x·w| (the scale of its rounding error).
+func (pr *problem) reference() (ref, mag []float64) {
+	ref, mag = make([]float64, pr.m*pr.n), make([]float64, pr.m*pr.n)
+	for i := range pr.m {
+		for j := range pr.n {
+			var s, a float64
+			for k := range pr.k {
+				v := float64(pr.x[i*pr.k+k]) * float64(pr.wf[j*pr.k+k])
+				s += v
+				a += math.Abs(v)
+			}
+			ref[i*pr.n+j], mag[i*pr.n+j] = s, a
+		}
+	}
+	return ref, mag
+}
+
+const guard = 16
+
+var sentinel = float32(math.Float32frombits(0x7fc0dead))
+
+// guarded returns a slice of n elements with sentinel guard bands on both sides.
+func guarded(n int) (all, y []float32) {
+	all = make([]float32, n+2*guard)
+	for i := range all {
+		all[i] = sentinel
+	}
+	return all, all[guard : guard+n : guard+n]
+}
+
+func checkGuards(t *testing.T, all []float32) {
+	t.Helper()
+	for i := range guard {
+		for _, j := range []int{i, len(all) - 1 - i} {
+			if math.Float32bits(all[j]) != math.Float32bits(sentinel) {
+				t.Fatalf("stray write at guard index %d", j)
+			}
+		}
+	}
+}
+
+// emulation returns a Context on the generic kernels with the exact
+// emulation of path p's arithmetic where one exists.
+func emulation(pool *threads.Pool, p kernels.Path, maxM, maxK int) *Context {
+	c := NewContext(pool, maxM, maxK)
+	if p == kernels.AVX512BF16 {
+		c.set = genericSet(genPairsBF16, true)
+	} else {
+		c.set = genericSet(genPairsF32, false)
+	}
+	return c
+}
+
+var shapes = [][3]int{ // m, n, k
+	{1, 1, 1}, {1, 16, 2}, {2, 17, 3}, {3, 15, 4}, {4, 31, 5}, {5, 33, 6}, {6, 48, 7}, {7, 63, 8},
+	{8, 64, 9}, {9, 65, 15}, {10, 7, 17}, {11, 129, 31}, {12, 80, 32}, {13, 96, 33}, {14, 112, 63},
+	{15, 144, 64}, {16, 150, 65}, {17, 160, 127}, {33, 17, 1000}, {1, 1000, 63}, {63, 65, 1000},
+	{65, 200, 17}, {37, 1000, 1000},
+}
+
+func TestMatMulAgainstReference(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	pool := threads.New(2, false)
+	defer pool.Close()
+	forEachPath(t, func(t *testing.T, p kernels.Path) {
+		for _, s := range shapes {
+			pr := newProblem(rng, s[0], s[1], s[2])
+			ref, mag := pr.reference()
+			c := NewContext(pool, pr.m, pr.k)
+			emu := emulation(pool, p, pr.m, pr.k)
+			for _, tc := range []struct {
+				name string
+				w    *Weight
+				// tol bounds |y-ref| relative to Σ|x·w|: sequential f32 sums,
+				// plus the activations' rounding to bf16 on the bf16 path.
+				tol float64
+			}{
+				{"bf16", FromBF16(pr.w, pr.n, pr.k), bf16Tol(p, pr.k)},
+				{"f32", FromF32(pr.wf, pr.n, pr.k), f32Tol(pr.k)},
+			} {
+				all, y := guarded(pr.m * pr.n)
+				c.MatMul(y, pr.x, pr.m, tc.w)
+				checkGuards(t, all)
+				for i, v := range y {
+					if err := math.Abs(float64(v) - ref[i]); !(err <= tc.tol*mag[i]) {
+						t.Fatalf("%v %s: y[%d,%d] = %g, want %g (err %.3g > %.3g·%.3g)",
+							s, tc.name, i/pr.n, i%pr.n, v, ref[i], err, tc.tol, mag[i])
+					}
+				}
+				if tc.name == "bf16" && p == kernels.AVX512BF16 {
+					want := make([]float32, len(y))
+					emu.MatMul(want, pr.x, pr.m, tc.w)
+					assertBits(t, fmt.Sprintf("%v %s vs emulation", s, tc.name), y, want, pr.n)
+				}
+			}
+		}
+	})
+}
+
+func f32Tol(k int) float64 { return float64(k+1) * 0x1p-24 * 1.01 }
+
+func bf16Tol(p kernels.Path, k int) float64 {
+	if p == kernels.AVX512BF16 {
+		return 0x1p-8 + f32Tol(k)
+	}
+	return f32Tol(k)
+}
+
+func sameBits(a, b float32) bool {
+	return math.Float32bits(a) == math.Float32bits(b) || (a != a && b != b)
+}
+
+func assertBits(t *testing.T, what string, got, want []float32, n int) {
+	t.Helper()
+	for i := range want {
+		if !sameBits(got[i], want[i]) {
+			t.Fatalf("%s: y[%d,%d] = %g (%#08x), want %g (%#08x)", what, i/n, i%n,
+				got[i], math.Float32bits(got[i]), want[i], math.Float32bits(want[i]))
+		}
+	}
+}
+
+// TestRowInvariance: a row's outputs are the same bits whether it is computed
+// with 36 other rows, alone, or in any grouping, on any number of threads.
+func TestRowInvariance(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const m, n, k = 37, 150, 200
+	pr := newProblem(rng, m, n, k)
+	pools := []*threads.Pool{threads.New(1, false), threads.New(2, false), threads.New(3, false)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	weights := map[string]*Weight{
+		"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k),
+	}
+	forEachPath(t, func(t *testing.T, _ kernels.Path) {
+		for name, w := range weights {
+			full := make([]float32, m*n)
+			NewContext(pools[1], m, k).MatMul(full, pr.x, m, w)
+			for _, pool := range pools {
+				c := NewContext(pool, m, k)
+				for _, group := range []int{1, 2, 3, 5, 8, 9, 13, 16, 17, 36} {
+					got := make([]float32, m*n)
+					for r0 := 0; r0 < m; r0 += group {
+						rows := min(group, m-r0)
+						c.MatMul(got[r0*n:], pr.x[r0*k:], rows, w)
+					}
+					assertBits(t, fmt.Sprintf("%s, %d threads, groups of %d", name, pool.Size(), group), got, full, n)
+				}
+			}
+		}
+	})
+}
+
+// TestEpilogues: MatMulAdd is y + (x·Wᵀ) and SwiGLU is silu(x·Gᵀ)·(x·Uᵀ),
+// bit for bit, with nothing written outside the output.
+func TestEpilogues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	pool := threads.New(2, false)
+	defer pool.Close()
+	forEachPath(t, func(t *testing.T, _ kernels.Path) {
+		for _, s := range [][3]int{{1, 1, 1}, {3, 17, 9}, {9, 150, 64}, {17, 1000, 65}} {
+			m, n, k := s[0], s[1], s[2]
+			pr, pu := newProblem(rng, m, n, k), newProblem(rng, m, n, k)
+			c := NewContext(pool, m, k)
+			for name, mk := range map[string]func([]uint16, int, int) *Weight{"bf16": FromBF16, "int8": QuantizeInt8} {
+				g, u := mk(pr.w, n, k), mk(pu.w, n, k)
+				yg, yu := make([]float32, m*n), make([]float32, m*n)
+				c.MatMul(yg, pr.x, m, g)
+				c.MatMul(yu, pr.x, m, u)
+
+				all, y := guarded(m * n)
+				base := make([]float32, m*n)
+				for i := range y {
+					y[i] = float32(rng.NormFloat64())
+					base[i] = y[i]
+				}
+				c.MatMulAdd(y, pr.x, m, g)
+				checkGuards(t, all)
+				want := make([]float32, m*n)
+				for i := range want {
+					want[i] = base[i] + yg[i]
+				}
+				assertBits(t, fmt.Sprintf("%v %s MatMulAdd", s, name), y, want, n)
+
+				all, h := guarded(m * n)
+				c.SwiGLU(h, pr.x, m, g, u)
+				checkGuards(t, all)
+				for i := range want {
+					want[i] = yg[i] / (1 + float32(math.Exp(float64(-yg[i])))) * yu[i]
+				}
+				assertBits(t, fmt.Sprintf("%v %s SwiGLU", s, name), h, want, n)
+			}
+		}
+	})
+}
+
+// TestSpecialValues: NaN, Inf and denormal inputs come out as the reference
+// arithmetic of the path says: the same bits as the emulation on the bf16
+// path, the same class (NaN, ±Inf, finite) as the generic kernels otherwise.
+func TestSpecialValues(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	pool := threads.New(2, false)
+	defer pool.Close()
+	const m, n, k = 9, 40, 70
+	pr := newProblem(rng, m, n, k)
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)),
+		math.Float32frombits(1), math.Float32frombits(0x807fffff), 0x1p-126, 1e38, -1e38}
+	for i := range pr.x {
+		if rng.IntN(10) == 0 {
+			pr.x[i] = specials[rng.IntN(len(specials))]
+		}
+	}
+	for i := range pr.w {
+		if rng.IntN(50) == 0 {
+			pr.w[i] = toBF16(specials[rng.IntN(len(specials))]) | uint16(rng.IntN(2))
+			pr.wf[i] = bf16ToF32(pr.w[i])
+		}
+	}
+	forEachPath(t, func(t *testing.T, p kernels.Path) {
+		emu := emulation(pool, p, m, k)
+		c := NewContext(pool, m, k)
+		for _, w := range []*Weight{FromBF16(pr.w, n, k), FromF32(pr.wf, n, k)} {
+			got, want := make([]float32, m*n), make([]float32, m*n)
+			c.MatMul(got, pr.x, m, w)
+			emu.MatMul(want, pr.x, m, w)
+			for i := range want {
+				g, e := got[i], want[i]
+				if p == kernels.AVX512BF16 && w.kind == kindBF16 {
+					if !sameBits(g, e) {
+						t.Fatalf("y[%d] = %g (%#x), emulation %g (%#x)", i, g, math.Float32bits(g), e, math.Float32bits(e))
+					}
+					continue
+				}
+				if (g != g) != (e != e) || (isInf32(g) || isInf32(e)) && g != e {
+					t.Fatalf("kind %d: y[%d] = %g, generic %g", w.kind, i, g, e)
+				}
+			}
+		}
+	})
+}
+
+// TestInt8Error states the quantization error of the int8 path against the
+// exact product and checks the kernels against the generic integer math.
+func TestInt8Error(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	pool := threads.New(2, false)
+	defer pool.Close()
+	const m, n, k = 16, 256, 1024
+	pr := newProblem(rng, m, n, k)
+	ref, _ := pr.reference()
+	w := QuantizeInt8(pr.w, n, k)
+	want := make([]float32, m*n)
+	emulation(pool, kernels.Generic, m, k).MatMul(want, pr.x, m, w)
+	forEachPath(t, func(t *testing.T, _ kernels.Path) {
+		got := make([]float32, m*n)
+		NewContext(pool, m, k).MatMul(got, pr.x, m, w)
+		assertBits(t, "int8 vs generic", got, want, n)
+		var maxErr, maxRef, sq, sqRef float64
+		for i, v := range got {
+			d := float64(v) - ref[i]
+			maxErr, maxRef = max(maxErr, math.Abs(d)), max(maxRef, math.Abs(ref[i]))
+			sq, sqRef = sq+d*d, sqRef+ref[i]*ref[i]
+		}
+		rel := math.Sqrt(sq / sqRef)
+		t.Logf("int8 vs exact (K=%d, Gaussian x and w): max |err| %.3g of max |y| %.3g, relative RMS error %.3g",
+			k, maxErr, maxRef, rel)
+		if rel > 0.02 || maxErr > 0.05*maxRef {
+			t.Errorf("int8 error too large: relative RMS %.3g, max %.3g of %.3g", rel, maxErr, maxRef)
+		}
+	})
+}
+
+func TestNoAllocations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	pool := threads.New(2, false)
+	defer pool.Close()
+	const m, n, k = 9, 100, 65
+	pr := newProblem(rng, m, n, k)
+	forEachPath(t, func(t *testing.T, _ kernels.Path) {
+		c := NewContext(pool, m, k)
+		y := make([]float32, m*n)
+		for name, w := range map[string]*Weight{"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k)} {
+			for _, rows := range []int{1, m} {
+				if a := testing.AllocsPerRun(20, func() {
+					c.MatMul(y, pr.x, rows, w)
+					c.MatMulAdd(y, pr.x, rows, w)
+					c.SwiGLU(y, pr.x, rows, w, w)
+				}); a != 0 {
+					t.Errorf("%s, m=%d: %.1f allocations per call", name, rows, a)
+				}
+			}
+		}
+	})
+}
+
+func TestBadArgumentsPanic(t *testing.T) {
+	pool := threads.New(1, false)
+	defer pool.Close()
+	c := NewContext(pool, 4, 8)
+	w := FromF32(make([]float32, 3*8), 3, 8)
+	big := FromF32(make([]float32, 3*9), 3, 9)
+	for name, f := range map[string]func(){
+		"m too large":   func() { c.MatMul(make([]float32, 15), make([]float32, 40), 5, w) },
+		"m zero":        func() { c.MatMul(make([]float32, 15), make([]float32, 40), 0, w) },
+		"short x":       func() { c.MatMul(make([]float32, 12), make([]float32, 31), 4, w) },
+		"short y":       func() { c.MatMulAdd(make([]float32, 11), make([]float32, 32), 4, w) },
+		"K > maxK":      func() { c.MatMul(make([]float32, 12), make([]float32, 36), 4, big) },
+		"gate/up shape": func() { c.SwiGLU(make([]float32, 12), make([]float32, 36), 1, w, big) },
+		"weight length": func() { FromBF16(make([]uint16, 5), 2, 3) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
+
+func TestToBF16(t *testing.T) {
+	for _, tc := range []struct {
+		in   uint32
+		want uint16
+	}{
+		{0x3f800000, 0x3f80}, // 1
+		{0x3f808000, 0x3f80}, // tie, even stays
+		{0x3f818000, 0x3f82}, // tie, odd rounds up
+		{0x3f808001, 0x3f81}, // above the tie
+		{0x7f7fffff, 0x7f80}, // max f32 rounds to +Inf
+		{0x00000001, 0x0000}, // denormal to +0
+		{0x807fffff, 0x8000}, // denormal to -0
+		{0x7f800001, 0x7fc0}, // signalling NaN quieted
+		{0xff800000, 0xff80}, // -Inf
+	} {
+		if got := toBF16(math.Float32frombits(tc.in)); got != tc.want {
+			t.Errorf("toBF16(%#08x) = %#04x, want %#04x", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestDPBF16(t *testing.T) {
+	one, two, three := uint32(0x3f80), uint32(0x4000), uint32(0x4040)
+	for _, tc := range []struct {
+		acc  float32
+		a, b uint32
+		want float32
+	}{
+		{0, one | two<<16, three | one<<16, 5}, // 2·1 + 1·3
+		{1, 0x0001, one, 1},                    // denormal bf16 is zero
+		{0x1p-125, 0x80c0, one, 0},             // 2^-125 - 1.5·2^-126 is denormal: flushed
+		{0x1p24, one, one, 0x1p24},             // 2^24 + 1 rounds to even
+		{0x1p24 + 2, one, one, 0x1p24 + 4},     // ... and here up
+	} {
+		if got := dpbf16(tc.acc, tc.a, tc.b); math.Float32bits(got) != math.Float32bits(tc.want) {
+			t.Errorf("dpbf16(%g, %#x, %#x) = %g, want %g", tc.acc, tc.a, tc.b, got, tc.want)
+		}
+	}
+}

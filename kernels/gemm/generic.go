@@ -1,0 +1,208 @@
+package gemm
+
+import (
+	"math"
+	"unsafe"
+)
+
+// This file holds the pure-Go kernels and the exact arithmetic every SIMD
+// kernel is held to. A kernel computes a tile of a.r rows × a.p panels: for
+// each row and each of the 16 channels of a panel, one accumulator that runs
+// through the K steps in order. Nothing else is summed, so the result for an
+// output does not depend on the tile it lands in (row invariance).
+
+// kargs is what a tile kernel reads. The asm kernels read it by offset
+// (see gen_amd64.go): keep the field order.
+type kargs struct {
+	x   unsafe.Pointer // row 0 of the prepared activations
+	ldx uintptr        // bytes between activation rows
+	w   unsafe.Pointer // first panel
+	ps  uintptr        // bytes between panels
+	ks  int            // reduction steps (pairs, singles or quads)
+	y   unsafe.Pointer // output of row 0, channel 0 of the first panel
+	ldy uintptr        // bytes between output rows
+	add int            // 1: y += result, 0: y = result
+	sx  unsafe.Pointer // int8: per-row activation scales
+	sw  unsafe.Pointer // int8: per-channel weight scales of the first panel
+	wc  unsafe.Pointer // int8: per-channel corrections of the first panel
+	r   int            // rows (generic kernels only: asm kernels are specialised)
+	p   int            // panels (generic kernels only)
+}
+
+func (a *kargs) xrow(r int) unsafe.Pointer { return unsafe.Add(a.x, uintptr(r)*a.ldx) }
+
+func (a *kargs) panel(p int) unsafe.Pointer { return unsafe.Add(a.w, uintptr(p)*a.ps) }
+
+// out writes (or adds) one row's 16 results of panel p.
+func (a *kargs) out(r, p int, acc *[panelWidth]float32) {
+	y := (*[panelWidth]float32)(unsafe.Add(a.y, uintptr(r)*a.ldy+uintptr(p*panelWidth*4)))
+	if a.add != 0 {
+		for c := range acc {
+			y[c] += acc[c]
+		}
+		return
+	}
+	*y = *acc
+}
+
+// genPairsF32 is the f32 path on bf16 weights: each bf16 widened exactly,
+// even k before odd k, products and sums rounded to f32 one by one.
+func genPairsF32(a *kargs) {
+	for r := range a.r {
+		x := unsafe.Slice((*float32)(a.xrow(r)), 2*a.ks)
+		for p := range a.p {
+			w := unsafe.Slice((*uint32)(a.panel(p)), a.ks*panelWidth)
+			var acc [panelWidth]float32
+			for q := range a.ks {
+				x0, x1 := x[2*q], x[2*q+1]
+				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
+					acc[c] += float32(x0 * math.Float32frombits(v<<16))
+					acc[c] += float32(x1 * math.Float32frombits(v&0xffff0000))
+				}
+			}
+			a.out(r, p, &acc)
+		}
+	}
+}
+
+// genF32 is the f32 path on f32 weights.
+func genF32(a *kargs) {
+	for r := range a.r {
+		x := unsafe.Slice((*float32)(a.xrow(r)), a.ks)
+		for p := range a.p {
+			w := unsafe.Slice((*float32)(a.panel(p)), a.ks*panelWidth)
+			var acc [panelWidth]float32
+			for k, xk := range x {
+				for c, v := range w[k*panelWidth : k*panelWidth+panelWidth] {
+					acc[c] += float32(xk * v)
+				}
+			}
+			a.out(r, p, &acc)
+		}
+	}
+}
+
+// genPairsBF16 is the exact emulation of the avx512bf16 kernel: one
+// VDPBF16PS per K pair on bf16-rounded activations (see toBF16Pairs).
+func genPairsBF16(a *kargs) {
+	for r := range a.r {
+		x := unsafe.Slice((*uint32)(a.xrow(r)), a.ks)
+		for p := range a.p {
+			w := unsafe.Slice((*uint32)(a.panel(p)), a.ks*panelWidth)
+			var acc [panelWidth]float32
+			for q, xq := range x {
+				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
+					acc[c] = dpbf16(acc[c], v, xq)
+				}
+			}
+			a.out(r, p, &acc)
+		}
+	}
+}
+
+// dpbf16 is one lane of VDPBF16PS as the Intel SDM defines it: two FMAs,
+// the odd (high) bf16 pair first, each with denormal inputs read as zero,
+// the result rounded to nearest even and a denormal result flushed to zero.
+func dpbf16(acc float32, a, b uint32) float32 {
+	acc = fmaDAZ(acc, uint16(a>>16), uint16(b>>16))
+	return fmaDAZ(acc, uint16(a), uint16(b))
+}
+
+// fmaDAZ returns acc + a·b rounded once to f32. The product of two bf16 is
+// exact in f64, and the f64 sum cannot create a false f32 tie: a tie needs
+// bits 2^-40 apart relative to the sum, which 24 + 16 significant bits
+// cannot produce below f64 precision.
+func fmaDAZ(acc float32, a, b uint16) float32 {
+	s := float64(daz(acc)) + float64(daz(bf16ToF32(a)))*float64(daz(bf16ToF32(b)))
+	return daz(float32(s))
+}
+
+// daz maps a denormal to the zero of its sign.
+func daz(v float32) float32 {
+	if b := math.Float32bits(v); b&0x7f800000 == 0 {
+		return math.Float32frombits(b & 0x80000000)
+	}
+	return v
+}
+
+// toBF16 rounds f32 to bf16 as VCVTNEPS2BF16 does: to nearest even,
+// denormals to signed zero, NaNs kept NaN (quieted).
+func toBF16(v float32) uint16 {
+	b := math.Float32bits(v)
+	switch {
+	case b&0x7fffffff > 0x7f800000:
+		return uint16(b>>16) | 0x40
+	case b&0x7f800000 == 0:
+		return uint16(b>>16) & 0x8000
+	}
+	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
+}
+
+// toBF16Pairs rounds a row of activations to bf16 pairs (even k low),
+// the zero-padded odd tail included.
+func toBF16Pairs(dst []uint32, x []float32) {
+	for q := range len(x) / 2 {
+		dst[q] = uint32(toBF16(x[2*q])) | uint32(toBF16(x[2*q+1]))<<16
+	}
+	if len(x)%2 == 1 {
+		dst[len(x)/2] = uint32(toBF16(x[len(x)-1]))
+	}
+}
+
+// genQuads is the int8 kernel: u8 activations (q+128) × s8 weights summed
+// exactly in int32 as VPDPBUSD does, the offset removed with the channel's
+// correction, then scaled in f32: (f32(Σ) · sx) · sw.
+func genQuads(a *kargs) {
+	sx := unsafe.Slice((*float32)(a.sx), a.r)
+	for r := range a.r {
+		x := unsafe.Slice((*uint32)(a.xrow(r)), a.ks)
+		for p := range a.p {
+			w := unsafe.Slice((*uint32)(a.panel(p)), a.ks*panelWidth)
+			sw := unsafe.Slice((*float32)(unsafe.Add(a.sw, p*panelWidth*4)), panelWidth)
+			wc := unsafe.Slice((*int32)(unsafe.Add(a.wc, p*panelWidth*4)), panelWidth)
+			var acc [panelWidth]int32
+			for q, xq := range x {
+				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
+					acc[c] += dot4(xq, v)
+				}
+			}
+			var out [panelWidth]float32
+			for c := range out {
+				out[c] = float32(float32(float32(acc[c]-wc[c])*sx[r]) * sw[c])
+			}
+			a.out(r, p, &out)
+		}
+	}
+}
+
+// dot4 is one lane of VPDPBUSD: four unsigned × signed byte products.
+func dot4(u, s uint32) int32 {
+	return int32(uint8(u))*int32(int8(s)) + int32(uint8(u>>8))*int32(int8(s>>8)) +
+		int32(uint8(u>>16))*int32(int8(s>>16)) + int32(uint8(u>>24))*int32(int8(s>>24))
+}
+
+// quantizeRow quantizes a row of activations symmetrically to u8 quads
+// (q+128, q in [-127, 127]) and returns its scale. A row with Inf or NaN
+// gets a NaN scale, so its outputs are NaN rather than quietly finite.
+func quantizeRow(dst []uint32, x []float32) float32 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, abs32(v))
+	}
+	s := amax / 127
+	if math.IsNaN(float64(s)) || isInf32(s) {
+		s = float32(math.NaN())
+	}
+	inv := float32(0)
+	if s > 0 {
+		inv = 1 / s
+	}
+	clear(dst[:ceilDiv(len(x), 4)])
+	for k, v := range x {
+		q := int32(roundEven32(v * inv))
+		q = min(max(q, -127), 127)
+		dst[k/4] |= uint32(q+128) << (8 * (k % 4))
+	}
+	// Padding k ≥ len(x) holds byte 0, i.e. q = -128 against a zero weight: no contribution.
+	return s
+}
