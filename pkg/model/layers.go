@@ -1,0 +1,163 @@
+package model
+
+import (
+	"github.com/ellm-dev/ellm/kernels/ops"
+)
+
+// attention is Qwen3Attention.forward for rows [0, m): it reads r.xn and
+// leaves o_proj's output in r.y.
+func (r *Runner) attention(l int, lw *layer, m int) error {
+	cfg := r.m.Config
+	hq, hkv := cfg.NumAttentionHeads, cfg.NumKeyValueHeads
+	qd, kvd := cfg.QDim(), cfg.KVDim()
+	xn, q, k, v := r.xn[:m*cfg.HiddenSize], r.q[:m*qd], r.k[:m*kvd], r.v[:m*kvd]
+	// query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape))
+	r.mm.MatMul(q, xn, m, lw.q)
+	if err := ops.HeadRMSNorm(q, lw.qNorm, r.eps); err != nil {
+		return err
+	}
+	// key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape))
+	r.mm.MatMul(k, xn, m, lw.k)
+	if err := ops.HeadRMSNorm(k, lw.kNorm, r.eps); err != nil {
+		return err
+	}
+	// value_states = self.v_proj(hidden_states).view(hidden_shape)
+	r.mm.MatMul(v, xn, m, lw.v)
+	// query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
+	if err := r.rope.Apply(q, hq, r.pos[:m]); err != nil {
+		return err
+	}
+	if err := r.rope.Apply(k, hkv, r.pos[:m]); err != nil {
+		return err
+	}
+	// key_states, value_states = past_key_value.update(key_states, value_states, ...)
+	c := r.cache.Layer(l)
+	for _, sq := range r.seqs {
+		c.StoreRun(sq.Slot, sq.Start, sq.N, k[sq.Row*kvd:], v[sq.Row*kvd:])
+	}
+	// attn_output = softmax(q·kᵀ·scaling + causal_mask)·v, GQA: head h reads kv head h/(Hq/Hkv)
+	r.att.Forward(r.ao[:m*qd], q, c, r.seqs)
+	// attn_output = self.o_proj(attn_output)
+	r.mm.MatMul(r.y[:m*cfg.HiddenSize], r.ao[:m*qd], m, lw.o)
+	return nil
+}
+
+// mlp is Qwen3MLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)), r.xn → r.y.
+func (r *Runner) mlp(lw *layer, m int) {
+	cfg := r.m.Config
+	h := r.h[:m*cfg.IntermediateSize]
+	r.mm.SwiGLU(h, r.xn[:m*cfg.HiddenSize], m, lw.gate, lw.up)
+	r.mm.MatMul(r.y[:m*cfg.HiddenSize], h, m, lw.down)
+}
+
+// moeScratch is the MoE block's per-pass state.
+type moeScratch struct {
+	logits   []float32 // router logits [M, E]
+	probs    []float32 // one row's softmax [E]
+	topVal   []float32 // [M, k] routing weights
+	topIdx   []int32   // [M, k] selected experts
+	count    []int     // assignments per expert [E+1]
+	order    []int32   // assignments (t·k + rank) grouped by expert [M·k]
+	gathered []float32 // one expert's input rows [M, H]
+	outRows  []float32 // one expert's output rows [M, H]
+	outs     []float32 // every assignment's expert output [M·k, H]
+}
+
+func newMoEScratch(m, h, e, k int) moeScratch {
+	return moeScratch{
+		logits: make([]float32, m*e), probs: make([]float32, e),
+		topVal: make([]float32, m*k), topIdx: make([]int32, m*k),
+		count: make([]int, e+1), order: make([]int32, m*k),
+		gathered: make([]float32, m*h), outRows: make([]float32, m*h), outs: make([]float32, m*k*h),
+	}
+}
+
+func (s *moeScratch) floats() int {
+	return len(s.logits) + len(s.probs) + len(s.topVal) + len(s.gathered) + len(s.outRows) + len(s.outs)
+}
+
+// sparseMoE is Qwen3MoeSparseMoeBlock.forward, r.xn → r.y.
+//
+// Tokens are grouped by expert so that each expert's weights are streamed
+// once per pass, however many tokens chose it; experts nobody chose are not
+// read at all (a decode step reads only the top-k experts of its tokens).
+// Each token's output sums its k expert outputs in top-k rank order, so it
+// does not depend on which other tokens shared the pass.
+func (r *Runner) sparseMoE(l int, lw *layer, m int) {
+	cfg := r.m.Config
+	H, E, K, I := cfg.HiddenSize, cfg.NumExperts, cfg.NumExpertsPerTok, cfg.MoEIntermediateSize
+	s := &r.moe
+	xn := r.xn[:m*H]
+	// router_logits = self.gate(hidden_states)
+	r.mm.MatMul(s.logits[:m*E], xn, m, lw.router)
+	for t := range m {
+		// routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
+		copy(s.probs, s.logits[t*E:(t+1)*E])
+		ops.Softmax(s.probs)
+		// routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
+		w, idx := s.topVal[t*K:(t+1)*K], s.topIdx[t*K:(t+1)*K]
+		ops.TopK(idx, w, s.probs)
+		// if self.norm_topk_prob: routing_weights /= routing_weights.sum(dim=-1, keepdim=True)
+		if cfg.NormTopkProb {
+			var sum float32
+			for _, v := range w {
+				sum += v
+			}
+			for j := range w {
+				w[j] /= sum
+			}
+		}
+	}
+	if r.Trace != nil {
+		r.Trace.Router(l, r.row[:m], s.logits[:m*E], s.topIdx[:m*K], s.topVal[:m*K])
+	}
+	// Counting sort of the m·k assignments by expert: order[count[e]:count[e+1]]
+	// are expert e's, in token order.
+	clear(s.count)
+	for _, e := range s.topIdx[:m*K] {
+		s.count[e+1]++
+	}
+	for e := range E {
+		s.count[e+1] += s.count[e]
+	}
+	for a, e := range s.topIdx[:m*K] {
+		s.order[s.count[e]] = int32(a)
+		s.count[e]++
+	}
+	// count[e] is now the end of expert e's run; the start is count[e-1].
+	start := 0
+	for e := range E {
+		run := s.order[start:s.count[e]]
+		start = s.count[e]
+		n := len(run)
+		if n == 0 {
+			continue
+		}
+		// current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
+		for i, a := range run {
+			t := int(a) / K
+			copy(s.gathered[i*H:(i+1)*H], xn[t*H:(t+1)*H])
+		}
+		// current_hidden_states = expert_layer(current_state)
+		ex := &lw.experts[e]
+		h := r.h[:n*I]
+		r.mm.SwiGLU(h, s.gathered[:n*H], n, ex.gate, ex.up)
+		r.mm.MatMul(s.outRows[:n*H], h, n, ex.down)
+		for i, a := range run {
+			copy(s.outs[int(a)*H:(int(a)+1)*H], s.outRows[i*H:(i+1)*H])
+		}
+	}
+	// final_hidden_states.index_add_(0, top_x, current_hidden_states * routing_weights[top_x, idx, None])
+	y := r.y[:m*H]
+	clear(y)
+	for t := range m {
+		yt := y[t*H : (t+1)*H]
+		for j := range K {
+			w := s.topVal[t*K+j]
+			o := s.outs[(t*K+j)*H : (t*K+j+1)*H]
+			for i := range yt {
+				yt[i] += float32(o[i] * w)
+			}
+		}
+	}
+}

@@ -1,0 +1,190 @@
+// Package model is the Qwen3 / Qwen3-MoE forward pass: Hugging Face's
+// Qwen3ForCausalLM and Qwen3MoeForCausalLM (modeling_qwen3.py,
+// modeling_qwen3_moe.py) over ellm's kernels and static KV cache.
+//
+// Three types by lifetime, as in llama2.c: the config (modelcfg.Config,
+// mirroring config.json), the weights (Model, bound once by Hugging Face
+// tensor name), and the run state (Runner: every activation buffer sized
+// once for at most MaxTokens rows per pass).
+package model
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ellm-dev/ellm/kernels/gemm"
+	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/safetensors"
+)
+
+// LoadOptions choose how weights are held in memory.
+type LoadOptions struct {
+	// DType of the linear weights: "bf16" (default: as stored, 2 bytes per
+	// weight), "f32" (widened at load) or "int8" (quantized at load per output
+	// channel, for the VNNI kernels). Embeddings and norms stay as stored
+	// (norm weights are widened to f32); the MoE router stays bf16 under
+	// int8, because a quantized router flips expert choices.
+	DType string
+}
+
+// Model holds a model's configuration and weights.
+type Model struct {
+	Config *modelcfg.Config
+	// LoadTime is how long binding (and packing or quantizing) the weights took.
+	LoadTime time.Duration
+	// DType is the linear weights' dtype ("bf16", "f32" or "int8").
+	DType string
+
+	embed     table     // model.embed_tokens.weight [vocab, hidden]
+	layers    []layer   // model.layers.*
+	finalNorm []float32 // model.norm.weight [hidden]
+	lmHead    *gemm.Weight
+
+	ck          *safetensors.Checkpoint // mapped files the bf16 views point into
+	weightBytes int64
+}
+
+// layer is one decoder layer's weights. Shapes are [out, in] as in safetensors.
+type layer struct {
+	inputNorm []float32 // input_layernorm.weight [hidden]
+	postNorm  []float32 // post_attention_layernorm.weight [hidden]
+
+	q, k, v, o   *gemm.Weight // self_attn.{q,k,v,o}_proj: [Hq·D, H], [Hkv·D, H] ×2, [H, Hq·D]
+	qNorm, kNorm []float32    // self_attn.{q,k}_norm.weight [head_dim]
+
+	// Dense MLP (nil on sparse layers): mlp.{gate,up,down}_proj.
+	gate, up, down *gemm.Weight
+
+	// Sparse MoE block (nil router on dense layers): mlp.gate [E, H] and mlp.experts.*.
+	router  *gemm.Weight
+	experts []expert
+}
+
+// expert is one MoE expert's SwiGLU MLP: gate/up [I_moe, H], down [H, I_moe].
+type expert struct{ gate, up, down *gemm.Weight }
+
+// table is an embedding table, bf16 as stored or f32 (f16/f32 checkpoints).
+type table struct {
+	bf16 []uint16
+	f32  []float32
+	dim  int
+}
+
+// gather writes the embedding rows of ids into out [len(ids), dim].
+func (t *table) gather(out []float32, ids []int32) error {
+	if t.bf16 != nil {
+		return ops.Embed(out, t.bf16, t.dim, ids)
+	}
+	vocab := len(t.f32) / t.dim
+	for i, id := range ids {
+		if id < 0 || int(id) >= vocab {
+			return fmt.Errorf("embed: token id %d outside the vocabulary [0, %d)", id, vocab)
+		}
+		copy(out[i*t.dim:(i+1)*t.dim], t.f32[int(id)*t.dim:])
+	}
+	return nil
+}
+
+// Load reads config.json and the safetensors checkpoint in dir. The bf16
+// weights stay memory-mapped where the kernels can read them as stored.
+func Load(dir string, opts LoadOptions) (*Model, error) {
+	cfg, err := modelcfg.Load(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load model: %w", err)
+	}
+	ck, err := safetensors.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("load model %s: %w", dir, err)
+	}
+	m, err := New(cfg, ck, opts)
+	if err != nil {
+		ck.Close()
+		return nil, fmt.Errorf("load model %s: %w", dir, err)
+	}
+	return m, nil
+}
+
+// New binds the weights of cfg's architecture from ck. The model owns ck
+// from then on (Close closes it).
+func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*Model, error) {
+	start := time.Now()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	dtype := opts.DType
+	if dtype == "" {
+		dtype = "bf16"
+	}
+	if dtype != "bf16" && dtype != "f32" && dtype != "int8" {
+		return nil, fmt.Errorf("weight dtype %q: want bf16, f32 or int8", opts.DType)
+	}
+	b := &binder{ck: ck, dtype: dtype, layer: -1}
+	m := &Model{Config: cfg, DType: dtype, ck: ck}
+	h := cfg.HiddenSize
+	m.embed = b.table("model.embed_tokens.weight", cfg.VocabSize, h)
+	m.finalNorm = b.norm("model.norm.weight", h)
+	if cfg.TieWordEmbeddings {
+		m.lmHead = b.tied(&m.embed, cfg.VocabSize, h)
+	} else {
+		m.lmHead = b.linear("lm_head.weight", cfg.VocabSize, h)
+	}
+	m.layers = make([]layer, cfg.NumHiddenLayers)
+	for i := range m.layers {
+		b.layer = i
+		m.layers[i] = bindLayer(b, cfg, i)
+	}
+	if err := b.err(); err != nil {
+		return nil, err
+	}
+	m.weightBytes = b.bytes
+	m.LoadTime = time.Since(start)
+	return m, nil
+}
+
+func bindLayer(b *binder, cfg *modelcfg.Config, i int) layer {
+	p := modelcfg.LayerPrefix(i)
+	h, qd, kvd, hd := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.HeadDim
+	l := layer{
+		inputNorm: b.norm(p+"input_layernorm.weight", h),
+		postNorm:  b.norm(p+"post_attention_layernorm.weight", h),
+		q:         b.linear(p+"self_attn.q_proj.weight", qd, h),
+		k:         b.linear(p+"self_attn.k_proj.weight", kvd, h),
+		v:         b.linear(p+"self_attn.v_proj.weight", kvd, h),
+		o:         b.linear(p+"self_attn.o_proj.weight", h, qd),
+		qNorm:     b.norm(p+"self_attn.q_norm.weight", hd),
+		kNorm:     b.norm(p+"self_attn.k_norm.weight", hd),
+	}
+	if !cfg.IsSparseLayer(i) {
+		l.gate = b.linear(p+"mlp.gate_proj.weight", cfg.IntermediateSize, h)
+		l.up = b.linear(p+"mlp.up_proj.weight", cfg.IntermediateSize, h)
+		l.down = b.linear(p+"mlp.down_proj.weight", h, cfg.IntermediateSize)
+		return l
+	}
+	l.router = b.router(p+"mlp.gate.weight", cfg.NumExperts, h)
+	l.experts = make([]expert, cfg.NumExperts)
+	im := cfg.MoEIntermediateSize
+	for e := range l.experts {
+		ep := fmt.Sprintf("%smlp.experts.%d.", p, e)
+		l.experts[e] = expert{
+			gate: b.linear(ep+"gate_proj.weight", im, h),
+			up:   b.linear(ep+"up_proj.weight", im, h),
+			down: b.linear(ep+"down_proj.weight", h, im),
+		}
+	}
+	return l
+}
+
+// WeightBytes is the memory the weights occupy as the kernels read them
+// (mapped bf16 tables included).
+func (m *Model) WeightBytes() int64 { return m.weightBytes }
+
+// Close unmaps the checkpoint; the model and its runners must not be used afterwards.
+func (m *Model) Close() error {
+	if m.ck == nil {
+		return nil
+	}
+	err := m.ck.Close()
+	m.ck = nil
+	return err
+}

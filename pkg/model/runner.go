@@ -1,0 +1,373 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/ellm-dev/ellm/kernels/attn"
+	"github.com/ellm-dev/ellm/kernels/gemm"
+	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
+
+// LogitsMode says which rows of a segment need logits.
+type LogitsMode int
+
+const (
+	// LogitsNone computes no logits (a prefill chunk whose last token is not sampled yet).
+	LogitsNone LogitsMode = iota
+	// LogitsLast computes the logits of the segment's last token.
+	LogitsLast
+	// LogitsAll computes the logits of every token (alignment, scoring).
+	LogitsAll
+)
+
+// Segment is a run of tokens of one sequence: Tokens at absolute positions
+// [Start, Start+len(Tokens)) of cache slot Slot. Positions [0, Start) must
+// already be in the cache.
+type Segment struct {
+	Slot, Start int
+	Tokens      []int32
+	Logits      LogitsMode
+}
+
+// RunnerOptions size a Runner.
+type RunnerOptions struct {
+	// MaxTokens is the most rows one pass through the layers takes (the
+	// chunk size, or the sequence length for single-pass prefill). Longer
+	// forwards are split into passes of MaxTokens rows: incremental prefill.
+	MaxTokens int
+	// MaxLogits is the most logits rows one Forward returns (default: the
+	// cache's slot count, one sampled token per sequence).
+	MaxLogits int
+	// Pool runs the kernels; nil makes a private pool of one worker per CPU.
+	Pool *threads.Pool
+}
+
+// Runner runs forward passes of one model over one KV cache. Every buffer is
+// allocated by NewRunner; Forward allocates nothing. A Runner is not safe for
+// concurrent use.
+type Runner struct {
+	// Trace, when set, sees the hidden states and MoE routing of every pass.
+	Trace Tracer
+
+	m       *Model
+	cache   *kvcache.Cache
+	pool    *threads.Pool
+	ownPool bool
+	mm      *gemm.Context
+	att     *attn.Attention
+	rope    *ops.Rope
+	eps     float32
+
+	maxM, maxLogits int
+
+	// Activations of one pass, [rows, width] row-major.
+	x   []float32 // residual stream [M, H]
+	xn  []float32 // normed input of the current sublayer [M, H]
+	y   []float32 // sublayer output before the residual add [M, H]
+	q   []float32 // [M, Hq·D], attention output reuses it
+	k   []float32 // [M, Hkv·D]
+	v   []float32 // [M, Hkv·D]
+	ao  []float32 // attention output [M, Hq·D]
+	h   []float32 // MLP hidden [M, max(I, I_moe)]
+	pos []int32   // absolute position of each row
+	ids []int32   // token of each row
+	row []Row     // which segment token each row is
+
+	seqs []attn.Seq // attention work of a pass, one per piece
+
+	moe moeScratch
+
+	lmIn    []float32 // final-normed rows that need logits [MaxLogits, H]
+	logits  []float32 // [MaxLogits, V]
+	nLogits int
+	base    []int // first logits row of each segment of the current Forward
+}
+
+// Row identifies a row of a pass: token Index of segment Seg of the Forward call.
+type Row struct{ Seg, Index int }
+
+// NewRunner sizes a runner for m over cache.
+func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, error) {
+	cfg := m.Config
+	if cache.Layers != cfg.NumHiddenLayers || cache.KVHeads != cfg.NumKeyValueHeads || cache.HeadDim != cfg.HeadDim {
+		return nil, fmt.Errorf("runner: kv cache is %d layers × %d heads × %d dims, model needs %d × %d × %d",
+			cache.Layers, cache.KVHeads, cache.HeadDim, cfg.NumHiddenLayers, cfg.NumKeyValueHeads, cfg.HeadDim)
+	}
+	if opts.MaxTokens < 1 {
+		return nil, fmt.Errorf("runner: MaxTokens = %d, must be positive", opts.MaxTokens)
+	}
+	if opts.MaxLogits < 1 {
+		opts.MaxLogits = cache.Slots
+	}
+	r := &Runner{m: m, cache: cache, pool: opts.Pool, eps: float32(cfg.RMSNormEps),
+		maxM: min(opts.MaxTokens, cache.Slots*cache.SeqLen), maxLogits: opts.MaxLogits}
+	y, err := yarn(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if r.rope, err = ops.NewRope(cfg.HeadDim, cache.SeqLen, cfg.RopeTheta, y); err != nil {
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	if r.pool == nil {
+		r.pool, r.ownPool = threads.New(0, false), true
+	}
+	M, H, qd, kvd := r.maxM, cfg.HiddenSize, cfg.QDim(), cfg.KVDim()
+	inter := max(cfg.IntermediateSize, cfg.MoEIntermediateSize)
+	r.mm = gemm.NewContext(r.pool, M, max(H, qd, inter))
+	if r.att, err = attn.New(r.pool, M, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("runner: %w", err)
+	}
+	r.x, r.xn, r.y = make([]float32, M*H), make([]float32, M*H), make([]float32, M*H)
+	r.q, r.ao = make([]float32, M*qd), make([]float32, M*qd)
+	r.k, r.v = make([]float32, M*kvd), make([]float32, M*kvd)
+	r.h = make([]float32, M*inter)
+	r.pos, r.ids, r.row = make([]int32, M), make([]int32, M), make([]Row, M)
+	r.seqs = make([]attn.Seq, 0, min(M, cache.Slots))
+	if cfg.IsMoE() {
+		r.moe = newMoEScratch(M, H, cfg.NumExperts, cfg.NumExpertsPerTok)
+	}
+	r.lmIn = make([]float32, min(r.maxLogits, M)*H)
+	r.logits = make([]float32, r.maxLogits*cfg.VocabSize)
+	r.base = make([]int, 0, cache.Slots)
+	return r, nil
+}
+
+// yarn converts config.json's rope_scaling for the RoPE table (nil: plain
+// RoPE), following transformers' _compute_yarn_parameters.
+func yarn(cfg *modelcfg.Config) (*ops.YaRN, error) {
+	rs := cfg.RopeScaling
+	switch rs.Kind() {
+	case "default":
+		return nil, nil
+	case "yarn":
+	default:
+		return nil, fmt.Errorf("rope_scaling %q is not implemented (only yarn)", rs.Kind())
+	}
+	y := &ops.YaRN{Factor: rs.Factor, OriginalMaxPositionEmbeddings: rs.OriginalMaxPositionEmbeddings}
+	if y.OriginalMaxPositionEmbeddings == 0 {
+		y.OriginalMaxPositionEmbeddings = cfg.MaxPositionEmbeddings
+	}
+	if rs.BetaFast != nil {
+		y.BetaFast = *rs.BetaFast
+	}
+	if rs.BetaSlow != nil {
+		y.BetaSlow = *rs.BetaSlow
+	}
+	mscale := func(scale, m float64) float64 {
+		if scale <= 1 {
+			return 1
+		}
+		return 0.1*m*math.Log(scale) + 1
+	}
+	switch {
+	case rs.AttentionFactor != nil:
+		y.AttentionFactor = *rs.AttentionFactor
+	case rs.MScale != nil && rs.MScaleAllDim != nil && *rs.MScale != 0 && *rs.MScaleAllDim != 0:
+		y.AttentionFactor = mscale(rs.Factor, *rs.MScale) / mscale(rs.Factor, *rs.MScaleAllDim)
+	}
+	return y, nil
+}
+
+// Close releases the runner's private pool, if it made one.
+func (r *Runner) Close() {
+	if r.ownPool {
+		r.pool.Close()
+	}
+}
+
+// MaxTokens is the most rows one pass takes.
+func (r *Runner) MaxTokens() int { return r.maxM }
+
+// ScratchBytes is the memory of the runner's activation buffers.
+func (r *Runner) ScratchBytes() int64 {
+	n := len(r.x) + len(r.xn) + len(r.y) + len(r.q) + len(r.ao) + len(r.k) + len(r.v) + len(r.h) +
+		len(r.lmIn) + len(r.logits) + r.moe.floats()
+	return int64(4 * n)
+}
+
+// Logits returns logits row i of the last Forward: rows are numbered in
+// segment order, one per LogitsLast segment and len(Tokens) per LogitsAll
+// segment. The slice is overwritten by the next Forward.
+func (r *Runner) Logits(i int) []float32 {
+	v := r.m.Config.VocabSize
+	return r.logits[i*v : (i+1)*v]
+}
+
+// NumLogits is the number of logits rows the last Forward produced.
+func (r *Runner) NumLogits() int { return r.nLogits }
+
+// Forward runs segs through the model: their K/V go into the cache at their
+// positions and the logits they ask for become available through Logits.
+// The rows of all segments go through each layer together, MaxTokens rows
+// at a time.
+func (r *Runner) Forward(segs []Segment) error {
+	if err := r.check(segs); err != nil {
+		return err
+	}
+	seg, idx := 0, 0
+	for seg < len(segs) {
+		// One pass: consecutive pieces of segments, at most maxM rows.
+		r.seqs = r.seqs[:0]
+		rows := 0
+		for seg < len(segs) && rows < r.maxM {
+			s := &segs[seg]
+			n := min(len(s.Tokens)-idx, r.maxM-rows)
+			r.seqs = append(r.seqs, attn.Seq{Slot: s.Slot, Start: s.Start + idx, N: n, Row: rows})
+			for j := range n {
+				r.ids[rows+j] = s.Tokens[idx+j]
+				r.pos[rows+j] = int32(s.Start + idx + j)
+				r.row[rows+j] = Row{Seg: seg, Index: idx + j}
+			}
+			rows += n
+			if idx += n; idx == len(s.Tokens) {
+				seg, idx = seg+1, 0
+			}
+		}
+		if err := r.pass(segs, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Runner) check(segs []Segment) error {
+	cfg := r.m.Config
+	r.base = r.base[:0]
+	r.nLogits = 0
+	for i := range segs {
+		s := &segs[i]
+		switch {
+		case s.Slot < 0 || s.Slot >= r.cache.Slots:
+			return fmt.Errorf("forward: segment %d: slot %d outside [0, %d)", i, s.Slot, r.cache.Slots)
+		case len(s.Tokens) == 0:
+			return fmt.Errorf("forward: segment %d: no tokens", i)
+		case s.Start < 0 || s.Start+len(s.Tokens) > r.cache.SeqLen:
+			return fmt.Errorf("forward: segment %d: positions [%d, %d) exceed the sequence length %d",
+				i, s.Start, s.Start+len(s.Tokens), r.cache.SeqLen)
+		}
+		for j := range i {
+			if segs[j].Slot == s.Slot {
+				return fmt.Errorf("forward: segments %d and %d both use slot %d", j, i, s.Slot)
+			}
+		}
+		for _, t := range s.Tokens {
+			if t < 0 || int(t) >= cfg.VocabSize {
+				return fmt.Errorf("forward: segment %d: token id %d outside the vocabulary [0, %d)", i, t, cfg.VocabSize)
+			}
+		}
+		if len(r.base) == cap(r.base) {
+			return fmt.Errorf("forward: %d segments, the cache has %d slots", len(segs), r.cache.Slots)
+		}
+		r.base = append(r.base, r.nLogits)
+		switch s.Logits {
+		case LogitsLast:
+			r.nLogits++
+		case LogitsAll:
+			r.nLogits += len(s.Tokens)
+		}
+	}
+	if r.nLogits > r.maxLogits {
+		return fmt.Errorf("forward: %d logits rows asked, the runner holds %d (RunnerOptions.MaxLogits)", r.nLogits, r.maxLogits)
+	}
+	return nil
+}
+
+// pass runs rows [0, m) of the prepared pass through every layer.
+func (r *Runner) pass(segs []Segment, m int) error {
+	cfg := r.m.Config
+	H := cfg.HiddenSize
+	x, xn := r.x[:m*H], r.xn[:m*H]
+	// inputs_embeds = self.embed_tokens(input_ids)
+	if err := r.m.embed.gather(x, r.ids[:m]); err != nil {
+		return err
+	}
+	r.trace(0, x, m)
+	// hidden_states = self.input_layernorm(hidden_states) (layer 0; later
+	// layers get theirs fused with the previous residual add)
+	if err := ops.RMSNorm(xn, x, r.m.layers[0].inputNorm, r.eps); err != nil {
+		return err
+	}
+	for l := range r.m.layers {
+		lw := &r.m.layers[l]
+		if err := r.attention(l, lw, m); err != nil {
+			return fmt.Errorf("layer %d: %w", l, err)
+		}
+		// hidden_states = residual + hidden_states; hidden_states = self.post_attention_layernorm(hidden_states)
+		if err := ops.AddRMSNorm(xn, x, r.y[:m*H], lw.postNorm, r.eps); err != nil {
+			return err
+		}
+		if lw.router != nil {
+			r.sparseMoE(l, lw, m)
+		} else {
+			r.mlp(lw, m)
+		}
+		// hidden_states = residual + hidden_states, then the next norm: the
+		// next layer's input_layernorm, or the final model.norm.
+		next := r.m.finalNorm
+		if l+1 < len(r.m.layers) {
+			next = r.m.layers[l+1].inputNorm
+		}
+		if err := ops.AddRMSNorm(xn, x, r.y[:m*H], next, r.eps); err != nil {
+			return err
+		}
+		r.trace(l+1, x, m)
+	}
+	r.trace(len(r.m.layers)+1, xn, m)
+	r.lmHead(segs, m)
+	return nil
+}
+
+// lmHead computes logits = self.lm_head(hidden_states) for the rows that
+// asked. Logits rows are numbered in segment order, so the rows of one pass
+// that need logits fill consecutive logits rows.
+func (r *Runner) lmHead(segs []Segment, m int) {
+	H, V := r.m.Config.HiddenSize, r.m.Config.VocabSize
+	n, first := 0, 0
+	for i := range m {
+		rw := r.row[i]
+		s := &segs[rw.Seg]
+		var out int
+		switch {
+		case s.Logits == LogitsAll:
+			out = r.base[rw.Seg] + rw.Index
+		case s.Logits == LogitsLast && rw.Index == len(s.Tokens)-1:
+			out = r.base[rw.Seg]
+		default:
+			continue
+		}
+		if n == 0 {
+			first = out
+		}
+		copy(r.lmIn[n*H:(n+1)*H], r.xn[i*H:(i+1)*H])
+		if n++; n*H == len(r.lmIn) {
+			r.mm.MatMul(r.logits[first*V:], r.lmIn, n, r.m.lmHead)
+			n = 0
+		}
+	}
+	if n > 0 {
+		r.mm.MatMul(r.logits[first*V:], r.lmIn[:n*H], n, r.m.lmHead)
+	}
+}
+
+func (r *Runner) trace(stage int, h []float32, m int) {
+	if r.Trace != nil {
+		r.Trace.Hidden(stage, r.row[:m], h)
+	}
+}
+
+// Tracer observes a forward pass (ellm align). Slices are only valid during the call.
+type Tracer interface {
+	// Hidden receives the hidden states [len(rows), hidden] of a pass: stage 0
+	// is the embedding output, stage l+1 the residual stream after layer l,
+	// stage L+1 the final norm's output (the input of lm_head).
+	Hidden(stage int, rows []Row, h []float32)
+	// Router receives a sparse layer's gate logits [len(rows), E], the
+	// selected experts and their routing weights [len(rows), top_k] in
+	// torch.topk order.
+	Router(layer int, rows []Row, logits []float32, experts []int32, weights []float32)
+}
