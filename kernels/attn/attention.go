@@ -1,0 +1,189 @@
+package attn
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync/atomic"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
+)
+
+// Tile is the number of cached positions attention visits at a time. Tiles
+// are aligned to absolute position 0; their order and extent for a query
+// depend only on its position (see the package comment).
+const Tile = 64
+
+// blockRows is how many query rows of one sequence share a pass over the K/V
+// tiles: together with the group's heads they reuse each tile from cache.
+const blockRows = 32
+
+// Seq is one sequence's part of a Forward call: N query rows of cache slot
+// Slot at absolute positions Start..Start+N-1, stored at rows Row..Row+N-1 of
+// q and out. The K/V of positions 0..Start+N-1 must already be in the cache.
+type Seq struct{ Slot, Start, N, Row int }
+
+// Attention computes causal grouped-query attention with scratch allocated
+// once. It is not safe for concurrent use.
+type Attention struct {
+	pool                                     *threads.Pool
+	maxRows, qHeads, kvHeads, headDim, group int
+	scale                                    float32
+
+	items []item
+	next  atomic.Int32
+	ws    []scratch // per worker
+
+	// the current call
+	out, q []float32
+	c      *Cache
+	seqs   []Seq
+	path   kernels.Path
+}
+
+// item is rows [lo, hi) (relative to the sequence's first row) of seqs[seq]
+// for kv head head.
+type item struct {
+	cost              int64
+	seq, lo, hi, head int32
+}
+
+// scratch is one worker's: the widened K/V tile of a bf16 cache and the
+// online-softmax state of every (row, head) of a block.
+type scratch struct {
+	kt, vt []float32 // [Tile, headDim]
+	ml     []float32 // [blockRows·group, 2]: running max, running sum
+	acc    []float32 // [blockRows·group, headDim]
+	s      []float32 // [Tile] scores, then probabilities
+	_      [64]byte  // keep workers' slice headers on separate cache lines
+}
+
+// New sizes an Attention for calls of at most maxRows query rows in total.
+func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention, error) {
+	if maxRows <= 0 || kvHeads <= 0 || qHeads%kvHeads != 0 || headDim <= 0 {
+		return nil, fmt.Errorf("attention: %d rows, %d query heads, %d kv heads (want a divisor of the query heads), head_dim %d", maxRows, qHeads, kvHeads, headDim)
+	}
+	a := &Attention{
+		pool: pool, maxRows: maxRows, qHeads: qHeads, kvHeads: kvHeads, headDim: headDim,
+		group: qHeads / kvHeads, scale: float32(1 / math.Sqrt(float64(headDim))),
+		// each sequence has ≥ 1 row, so at most maxRows sequences and
+		// maxRows/blockRows + maxRows blocks
+		items: make([]item, 0, (maxRows/blockRows+maxRows)*kvHeads),
+		ws:    make([]scratch, pool.Size()),
+	}
+	for i := range a.ws {
+		w := &a.ws[i]
+		w.kt, w.vt = make([]float32, Tile*headDim), make([]float32, Tile*headDim)
+		w.ml = make([]float32, 2*blockRows*a.group)
+		w.acc = make([]float32, blockRows*a.group*headDim)
+		w.s = make([]float32, Tile)
+	}
+	return a, nil
+}
+
+// Forward writes attention outputs for seqs: q and out are [rows, qHeads,
+// headDim] (q already normed and rotated); query head h reads kv head
+// h/(qHeads/kvHeads). Each query attends to its own and all earlier positions
+// of its slot, with scale 1/sqrt(headDim) and an f32 softmax.
+//
+// Violations of this contract (shapes, rows beyond maxRows, positions beyond
+// the cache) are programming errors and panic.
+func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
+	a.check(out, q, c, seqs)
+	a.items = a.items[:0]
+	for si, s := range seqs {
+		for lo := 0; lo < s.N; lo += blockRows {
+			hi := min(lo+blockRows, s.N)
+			// work ∝ rows × tiles visited
+			cost := int64(hi-lo) * int64((s.Start+hi-1)/Tile+1)
+			for h := range a.kvHeads {
+				a.items = append(a.items, item{cost, int32(si), int32(lo), int32(hi), int32(h)})
+			}
+		}
+	}
+	// Longest first, so that dynamic scheduling ends evenly. Which worker runs
+	// an item never changes its arithmetic.
+	slices.SortStableFunc(a.items, func(x, y item) int { return int(y.cost - x.cost) })
+	a.out, a.q, a.c, a.seqs, a.path = out, q, c, seqs, kernels.Active()
+	a.next.Store(0)
+	a.pool.Run(a)
+	a.out, a.q, a.c, a.seqs = nil, nil, nil, nil
+}
+
+func (a *Attention) check(out, q []float32, c *Cache, seqs []Seq) {
+	if c.KVHeads != a.kvHeads || c.HeadDim != a.headDim {
+		panic(fmt.Sprintf("attn: cache has %d kv heads of %d, attention was built for %d of %d", c.KVHeads, c.HeadDim, a.kvHeads, a.headDim))
+	}
+	rows := 0
+	width := a.qHeads * a.headDim
+	for _, s := range seqs {
+		if s.N <= 0 || s.Start < 0 || s.Start+s.N > c.SeqLen || s.Slot < 0 || s.Slot >= c.Slots || s.Row < 0 || (s.Row+s.N)*width > min(len(q), len(out)) {
+			panic(fmt.Sprintf("attn: sequence %+v does not fit a %d-slot %d-position cache and %d/%d-element q/out", s, c.Slots, c.SeqLen, len(q), len(out)))
+		}
+		rows += s.N
+	}
+	if rows > a.maxRows {
+		panic(fmt.Sprintf("attn: %d query rows, attention was built for %d", rows, a.maxRows))
+	}
+}
+
+// Run is one worker's share: items taken in order from a shared counter.
+func (a *Attention) Run(worker, _ int) {
+	w := &a.ws[worker]
+	for {
+		i := int(a.next.Add(1)) - 1
+		if i >= len(a.items) {
+			return
+		}
+		a.block(w, a.items[i])
+	}
+}
+
+// block computes rows [it.lo, it.hi) of one sequence for the query heads of
+// kv head it.head.
+func (a *Attention) block(w *scratch, it item) {
+	s := a.seqs[it.seq]
+	c, hd, g := a.c, a.headDim, a.group
+	lo, hi := int(it.lo), int(it.hi)
+	nq := (hi - lo) * g
+	for i := range nq {
+		w.ml[2*i], w.ml[2*i+1] = float32(math.Inf(-1)), 0
+	}
+	clear(w.acc[:nq*hd])
+	base := c.off(s.Slot, int(it.head), 0)
+	last := s.Start + hi - 1 // position of the block's last row
+	for t0 := 0; t0 <= last; t0 += Tile {
+		t1 := min(t0+Tile, last+1)
+		var k, v []float32
+		if c.K16 != nil {
+			k, v = w.kt[:(t1-t0)*hd], w.vt[:(t1-t0)*hd]
+			widen(a.path, k, c.K16[base+t0*hd:base+t1*hd])
+			widen(a.path, v, c.V16[base+t0*hd:base+t1*hd])
+		} else {
+			k, v = c.K32[base+t0*hd:base+t1*hd], c.V32[base+t0*hd:base+t1*hd]
+		}
+		// rows whose position precedes the tile are done with it
+		for r := max(lo, t0-s.Start); r < hi; r++ {
+			n := min(t1, s.Start+r+1) - t0
+			qrow := (s.Row + r) * a.qHeads * hd
+			for j := range g {
+				qh := int(it.head)*g + j
+				i := (r-lo)*g + j
+				tile(a.path, w.ml[2*i:2*i+2], w.acc[i*hd:(i+1)*hd], a.q[qrow+qh*hd:qrow+(qh+1)*hd], k, v, w.s, n, a.scale)
+			}
+		}
+	}
+	for r := lo; r < hi; r++ {
+		orow := (s.Row + r) * a.qHeads * hd
+		for j := range g {
+			qh := int(it.head)*g + j
+			i := (r-lo)*g + j
+			inv := w.ml[2*i+1]
+			o, acc := a.out[orow+qh*hd:orow+(qh+1)*hd], w.acc[i*hd:(i+1)*hd]
+			for d := range o {
+				o[d] = acc[d] / inv
+			}
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package attn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
+)
+
+// eachPath runs f once per kernel path this CPU can run, with that path forced.
+func eachPath(t *testing.T, f func(t *testing.T, p kernels.Path)) {
+	t.Helper()
+	for _, p := range kernels.Available() {
+		t.Run(p.String(), func(t *testing.T) {
+			prev, err := kernels.Force(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kernels.Force(prev)
+			f(t, p)
+		})
+	}
+}
+
+// shape is one attention configuration under test.
+type shape struct {
+	qHeads, kvHeads, headDim int
+	bf16                     bool
+}
+
+func (s shape) String() string {
+	dt := "f32"
+	if s.bf16 {
+		dt = "bf16"
+	}
+	return fmt.Sprintf("q%d-kv%d-d%d-%s", s.qHeads, s.kvHeads, s.headDim, dt)
+}
+
+// fixture is a cache with random K/V for positions [0, seqLen) of every slot
+// and random queries for every (slot, position).
+type fixture struct {
+	shape
+	c *Cache
+	q [][]float32 // per slot: [seqLen, qHeads, headDim]
+}
+
+func newFixture(s shape, slots, seqLen int, seed uint64) *fixture {
+	r := rand.New(rand.NewPCG(seed, 7))
+	f := &fixture{shape: s, c: NewCache(slots, s.kvHeads, seqLen, s.headDim, s.bf16)}
+	w := s.kvHeads * s.headDim
+	for slot := range slots {
+		k, v := make([]float32, seqLen*w), make([]float32, seqLen*w)
+		for i := range k {
+			k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		f.c.StoreRun(slot, 0, seqLen, k, v)
+		q := make([]float32, seqLen*s.qHeads*s.headDim)
+		for i := range q {
+			q[i] = float32(r.NormFloat64() * 1.5)
+		}
+		f.q = append(f.q, q)
+	}
+	return f
+}
+
+// run computes attention for seqs (their Row fields are assigned here, in
+// order) and returns each sequence's output rows.
+func (f *fixture) run(a *Attention, seqs []Seq) [][]float32 {
+	w := f.qHeads * f.headDim
+	rows := 0
+	for i := range seqs {
+		seqs[i].Row = rows
+		rows += seqs[i].N
+	}
+	q, out := make([]float32, rows*w), make([]float32, rows*w)
+	for _, s := range seqs {
+		copy(q[s.Row*w:], f.q[s.Slot][s.Start*w:(s.Start+s.N)*w])
+	}
+	a.Forward(out, q, f.c, seqs)
+	res := make([][]float32, len(seqs))
+	for i, s := range seqs {
+		res[i] = out[s.Row*w : (s.Row+s.N)*w]
+	}
+	return res
+}
+
+// reference is attention in float64 over the cache's stored (rounded) K/V
+// for the query of slot at position p, head h.
+func (f *fixture) reference(slot, p, h int) []float64 {
+	hd, g := f.headDim, f.qHeads/f.kvHeads
+	q := f.q[slot][(p*f.qHeads+h)*hd : (p*f.qHeads+h+1)*hd]
+	kv := func(s []uint16, s32 []float32, i int) float64 {
+		if s != nil {
+			return float64(math.Float32frombits(uint32(s[i]) << 16))
+		}
+		return float64(s32[i])
+	}
+	scores := make([]float64, p+1)
+	m := math.Inf(-1)
+	for t := range scores {
+		o := f.c.off(slot, h/g, t)
+		var dot float64
+		for d := range hd {
+			dot += float64(q[d]) * kv(f.c.K16, f.c.K32, o+d)
+		}
+		scores[t] = dot / math.Sqrt(float64(hd))
+		m = max(m, scores[t])
+	}
+	out := make([]float64, hd)
+	var sum float64
+	for t, s := range scores {
+		e := math.Exp(s - m)
+		sum += e
+		o := f.c.off(slot, h/g, t)
+		for d := range hd {
+			out[d] += e * kv(f.c.V16, f.c.V32, o+d)
+		}
+	}
+	for d := range out {
+		out[d] /= sum
+	}
+	return out
+}
+
+func newAttention(t testing.TB, pool *threads.Pool, maxRows int, s shape) *Attention {
+	t.Helper()
+	a, err := New(pool, maxRows, s.qHeads, s.kvHeads, s.headDim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestMatchesFloat64Reference(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	shapes := []shape{{4, 4, 16, false}, {8, 4, 64, true}, {16, 4, 128, true}, {8, 1, 128, false}, {4, 2, 24, true}}
+	for _, s := range shapes {
+		for _, T := range []int{1, 7, 63, 65, 300} {
+			t.Run(fmt.Sprintf("%v/T%d", s, T), func(t *testing.T) {
+				f := newFixture(s, 1, T, uint64(T))
+				want := make([]float64, 0, T*s.qHeads*s.headDim)
+				for p := range T {
+					for h := range s.qHeads {
+						want = append(want, f.reference(0, p, h)...)
+					}
+				}
+				eachPath(t, func(t *testing.T, _ kernels.Path) {
+					got := f.run(newAttention(t, pool, T, s), []Seq{{Slot: 0, Start: 0, N: T}})[0]
+					var worst float64
+					for i, w := range want {
+						worst = max(worst, math.Abs(float64(got[i])-w))
+					}
+					if worst > 5e-6 {
+						t.Errorf("max-abs error %.3g vs float64 reference", worst)
+					}
+				})
+			})
+		}
+	}
+}
+
+func bitsEqual(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// The numeric contract: a row's output does not depend on how the rows of
+// its sequence are chunked, on decode vs prefill, or on other sequences.
+func TestRowInvariance(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	const T = 200
+	for _, s := range []shape{{16, 8, 128, true}, {8, 2, 64, false}, {4, 4, 16, true}} {
+		f := newFixture(s, 3, T, 11)
+		w := s.qHeads * s.headDim
+		eachPath(t, func(t *testing.T, _ kernels.Path) {
+			a := newAttention(t, pool, 3*T, s)
+			full := f.run(a, []Seq{{Slot: 0, Start: 0, N: T}})[0]
+			same := func(what string, start int, got []float32) {
+				t.Helper()
+				if !bitsEqual(got, full[start*w:start*w+len(got)]) {
+					t.Errorf("%v: %s: rows from position %d differ from the full prefill", s, what, start)
+				}
+			}
+			c1 := f.run(a, []Seq{{Slot: 0, Start: 0, N: 130}})[0]
+			c2 := f.run(a, []Seq{{Slot: 0, Start: 130, N: 70}})[0]
+			same("chunk 0..130", 0, c1)
+			same("chunk 130..200", 130, c2)
+			same("prefill 50", 0, f.run(a, []Seq{{Slot: 0, Start: 0, N: 50}})[0])
+			for p := 50; p < T; p++ {
+				same("decode", p, f.run(a, []Seq{{Slot: 0, Start: p, N: 1}})[0])
+			}
+			// slots 1 and 2 alone, then all three in one call in mixed roles
+			alone1 := f.run(a, []Seq{{Slot: 1, Start: 0, N: T}})[0]
+			alone2 := f.run(a, []Seq{{Slot: 2, Start: 100, N: 1}})[0]
+			batch := f.run(a, []Seq{{Slot: 2, Start: 100, N: 1}, {Slot: 0, Start: 0, N: T}, {Slot: 1, Start: 0, N: T}})
+			if !bitsEqual(batch[0], alone2) || !bitsEqual(batch[1], full) || !bitsEqual(batch[2], alone1) {
+				t.Errorf("%v: a batch of 3 sequences differs from each alone", s)
+			}
+		})
+	}
+}
+
+// SIMD paths against the generic one on awkward sizes: same result within
+// f32 rounding (they accumulate in another order).
+func TestPathsAgree(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	for _, hd := range []int{16, 64, 128} {
+		for _, ratio := range []int{1, 2, 4, 8} {
+			s := shape{ratio * 2, 2, hd, ratio%2 == 0}
+			f := newFixture(s, 1, 300, uint64(hd*ratio))
+			var ref [][]float32
+			eachPath(t, func(t *testing.T, p kernels.Path) {
+				a := newAttention(t, pool, 300, s)
+				var got [][]float32
+				for _, T := range []int{1, 7, 63, 65, 300} {
+					got = append(got, f.run(a, []Seq{{Slot: 0, Start: 0, N: T}})[0])
+				}
+				if p == kernels.Generic {
+					ref = got
+					return
+				}
+				for i := range got {
+					for j := range got[i] {
+						if d := math.Abs(float64(got[i][j] - ref[i][j])); d > 1e-5 {
+							t.Fatalf("%v: row element %d differs from generic by %.3g", s, j, d)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestForwardDoesNotAllocate(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	s := shape{8, 2, 64, true}
+	f := newFixture(s, 2, 130, 3)
+	a := newAttention(t, pool, 140, s)
+	w := s.qHeads * s.headDim
+	q, out := make([]float32, 140*w), make([]float32, 140*w)
+	seqs := []Seq{{Slot: 0, Start: 0, N: 130}, {Slot: 1, Start: 129, N: 1, Row: 130}}
+	eachPath(t, func(t *testing.T, _ kernels.Path) {
+		if n := testing.AllocsPerRun(20, func() { a.Forward(out, q, f.c, seqs) }); n != 0 {
+			t.Errorf("Forward allocates %.1f times per call", n)
+		}
+	})
+}
+
+func TestStoreRoundsToBF16(t *testing.T) {
+	c := NewCache(2, 2, 4, 2, true)
+	k := []float32{1, float32(math.Float32frombits(0x3f818000)), -2, 3}
+	v := []float32{0.5, 0.25, 0.125, float32(math.NaN())}
+	c.Store(1, 3, k, v)
+	if got := c.K16[c.off(1, 0, 3)+1]; got != 0x3f82 {
+		t.Errorf("K rounded to %#04x, want 0x3f82 (tie to even)", got)
+	}
+	if got := c.K16[c.off(1, 1, 3)]; got != 0xc000 {
+		t.Errorf("K head 1 = %#04x, want 0xc000", got)
+	}
+	if got := c.V16[c.off(1, 1, 3)+1]; got&0x7fc0 != 0x7fc0 {
+		t.Errorf("NaN stored as %#04x", got)
+	}
+	if err := c.Validate(); err != nil {
+		t.Error(err)
+	}
+	bad := *c
+	bad.V16 = bad.V16[:3]
+	if bad.Validate() == nil {
+		t.Error("Validate accepted a short V")
+	}
+}
+
+func TestNewRejectsShapes(t *testing.T) {
+	pool := threads.New(1, false)
+	defer pool.Close()
+	for _, c := range [][4]int{{0, 8, 4, 64}, {8, 6, 4, 64}, {8, 8, 0, 64}, {8, 8, 8, 0}} {
+		if _, err := New(pool, c[0], c[1], c[2], c[3]); err == nil {
+			t.Errorf("New%v accepted", c)
+		}
+	}
+}

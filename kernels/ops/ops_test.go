@@ -1,0 +1,366 @@
+package ops
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels"
+)
+
+// eachPath runs f once per kernel path this CPU can run, with that path forced.
+func eachPath(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	for _, p := range kernels.Available() {
+		t.Run(p.String(), func(t *testing.T) {
+			prev, err := kernels.Force(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer kernels.Force(prev)
+			f(t)
+		})
+	}
+}
+
+// withPath runs f with path p forced.
+func withPath(t testing.TB, p kernels.Path, f func()) {
+	t.Helper()
+	prev, err := kernels.Force(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kernels.Force(prev)
+	f()
+}
+
+func randVec(r *rand.Rand, n int, scale float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(r.NormFloat64() * scale)
+	}
+	return x
+}
+
+// guarded returns a slice of n elements inside a larger one whose extra
+// elements (canaries) must survive every call.
+func guarded(n int) (inner, all []float32) {
+	all = make([]float32, n+32)
+	for i := range all {
+		all[i] = 12345
+	}
+	return all[16 : 16+n : 16+n], all
+}
+
+func checkGuard(t *testing.T, all []float32, n int) {
+	t.Helper()
+	for i, v := range all {
+		if (i < 16 || i >= 16+n) && v != 12345 {
+			t.Fatalf("canary %d overwritten: %v", i, v)
+		}
+	}
+}
+
+func TestExp32Accuracy(t *testing.T) {
+	var worst float64
+	for x := float32(-87); x <= 88; x += 0.000731 {
+		want := math.Exp(float64(x))
+		got := float64(Exp32(x))
+		worst = max(worst, math.Abs(got-want)/want)
+	}
+	if worst > 4e-7 {
+		t.Errorf("Exp32 max relative error %.3g, documented bound 4e-7", worst)
+	}
+	t.Logf("Exp32 max relative error %.3g", worst)
+	for _, c := range []struct{ x, want float32 }{
+		{0, 1}, {float32(math.Inf(-1)), 0}, {-88, 0}, {-1000, 0},
+		{float32(math.Inf(1)), float32(math.Exp(88))}, {100, float32(math.Exp(88))},
+	} {
+		if got := Exp32(c.x); math.Abs(float64(got-c.want)) > 1e-6*float64(c.want) {
+			t.Errorf("Exp32(%v) = %v, want %v", c.x, got, c.want)
+		}
+	}
+}
+
+func TestRMSNormMatchesFloat64(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{16, 64, 128, 1024, 17, 5} {
+		x, w := randVec(r, 3*n, 2), randVec(r, n, 1)
+		want := make([]float64, 3*n)
+		for row := range 3 {
+			var ss float64
+			for _, v := range x[row*n : (row+1)*n] {
+				ss += float64(v) * float64(v)
+			}
+			s := 1 / math.Sqrt(ss/float64(n)+1e-6)
+			for i := range n {
+				want[row*n+i] = float64(x[row*n+i]) * s * float64(w[i])
+			}
+		}
+		eachPath(t, func(t *testing.T) {
+			out, all := guarded(3 * n)
+			if err := RMSNorm(out, x, w, 1e-6); err != nil {
+				t.Fatal(err)
+			}
+			checkGuard(t, all, 3*n)
+			for i := range out {
+				if d := math.Abs(float64(out[i]) - want[i]); d > 2e-6*max(1, math.Abs(want[i])) {
+					t.Fatalf("n=%d: out[%d] = %v, want %v", n, i, out[i], want[i])
+				}
+			}
+			inPlace := slices.Clone(x)
+			if err := RMSNorm(inPlace, inPlace, w, 1e-6); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(inPlace, out) {
+				t.Errorf("n=%d: in-place result differs", n)
+			}
+		})
+	}
+}
+
+func TestNormShapeErrors(t *testing.T) {
+	w := make([]float32, 4)
+	for _, c := range []struct {
+		name   string
+		out, x []float32
+	}{
+		{"ragged", make([]float32, 6), make([]float32, 6)},
+		{"short out", make([]float32, 4), make([]float32, 8)},
+	} {
+		if err := RMSNorm(c.out, c.x, w, 1e-6); err == nil {
+			t.Errorf("%s: RMSNorm accepted", c.name)
+		}
+		if err := AddRMSNorm(c.out, slices.Clone(c.x), c.x, w, 1e-6); err == nil {
+			t.Errorf("%s: AddRMSNorm accepted", c.name)
+		}
+	}
+	if err := AddRMSNorm(make([]float32, 8), make([]float32, 4), make([]float32, 8), w, 1e-6); err == nil {
+		t.Error("AddRMSNorm accepted a short residual")
+	}
+	if err := SiLUMul(make([]float32, 3), make([]float32, 8), 4); err == nil {
+		t.Error("SiLUMul accepted a short out")
+	}
+}
+
+// Every SIMD path must equal the Go code bit for bit (the package promise),
+// on lengths that exercise every tail.
+func TestPathsBitIdentical(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	rope, err := NewRope(64, 64, 1e6, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		norm, add, res, rot, silu, soft, wide []float32
+		narrow                                []uint16
+		arg                                   int
+	}
+	for _, n := range []int{1, 7, 15, 16, 17, 31, 32, 33, 64, 100, 128, 1000} {
+		x, y, w := randVec(r, 4*n, 3), randVec(r, 4*n, 3), randVec(r, n, 1)
+		bits := make([]uint16, 4*n)
+		for i := range bits {
+			bits[i] = uint16(r.Uint32())
+		}
+		var ref result
+		for _, p := range kernels.Available() {
+			var got result
+			withPath(t, p, func() {
+				got.norm = make([]float32, 4*n)
+				if err := RMSNorm(got.norm, x, w, 1e-6); err != nil {
+					t.Fatal(err)
+				}
+				got.res = slices.Clone(x)
+				got.add = make([]float32, 4*n)
+				if err := AddRMSNorm(got.add, got.res, y, w, 1e-6); err != nil {
+					t.Fatal(err)
+				}
+				if n%2 == 0 && 4*n%64 == 0 {
+					got.rot = slices.Clone(x)
+					pos := make([]int32, 4*n/64)
+					r2 := rand.New(rand.NewPCG(uint64(n), 9)) // same positions on every path
+					for i := range pos {
+						pos[i] = int32(r2.IntN(64))
+					}
+					if err := rope.Apply(got.rot, 1, pos); err != nil {
+						t.Fatal(err)
+					}
+				}
+				got.silu = make([]float32, 2*n)
+				if err := SiLUMul(got.silu, x, n); err != nil {
+					t.Fatal(err)
+				}
+				got.soft = slices.Clone(x)
+				Softmax(got.soft)
+				got.wide = make([]float32, 4*n)
+				ToF32(got.wide, bits)
+				got.narrow = make([]uint16, 4*n)
+				ToBF16(got.narrow, x)
+				got.arg = Argmax(x)
+			})
+			if p == kernels.Generic {
+				ref = got
+				continue
+			}
+			for name, pair := range map[string][2][]float32{
+				"rmsnorm": {ref.norm, got.norm}, "add-rmsnorm": {ref.add, got.add}, "residual": {ref.res, got.res},
+				"rope": {ref.rot, got.rot}, "silu-mul": {ref.silu, got.silu}, "softmax": {ref.soft, got.soft},
+				"to-f32": {ref.wide, got.wide},
+			} {
+				if !bitsEqual(pair[0], pair[1]) {
+					t.Errorf("%s n=%d: %s differs from generic", p, n, name)
+				}
+			}
+			if !slices.Equal(ref.narrow, got.narrow) {
+				t.Errorf("%s n=%d: to-bf16 differs from generic", p, n)
+			}
+			if ref.arg != got.arg {
+				t.Errorf("%s n=%d: argmax %d, generic %d", p, n, got.arg, ref.arg)
+			}
+		}
+	}
+}
+
+func bitsEqual(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBF16(t *testing.T) {
+	for _, c := range []struct {
+		f    float32
+		want uint16
+	}{
+		{1, 0x3f80},
+		{math.Float32frombits(0x3f808000), 0x3f80}, // tie, even stays
+		{math.Float32frombits(0x3f818000), 0x3f82}, // tie, odd rounds up
+		{math.Float32frombits(0x3f808001), 0x3f81},
+		{math.Float32frombits(0x7f7fffff), 0x7f80}, // rounds to +inf
+		{float32(math.Inf(-1)), 0xff80},
+		{math.Float32frombits(0x7f800001), 0x7fc0}, // signalling NaN made quiet
+		{math.Float32frombits(0xffc00000), 0xffc0},
+		{math.Float32frombits(0x00008000), 0x0000}, // subnormal tie to even
+	} {
+		if got := F32ToBF16(c.f); got != c.want {
+			t.Errorf("F32ToBF16(%#08x) = %#04x, want %#04x", math.Float32bits(c.f), got, c.want)
+		}
+	}
+	// every bf16 value survives widening and rounding back (NaNs quieted)
+	all := make([]uint16, 1<<16)
+	for i := range all {
+		all[i] = uint16(i)
+	}
+	eachPath(t, func(t *testing.T) {
+		wide := make([]float32, len(all))
+		ToF32(wide, all)
+		back := make([]uint16, len(all))
+		ToBF16(back, wide)
+		for i, h := range back {
+			want := uint16(i)
+			if i&0x7fff > 0x7f80 {
+				want |= 0x40
+			}
+			if h != want || math.Float32bits(wide[i]) != uint32(i)<<16 {
+				t.Fatalf("bf16 %#04x: widened %#08x, back %#04x", i, math.Float32bits(wide[i]), h)
+			}
+		}
+	})
+}
+
+func TestEmbed(t *testing.T) {
+	table := []uint16{0x3f80, 0x4000, 0x4040, 0x4080, 0xbf80, 0}
+	out := make([]float32, 6)
+	if err := Embed(out, table, 2, []int32{2, 0, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if want := []float32{-1, 0, 1, 2, 3, 4}; !slices.Equal(out, want) {
+		t.Errorf("Embed = %v, want %v", out, want)
+	}
+	if err := Embed(out[:2], table, 2, []int32{3}); err == nil {
+		t.Error("Embed accepted id 3 of a 3-row table")
+	}
+}
+
+func TestTopK(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for trial := range 200 {
+		n := 1 + r.IntN(130)
+		k := 1 + r.IntN(min(n, 9))
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(r.IntN(12)) // many ties
+		}
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return x[order[a]] > x[order[b]] })
+		idx, vals := make([]int32, k), make([]float32, k)
+		TopK(idx, vals, x)
+		for j := range k {
+			if int(idx[j]) != order[j] || vals[j] != x[order[j]] {
+				t.Fatalf("trial %d: TopK(%v, k=%d) = %v %v, want indices %v", trial, x, k, idx, vals, order[:k])
+			}
+		}
+	}
+}
+
+func TestArgmax(t *testing.T) {
+	nan := float32(math.NaN())
+	for _, c := range []struct {
+		x    []float32
+		want int
+	}{
+		{nil, -1},
+		{[]float32{3}, 0},
+		{[]float32{1, 5, 5, 2}, 1},
+		{[]float32{nan, -1, 2, 2}, 2},
+		{[]float32{float32(math.Inf(-1)), float32(math.Inf(-1))}, 0},
+	} {
+		eachPath(t, func(t *testing.T) {
+			if got := Argmax(c.x); got != c.want {
+				t.Errorf("Argmax(%v) = %d, want %d", c.x, got, c.want)
+			}
+		})
+	}
+	// ties at every offset of a long vector, for the SIMD paths' blocks
+	for _, n := range []int{33, 151936} {
+		x := make([]float32, n)
+		for _, at := range []int{0, 15, 16, n / 2, n - 1} {
+			x[at] = 7
+			if at+5 < n {
+				x[at+5] = 7
+			}
+			eachPath(t, func(t *testing.T) {
+				if got := Argmax(x); got != at {
+					t.Errorf("n=%d: Argmax = %d, want %d", n, got, at)
+				}
+			})
+			x[at] = 0
+			if at+5 < n {
+				x[at+5] = 0
+			}
+		}
+	}
+}
+
+func TestSoftmax(t *testing.T) {
+	x := []float32{1, 2, 3, -1000}
+	Softmax(x)
+	e := []float64{math.Exp(-2), math.Exp(-1), 1, 0}
+	s := e[0] + e[1] + e[2]
+	for i := range x {
+		if math.Abs(float64(x[i])-e[i]/s) > 1e-7 {
+			t.Errorf("softmax[%d] = %v, want %v", i, x[i], e[i]/s)
+		}
+	}
+}
