@@ -11,8 +11,9 @@ import (
 )
 
 // Entry is one tensor to write. Either Data holds exactly the tensor's bytes,
-// or Fill writes them into dst (len(dst) is the tensor's byte size): Fill lets
-// a large checkpoint be produced one tensor at a time.
+// or Fill writes them into dst (len(dst) is the tensor's byte size; dst holds
+// stale bytes, so Fill must set every one): Fill lets a large checkpoint be
+// produced one tensor at a time.
 type Entry struct {
 	Name  string
 	DType DType
@@ -125,7 +126,6 @@ func WriteFile(path string, entries []Entry, metadata map[string]string) (err er
 				buf = make([]byte, n)
 			}
 			data = buf[:n]
-			clear(data)
 			if err := e.Fill(data); err != nil {
 				return fmt.Errorf("%s: tensor %q: %w", path, e.Name, err)
 			}
