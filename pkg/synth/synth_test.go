@@ -90,10 +90,10 @@ func TestGenerateRoundTrip(t *testing.T) {
 
 	// Scales: linear std 1/√fan_in, norms ≈ 1, router spread 2/√hidden, logits std 3/√hidden.
 	for _, tc := range []struct {
-		name       string
-		mean, std  float64
-		meanTol    float64
-		stdRelTol  float64
+		name      string
+		mean, std float64
+		meanTol   float64
+		stdRelTol float64
 	}{
 		{"model.layers.0.self_attn.q_proj.weight", 0, 1 / math.Sqrt(64), 0.01, 0.05},
 		{"model.layers.1.mlp.up_proj.weight", 0, 1 / math.Sqrt(64), 0.01, 0.05},
