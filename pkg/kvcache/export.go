@@ -139,7 +139,7 @@ func (c *Cache) eachRun(slot, n int, f func([]byte) error) error {
 		ly := &c.layers[l]
 		for kv := 0; kv < 2; kv++ {
 			for h := 0; h < c.KVHeads; h++ {
-				o := ly.Offset(slot, h, 0)
+				o := c.offset(slot, h, 0)
 				var p unsafe.Pointer
 				switch {
 				case c.DType == F32 && kv == 0:

@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ellm-dev/ellm/kernels/attn"
+
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
@@ -56,7 +58,7 @@ type Cache struct {
 
 	cfg    *modelcfg.Config
 	mem    []byte
-	layers []Layer
+	layers []attn.Cache
 }
 
 // New allocates the cache for cfg's shape: slots sequences of seqLen positions.
@@ -82,7 +84,7 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 	}
 	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // a hint: kernels without THP still work
 	c.mem = mem
-	c.layers = make([]Layer, c.Layers)
+	c.layers = make([]attn.Cache, c.Layers)
 	for l := range c.layers {
 		ly := &c.layers[l]
 		ly.Slots, ly.KVHeads, ly.SeqLen, ly.HeadDim = slots, c.KVHeads, seqLen, c.HeadDim
@@ -102,8 +104,13 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 
 func (c *Cache) tensorElems() int { return c.Slots * c.KVHeads * c.SeqLen * c.HeadDim }
 
-// Layer returns layer l's view, in the layout kernels/attn reads.
-func (c *Cache) Layer(l int) *Layer { return &c.layers[l] }
+// Layer returns layer l's view, which kernels/attn reads and writes in place.
+func (c *Cache) Layer(l int) *attn.Cache { return &c.layers[l] }
+
+// offset is the element index of (slot, head, pos, 0) in a layer's K or V.
+func (c *Cache) offset(slot, head, pos int) int {
+	return ((slot*c.KVHeads+head)*c.SeqLen + pos) * c.HeadDim
+}
 
 // Bytes is the size of the whole cache.
 func (c *Cache) Bytes() int64 { return int64(len(c.mem)) }

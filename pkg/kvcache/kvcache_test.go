@@ -3,7 +3,6 @@ package kvcache
 import (
 	"bytes"
 	"errors"
-	"math"
 	"testing"
 
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -64,7 +63,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 				for h := 0; h < 2; h++ {
 					for p := 0; p < 5; p++ {
 						for i := 0; i < 4; i++ {
-							oa, ob := a.Offset(1, h, p)+i, b.Offset(2, h, p)+i
+							oa, ob := src.offset(1, h, p)+i, dst.offset(2, h, p)+i
 							if dt == F32 && (a.K32[oa] != b.K32[ob] || a.V32[oa] != b.V32[ob]) ||
 								dt == BF16 && (a.K16[oa] != b.K16[ob] || a.V16[oa] != b.V16[ob]) {
 								t.Fatalf("layer %d head %d pos %d dim %d differs", l, h, p, i)
@@ -121,27 +120,6 @@ func TestImportRejects(t *testing.T) {
 				t.Fatalf("errors.Is(ErrMismatch) = %v, want %v: %v", !tt.mismatch, tt.mismatch, err)
 			}
 		})
-	}
-}
-
-func TestToBF16(t *testing.T) {
-	tests := []struct {
-		in   float32
-		want uint16
-	}{
-		{1, 0x3f80},
-		{math.Float32frombits(0x3f808000), 0x3f80}, // tie, even stays
-		{math.Float32frombits(0x3f818000), 0x3f82}, // tie, odd rounds up
-		{math.Float32frombits(0x3f808001), 0x3f81},
-		{float32(math.Inf(1)), 0x7f80},
-	}
-	for _, tt := range tests {
-		if got := toBF16(tt.in); got != tt.want {
-			t.Errorf("toBF16(%x) = %04x, want %04x", math.Float32bits(tt.in), got, tt.want)
-		}
-	}
-	if got := toBF16(float32(math.NaN())); got&0x7f80 != 0x7f80 || got&0x7f == 0 {
-		t.Errorf("NaN → %04x, not a NaN", got)
 	}
 }
 

@@ -167,3 +167,5 @@ func TestMatchesReference(t *testing.T) {
 		})
 	}
 }
+
+func kernelsBF16() bool { return kernels.Active() == kernels.AVX512BF16 }

@@ -1,0 +1,191 @@
+package model
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+)
+
+// The engine's bit-identity properties (docs/architecture.md, row
+// invariance), on every kernel path this CPU runs.
+
+func eachPath(t *testing.T, f func(t *testing.T, m *Model)) {
+	for _, name := range tinyModels {
+		t.Run(name, func(t *testing.T) {
+			m := loadTiny(t, name, LoadOptions{})
+			for _, p := range kernels.Available() {
+				forcePath(t, p, func(t *testing.T) { f(t, m) })
+			}
+		})
+	}
+}
+
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s: element %d is %v, want %v (max-abs %.3g over the row)", what, i, got[i], want[i], maxAbsDiff(got, want))
+		}
+	}
+}
+
+func rows(r *Runner, n int) [][]float32 {
+	out := make([][]float32, n)
+	for i := range out {
+		out[i] = slices.Clone(r.Logits(i))
+	}
+	return out
+}
+
+// finalRecorder keeps the lm_head input of every row (the last traced stage):
+// comparing it for all rows and the logits of the last row checks every
+// position without paying for the 151,936-wide lm_head on each.
+type finalRecorder struct {
+	stage, width int
+	rows         []float32
+}
+
+func (f *finalRecorder) Hidden(stage int, rows []Row, h []float32) {
+	if stage == f.stage {
+		f.rows = append(f.rows, h[:len(rows)*f.width]...)
+	}
+}
+
+func (f *finalRecorder) Router(int, []Row, []float32, []int32, []float32) {}
+
+func traceFinal(r *Runner) *finalRecorder {
+	f := &finalRecorder{stage: r.m.Config.NumHiddenLayers + 1, width: r.m.Config.HiddenSize}
+	r.Trace = f
+	return f
+}
+
+func TestIncrementalPrefillBitIdentical(t *testing.T) {
+	eachPath(t, func(t *testing.T, m *Model) {
+		ids := i32(t, refTensors(t, m.Config.Name(), "incremental"), "token_ids")
+		H := m.Config.HiddenSize
+		full := newRunner(t, m, kvcache.BF16, 1, 128, RunnerOptions{MaxTokens: 128})
+		fullRec := traceFinal(full)
+		if err := full.Forward([]Segment{{Tokens: ids, Logits: LogitsLast}}); err != nil {
+			t.Fatal(err)
+		}
+		want := slices.Clone(full.Logits(0))
+
+		inc := newRunner(t, m, kvcache.BF16, 1, 128, RunnerOptions{MaxTokens: 128})
+		incRec := traceFinal(inc)
+		if err := inc.Forward([]Segment{{Tokens: ids[:50]}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := inc.Forward([]Segment{{Start: 50, Tokens: ids[50:], Logits: LogitsLast}}); err != nil {
+			t.Fatal(err)
+		}
+		sameBits(t, "50 + 20: hidden states", incRec.rows, fullRec.rows[:70*H])
+		sameBits(t, "50 + 20: last logits", inc.Logits(0), want)
+
+		// --chunk-size: the same 70 tokens through passes of 16 rows.
+		chunked := newRunner(t, m, kvcache.BF16, 1, 128, RunnerOptions{MaxTokens: 16})
+		chunkRec := traceFinal(chunked)
+		if err := chunked.Forward([]Segment{{Tokens: ids, Logits: LogitsLast}}); err != nil {
+			t.Fatal(err)
+		}
+		sameBits(t, "chunks of 16: hidden states", chunkRec.rows, fullRec.rows[:70*H])
+		sameBits(t, "chunks of 16: last logits", chunked.Logits(0), want)
+	})
+}
+
+func TestBatchBitIdentical(t *testing.T) {
+	eachPath(t, func(t *testing.T, m *Model) {
+		ref := refTensors(t, m.Config.Name(), "multi_batch")
+		ids, lengths, offsets := i32(t, ref, "token_ids"), i32(t, ref, "lengths"), i32(t, ref, "offsets")
+		segs := make([]Segment, len(lengths))
+		for b := range segs {
+			segs[b] = Segment{Slot: b, Tokens: ids[offsets[b] : offsets[b]+lengths[b]], Logits: LogitsLast}
+		}
+		alone := newRunner(t, m, kvcache.BF16, 1, 256, RunnerOptions{MaxTokens: 256})
+		want := make([][]float32, len(segs))
+		for b, s := range segs {
+			s.Slot = 0
+			if err := alone.Forward([]Segment{s}); err != nil {
+				t.Fatal(err)
+			}
+			want[b] = slices.Clone(alone.Logits(0))
+		}
+		// All prompts in one forward, and again in passes of 50 rows that
+		// cut prompts at arbitrary places.
+		for _, maxTokens := range []int{256, 50} {
+			batch := newRunner(t, m, kvcache.BF16, len(segs), 256, RunnerOptions{MaxTokens: maxTokens})
+			if err := batch.Forward(segs); err != nil {
+				t.Fatal(err)
+			}
+			for b := range segs {
+				sameBits(t, "batched prompt", batch.Logits(b), want[b])
+			}
+		}
+	})
+}
+
+// TestDecodeMatchesPrefill decodes greedily one token per step and compares
+// every step's logits with one prefill of the whole transcript.
+func TestDecodeMatchesPrefill(t *testing.T) {
+	eachPath(t, func(t *testing.T, m *Model) {
+		ref := refTensors(t, m.Config.Name(), "multi_batch_test")
+		ids, lengths := i32(t, ref, "prompt_ids"), i32(t, ref, "prompt_lengths")
+		prompt := ids[:lengths[0]]
+		const steps = 16
+		dec := newRunner(t, m, kvcache.BF16, 1, 64, RunnerOptions{MaxTokens: 64})
+		seq := slices.Clone(prompt)
+		var stepLogits [][]float32
+		seg := []Segment{{Tokens: prompt, Logits: LogitsLast}}
+		for range steps {
+			if err := dec.Forward(seg); err != nil {
+				t.Fatal(err)
+			}
+			stepLogits = append(stepLogits, slices.Clone(dec.Logits(0)))
+			next := int32(ops.Argmax(dec.Logits(0)))
+			seg = []Segment{{Start: len(seq), Tokens: []int32{next}, Logits: LogitsLast}}
+			seq = append(seq, next)
+		}
+		full := newRunner(t, m, kvcache.BF16, 1, 64, RunnerOptions{MaxTokens: 64, MaxLogits: len(seq)})
+		if err := full.Forward([]Segment{{Tokens: seq[:len(seq)-1], Logits: LogitsAll}}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range steps {
+			row := len(prompt) - 1 + i
+			got := full.Logits(row)
+			if d := maxAbsDiff(stepLogits[i], got); d != 0 {
+				t.Errorf("step %d: decode vs prefill max-abs %.3g, want 0", i, d)
+			}
+			if a := int32(ops.Argmax(got)); a != seq[len(prompt)+i] {
+				t.Errorf("step %d: prefill argmax %d, decode chose %d", i, a, seq[len(prompt)+i])
+			}
+		}
+	})
+}
+
+func TestDecodeDoesNotAllocate(t *testing.T) {
+	for _, name := range tinyModels {
+		t.Run(name, func(t *testing.T) {
+			m := loadTiny(t, name, LoadOptions{})
+			r := newRunner(t, m, kvcache.BF16, 2, 64, RunnerOptions{MaxTokens: 64})
+			prompt := []int32{785, 3974, 13876, 38835}
+			if err := r.Forward([]Segment{{Slot: 0, Tokens: prompt}, {Slot: 1, Tokens: prompt, Logits: LogitsLast}}); err != nil {
+				t.Fatal(err)
+			}
+			segs := []Segment{
+				{Slot: 0, Start: 4, Tokens: []int32{13}, Logits: LogitsLast},
+				{Slot: 1, Start: 4, Tokens: []int32{198}, Logits: LogitsLast},
+			}
+			allocs := testing.AllocsPerRun(10, func() {
+				if err := r.Forward(segs); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("decode step allocates %.1f times", allocs)
+			}
+		})
+	}
+}
