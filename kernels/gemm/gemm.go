@@ -26,6 +26,7 @@ type kernelSet struct {
 	pairs   [maxRows + 1][maxPanels + 1]kernel // kindBF16, activations as the path wants them
 	f32     [maxRows + 1][maxPanels + 1]kernel // kindF32
 	quads   [maxRows + 1][maxPanels + 1]kernel // kindInt8
+	rows    int                                // tallest tile: every [1..rows][1] kernel exists
 	bf16Act bool                               // pairs kernels take bf16-rounded activation pairs
 }
 
@@ -39,7 +40,7 @@ const (
 
 // generic kernels handle any tile shape; the table just names them.
 func genericSet(pairs kernel, bf16Act bool) kernelSet {
-	s := kernelSet{bf16Act: bf16Act}
+	s := kernelSet{rows: maxRows, bf16Act: bf16Act}
 	for r := 1; r <= maxRows; r++ {
 		for p := 1; p <= maxPanels; p++ {
 			s.pairs[r][p], s.f32[r][p], s.quads[r][p] = pairs, genF32, genQuads
@@ -276,8 +277,8 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 	}
 	for b0 := p0; b0 < p1; b0 += blockPanels {
 		b1 := min(b0+blockPanels, p1)
-		for r0 := 0; r0 < t.m; r0 += maxRows {
-			rows := min(maxRows, t.m-r0)
+		for r0 := 0; r0 < t.m; r0 += t.c.set.rows {
+			rows := min(t.c.set.rows, t.m-r0)
 			a.x = unsafe.Add(t.xs, uintptr(r0)*t.ldx)
 			for p := b0; p < b1; {
 				np := 1

@@ -1,0 +1,343 @@
+//go:build ignore
+
+// gen_asm writes kernels_amd64.s and kernels_amd64.go: one tile kernel per
+// (family, rows R, panels P). Run it with `go generate` in this directory.
+//
+// Every kernel keeps R×P accumulators (one vector of 16 channels per row and
+// panel; two ymm halves on AVX2) and walks the K steps once, in order, so
+// each output's arithmetic is the same sequence whatever tile computes it.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"log"
+	"os"
+	"strings"
+)
+
+type family struct {
+	name  string
+	wide  bool // zmm (else ymm halves)
+	xstep int  // activation bytes per K step
+	body  func(g *gen)
+	tiles [][2]int // R, P
+}
+
+func tiles(maxR4P4 bool, rows int, extra ...[2]int) [][2]int {
+	var t [][2]int
+	for r := 1; r <= rows; r++ {
+		t = append(t, [2]int{r, 1})
+		if rows == 8 {
+			t = append(t, [2]int{r, 2})
+			if r <= 4 && maxR4P4 {
+				t = append(t, [2]int{r, 4})
+			}
+		}
+	}
+	return append(t, extra...)
+}
+
+var families = []family{
+	{"pairs512", true, 8, pairsF32, tiles(true, 8)},
+	{"f32x512", true, 4, singleF32, tiles(true, 8)},
+	{"bf16x512", true, 4, dotBF16, tiles(true, 8)},
+	{"vnni512", true, 4, dotVNNI, tiles(true, 8)},
+	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2})},
+	{"f32x256", false, 4, singleF32, tiles(false, 4, [2]int{1, 2}, [2]int{2, 2})},
+}
+
+type gen struct {
+	f    family
+	r, p int
+	buf  bytes.Buffer
+	vecs int // vector registers in use by accumulators
+}
+
+func (g *gen) in(format string, args ...any) { fmt.Fprintf(&g.buf, "\t"+format+"\n", args...) }
+
+// halves is the number of vector registers per panel of 16 channels.
+func (g *gen) halves() int {
+	if g.f.wide {
+		return 1
+	}
+	return 2
+}
+
+func (g *gen) v(n int) string {
+	if g.f.wide {
+		return fmt.Sprintf("Z%d", n)
+	}
+	return fmt.Sprintf("Y%d", n)
+}
+
+// acc is the accumulator of row r, panel j, half h.
+func (g *gen) acc(r, j, h int) int { return (r*g.p+j)*g.halves() + h }
+
+// top is the highest vector register; scratch registers count down from it.
+func (g *gen) top() int {
+	if g.f.wide {
+		return 31
+	}
+	return 15
+}
+
+// reg hands out scratch register i (0 = top) and checks it does not collide
+// with an accumulator.
+func (g *gen) reg(i int) int {
+	n := g.top() - i
+	if n < g.r*g.p*g.halves() {
+		log.Fatalf("%s R%dP%d: out of vector registers", g.f.name, g.r, g.p)
+	}
+	return n
+}
+
+var rowBase = []string{"SI", "DI", "R8"}
+
+// row is the address of row r's activations at byte off (rows 3 and 6 have
+// their own base registers; others are base + 1 or 2 strides).
+func row(r, off int) string {
+	b := rowBase[r/3]
+	if r%3 == 0 {
+		return fmt.Sprintf("%d(%s)", off, b)
+	}
+	return fmt.Sprintf("%d(%s)(DX*%d)", off, b, r%3)
+}
+
+// panel is the address of panel j's current step at byte off.
+func panel(j, off int) string {
+	b := []string{"BX", "R9"}[j/3]
+	if j%3 == 0 {
+		return fmt.Sprintf("%d(%s)", off, b)
+	}
+	return fmt.Sprintf("%d(%s)(R10*%d)", off, b, j%3)
+}
+
+// pairsF32: bf16 pairs widened exactly (lo = bits<<16, hi = bits&0xffff0000),
+// then per output fma(x[2q], lo) before fma(x[2q+1], hi). Scratch: 0 = mask,
+// 1, 2 = broadcast x[2q], x[2q+1], 3… = widened weights.
+func pairsF32(g *gen) {
+	mask, x0, x1 := g.reg(0), g.reg(1), g.reg(2)
+	lo := func(j, h int) int { return g.reg(3 + 2*(j*g.halves()+h)) }
+	hi := func(j, h int) int { return g.reg(4 + 2*(j*g.halves()+h)) }
+	for j := range g.p {
+		for h := range g.halves() {
+			g.in("%s %s, %s", g.load(), panel(j, 32*h), g.v(hi(j, h)))
+			g.in("VPSLLD $16, %s, %s", g.v(hi(j, h)), g.v(lo(j, h)))
+			g.in("%s %s, %s, %s", g.and(), g.v(mask), g.v(hi(j, h)), g.v(hi(j, h)))
+		}
+	}
+	for r := range g.r {
+		g.in("VBROADCASTSS %s, %s", row(r, 0), g.v(x0))
+		g.in("VBROADCASTSS %s, %s", row(r, 4), g.v(x1))
+		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(lo(j, h)), g.v(x0), g.v(g.acc(r, j, h))) })
+		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(hi(j, h)), g.v(x1), g.v(g.acc(r, j, h))) })
+	}
+}
+
+// singleF32: f32 weights, one fma per K step.
+func singleF32(g *gen) {
+	x := g.reg(1)
+	w := func(j, h int) int { return g.reg(3 + j*g.halves() + h) }
+	g.each(func(j, h int) { g.in("VMOVUPS %s, %s", panel(j, 32*h), g.v(w(j, h))) })
+	for r := range g.r {
+		g.in("VBROADCASTSS %s, %s", row(r, 0), g.v(x))
+		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(w(j, h)), g.v(x), g.v(g.acc(r, j, h))) })
+	}
+}
+
+// dotBF16: one VDPBF16PS per K pair on bf16 activation pairs.
+func dotBF16(g *gen) {
+	x := g.reg(1)
+	w := func(j int) int { return g.reg(3 + j) }
+	for j := range g.p {
+		g.in("VMOVDQU32 %s, %s", panel(j, 0), g.v(w(j)))
+	}
+	for r := range g.r {
+		g.in("VPBROADCASTD %s, %s", row(r, 0), g.v(x))
+		for j := range g.p {
+			g.in("VDPBF16PS_Z(%d, %d, %d)", w(j), x, g.acc(r, j, 0))
+		}
+	}
+}
+
+// dotVNNI: one VPDPBUSD per K quad, u8 activations × s8 weights.
+func dotVNNI(g *gen) {
+	x := g.reg(1)
+	w := func(j int) int { return g.reg(3 + j) }
+	for j := range g.p {
+		g.in("VMOVDQU32 %s, %s", panel(j, 0), g.v(w(j)))
+	}
+	for r := range g.r {
+		g.in("VPBROADCASTD %s, %s", row(r, 0), g.v(x))
+		for j := range g.p {
+			g.in("VPDPBUSD %s, %s, %s", g.v(w(j)), g.v(x), g.v(g.acc(r, j, 0)))
+		}
+	}
+}
+
+func (g *gen) each(f func(j, h int)) {
+	for j := range g.p {
+		for h := range g.halves() {
+			f(j, h)
+		}
+	}
+}
+
+func (g *gen) load() string {
+	if g.f.wide {
+		return "VMOVDQU32"
+	}
+	return "VMOVDQU"
+}
+
+func (g *gen) and() string {
+	if g.f.wide {
+		return "VPANDD"
+	}
+	return "VPAND"
+}
+
+func (g *gen) name() string { return fmt.Sprintf("%sR%dP%d", g.f.name, g.r, g.p) }
+
+// kargs offsets (generic.go).
+const (
+	offX, offLdx, offW, offPs, offKs, offY, offLdy, offAdd, offSx, offSw, offWc = 0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80
+)
+
+func (g *gen) kernel() {
+	fmt.Fprintf(&g.buf, "\n// func %s(a *kargs)\nTEXT ·%s(SB), NOSPLIT, $0-8\n", g.name(), g.name())
+	g.in("MOVQ a+0(FP), AX")
+	g.in("MOVQ %d(AX), SI", offX)
+	g.in("MOVQ %d(AX), DX", offLdx)
+	g.in("MOVQ %d(AX), BX", offW)
+	g.in("MOVQ %d(AX), R10", offPs)
+	g.in("MOVQ %d(AX), CX", offKs)
+	g.rowBases()
+	if g.p > 3 {
+		g.in("LEAQ (BX)(R10*2), R9")
+		g.in("ADDQ R10, R9")
+	}
+	for r := range g.r {
+		g.each(func(j, h int) {
+			a := g.v(g.acc(r, j, h))
+			if g.f.wide {
+				g.in("VPXORD %s, %s, %s", a, a, a)
+			} else {
+				g.in("VXORPS %s, %s, %s", a, a, a)
+			}
+		})
+	}
+	if g.f.name == "pairs512" || g.f.name == "pairs256" {
+		m := g.v(g.reg(0))
+		if g.f.wide {
+			g.in("VPTERNLOGD $0xff, %s, %s, %s", m, m, m)
+		} else {
+			g.in("VPCMPEQD %s, %s, %s", m, m, m)
+		}
+		g.in("VPSLLD $16, %s, %s", m, m)
+	}
+	fmt.Fprintf(&g.buf, "loop:\n")
+	g.f.body(g)
+	for i := 0; i*3 < g.r; i++ {
+		g.in("ADDQ $%d, %s", g.f.xstep, rowBase[i])
+	}
+	g.in("ADDQ $64, BX")
+	if g.p > 3 {
+		g.in("ADDQ $64, R9")
+	}
+	g.in("DECQ CX")
+	g.in("JNZ loop")
+
+	// Epilogue: the row bases now address y.
+	g.in("MOVQ %d(AX), SI", offY)
+	g.in("MOVQ %d(AX), DX", offLdy)
+	g.rowBases()
+	if g.f.name == "vnni512" {
+		// (f32(Σ - corr) · sx[row]) · sw[channel], as genQuads.
+		g.in("MOVQ %d(AX), R11", offSx)
+		g.in("MOVQ %d(AX), R12", offSw)
+		g.in("MOVQ %d(AX), R13", offWc)
+		sx := g.v(g.reg(1))
+		for r := range g.r {
+			g.in("VBROADCASTSS %d(R11), %s", 4*r, sx)
+			for j := range g.p {
+				a := g.v(g.acc(r, j, 0))
+				g.in("VPSUBD %d(R13), %s, %s", 64*j, a, a)
+				g.in("VCVTDQ2PS %s, %s", a, a)
+				g.in("VMULPS %s, %s, %s", sx, a, a)
+				g.in("VMULPS %d(R12), %s, %s", 64*j, a, a)
+			}
+		}
+	}
+	g.in("CMPQ %d(AX), $0", offAdd)
+	g.in("JNE add")
+	for r := range g.r {
+		g.each(func(j, h int) { g.in("VMOVUPS %s, %s", g.v(g.acc(r, j, h)), row(r, 64*j+32*h)) })
+	}
+	g.in("VZEROUPPER")
+	g.in("RET")
+	fmt.Fprintf(&g.buf, "add:\n")
+	for r := range g.r {
+		g.each(func(j, h int) {
+			a := g.v(g.acc(r, j, h))
+			g.in("VADDPS %s, %s, %s", row(r, 64*j+32*h), a, a)
+			g.in("VMOVUPS %s, %s", a, row(r, 64*j+32*h))
+		})
+	}
+	g.in("VZEROUPPER")
+	g.in("RET")
+}
+
+// rowBases sets DI = SI + 3·DX and R8 = SI + 6·DX when the tile has those rows.
+func (g *gen) rowBases() {
+	if g.r > 3 {
+		g.in("LEAQ (SI)(DX*2), DI")
+		g.in("ADDQ DX, DI")
+	}
+	if g.r > 6 {
+		g.in("LEAQ (DI)(DX*2), R8")
+		g.in("ADDQ DX, R8")
+	}
+}
+
+func main() {
+	var s, d bytes.Buffer
+	fmt.Fprintf(&s, "// Code generated by gen_asm.go; DO NOT EDIT.\n\n//go:build !purego\n\n#include \"textflag.h\"\n#include \"bf16_amd64.h\"\n")
+	fmt.Fprintf(&d, "// Code generated by gen_asm.go; DO NOT EDIT.\n\n//go:build !purego\n\npackage gemm\n")
+	for _, f := range families {
+		var table strings.Builder
+		fmt.Fprintf(&table, "\n// %sKernels are the %s tile kernels by [rows][panels].\nvar %sKernels = [maxRows + 1][maxPanels + 1]kernel{\n", f.name, f.name, f.name)
+		for _, t := range f.tiles {
+			g := &gen{f: f, r: t[0], p: t[1]}
+			g.kernel()
+			// Labels are local to a TEXT block in Go asm.
+			s.Write(g.buf.Bytes())
+			fmt.Fprintf(&d, "\n//go:noescape\nfunc %s(a *kargs)\n", g.name())
+		}
+		for r := 1; r <= 8; r++ {
+			var row []string
+			for _, t := range f.tiles {
+				if t[0] == r {
+					row = append(row, fmt.Sprintf("%d: %sR%dP%d", t[1], f.name, r, t[1]))
+				}
+			}
+			if row != nil {
+				fmt.Fprintf(&table, "\t%d: {%s},\n", r, strings.Join(row, ", "))
+			}
+		}
+		table.WriteString("}\n")
+		d.WriteString(table.String())
+	}
+	src, err := format.Source(d.Bytes())
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile("kernels_amd64.s", s.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.WriteFile("kernels_amd64.go", src, 0o644); err != nil {
+		log.Fatal(err)
+	}
+}
