@@ -155,13 +155,14 @@ func (a *Attention) block(w *scratch, it item) {
 	last := s.Start + hi - 1 // position of the block's last row
 	for t0 := 0; t0 <= last; t0 += Tile {
 		t1 := min(t0+Tile, last+1)
+		o0, o1 := base+t0*hd, base+t1*hd
 		var k, v []float32
 		if c.K16 != nil {
-			k, v = w.kt[:(t1-t0)*hd], w.vt[:(t1-t0)*hd]
-			widen(a.path, k, c.K16[base+t0*hd:base+t1*hd])
-			widen(a.path, v, c.V16[base+t0*hd:base+t1*hd])
+			k = widenK(a.path, w.kt, c.K16[o0:o1], nil, t1-t0, hd)
+			v = widenV(a.path, w.vt, c.V16[o0:o1], nil, t1-t0, hd)
 		} else {
-			k, v = c.K32[base+t0*hd:base+t1*hd], c.V32[base+t0*hd:base+t1*hd]
+			k = widenK(a.path, w.kt, nil, c.K32[o0:o1], t1-t0, hd)
+			v = widenV(a.path, w.vt, nil, c.V32[o0:o1], t1-t0, hd)
 		}
 		// rows whose position precedes the tile are done with it
 		for r := max(lo, t0-s.Start); r < hi; r++ {

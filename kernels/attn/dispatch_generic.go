@@ -11,4 +11,14 @@ func tile(_ kernels.Path, ml, acc, q, k, v, s []float32, n int, scale float32) {
 	tileGo(ml, acc, q, k, v, s, n, scale)
 }
 
-func widen(_ kernels.Path, dst []float32, src []uint16) { ops.ToF32(dst, src) }
+func widenK(p kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
+	return widenV(p, dst, src16, src32, rows, hd)
+}
+
+func widenV(_ kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
+	if src32 != nil {
+		return src32[:rows*hd]
+	}
+	ops.ToF32(dst[:rows*hd], src16[:rows*hd])
+	return dst[:rows*hd]
+}

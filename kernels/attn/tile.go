@@ -22,7 +22,7 @@ func tileGo(ml, acc, q, k, v, s []float32, n int, scale float32) {
 	}
 	corr := ops.Exp32(ml[0] - m)
 	sum := ops.ExpSum(s[:n], s[:n], m)
-	ml[0], ml[1] = m, ml[1]*corr+sum
+	ml[0], ml[1] = m, float32(ml[1]*corr)+sum
 	for d := range acc {
 		acc[d] *= corr
 	}
