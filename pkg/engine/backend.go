@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"io"
+
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/model"
+)
+
+// backend is the model as the scheduler sees it: a forward pass over
+// segments of cache slots and the slots' KV export. The scheduler is tested
+// against a fake that checks which positions it is asked to compute.
+type backend interface {
+	// forward computes segs: their K/V enter the cache, and each segment
+	// with logits set gets the logits of its last token, readable by
+	// logits(i) with i counting those segments in order.
+	forward(segs []model.Segment) error
+	logits(i int) []float32
+	// exportSlot writes the first n positions of slot; importSlot reads them
+	// back and returns n (kvcache.ErrMismatch or a checksum error when the
+	// data is not this cache's).
+	exportSlot(w io.Writer, slot, n int) error
+	importSlot(r io.Reader, slot int) (int, error)
+}
+
+// modelBackend runs the real model over the static cache.
+type modelBackend struct {
+	runner *model.Runner
+	cache  *kvcache.Cache
+}
+
+func (b *modelBackend) forward(segs []model.Segment) error { return b.runner.Forward(segs) }
+func (b *modelBackend) logits(i int) []float32             { return b.runner.Logits(i) }
+func (b *modelBackend) exportSlot(w io.Writer, slot, n int) error {
+	return b.cache.Export(w, slot, n)
+}
+func (b *modelBackend) importSlot(r io.Reader, slot int) (int, error) {
+	return b.cache.Import(r, slot)
+}

@@ -1,0 +1,530 @@
+// Package engine serves generation requests on one model: a fixed set of
+// slots in a static KV cache, a single scheduler goroutine that batches every
+// active slot into each forward pass (continuous batching), prefix reuse
+// across requests, and sessions whose KV outlives a request (in their slot,
+// else in an on-disk session store).
+//
+// The scheduler owns the model: Generate only queues a request and relays
+// its tokens, so any number of goroutines may call it. See docs/engine.md for
+// the scheduling policy and measurements.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/klauspost/cpuid/v2"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/model"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/sample"
+	"github.com/ellm-dev/ellm/pkg/synth"
+	"github.com/ellm-dev/ellm/pkg/tokenizer"
+)
+
+// Options configure an Engine. Zero values take the documented defaults.
+type Options struct {
+	// ModelPath is a Hugging Face model directory; "" is the built-in
+	// synthetic model (synth.DefaultModel).
+	ModelPath string
+	// DType of the linear weights: "bf16" (default), "int8" or "f32".
+	DType string
+	// KVDType of the cache: "bf16" (default) or "f32".
+	KVDType string
+	// Threads of the kernel pool; 0 = physical cores.
+	Threads int
+	// SequenceLength is the KV positions of each slot (default 4096).
+	SequenceLength int
+	// BatchSize is the number of slots (default 1).
+	BatchSize int
+	// ChunkSize > 0 prefills prompts in chunks of that many tokens even when
+	// nothing else runs; 0 prefills a prompt in one pass.
+	ChunkSize int
+	// StallTokens bounds the prompt tokens prefilled in one scheduler step
+	// while other slots are decoding (default 256): it bounds their stall.
+	StallTokens int
+	// SessionStore is a directory where evicted sessions' KV is kept; "" = none.
+	SessionStore string
+	// MaxQueue is the most requests waiting for a slot (default 1024).
+	MaxQueue int
+	// QueueTimeout is the longest a request waits for a slot; 0 = no limit.
+	QueueTimeout time.Duration
+	// Logger receives the start-up summary and warnings (default: discard).
+	Logger *slog.Logger
+}
+
+// Info describes what an Engine committed at start-up.
+type Info struct {
+	ModelName  string
+	ModelPath  string
+	Synthetic  bool // the built-in random-weight model, not a trained one
+	Config     *modelcfg.Config
+	KernelPath string
+	DType      string
+	KVDType    string
+
+	Threads, Slots, SequenceLength, ChunkSize, StallTokens int
+
+	WeightBytes, KVBytes, ScratchBytes int64
+	SessionStore                       string
+	LoadTime                           time.Duration
+}
+
+// Stats is a snapshot of the engine's state and counters.
+type Stats struct {
+	Slots, SlotsBusy     int
+	KVUsed, KVCapacity   int // positions holding KV (busy and idle slots), all positions
+	QueueDepth           int
+	Requests             int64 // finished, successfully or not
+	PrefixHits           int64 // requests that reused KV already in their slot
+	PrefixMisses         int64
+	ReusedTokens         int64 // prompt tokens not recomputed thanks to reuse
+	PrefilledTokens      int64 // prompt tokens computed
+	GeneratedTokens      int64
+	Steps                int64 // forward passes
+	Sessions             int   // sessions held in slots
+	SessionsStored       int   // sessions in the session store
+	SessionStoreBytes    int64
+	SessionsEvicted      int64 // sessions moved out of a slot (to the store when there is one)
+	SessionsRestored     int64 // sessions read back from the store
+	SessionsRecomputed   int64 // stored sessions found unusable (corrupt, other model) and recomputed
+	LastStepDuration     time.Duration
+	MaxDecodeStepLatency time.Duration // longest step that advanced a decoding slot
+}
+
+// Request is one generation.
+type Request struct {
+	// Tokens is the whole prompt (history included); the engine reuses any
+	// prefix of it that a slot still holds.
+	Tokens []int32
+	// SessionID keeps this conversation's KV (in its slot, else in the
+	// session store) for the next request with the same ID.
+	SessionID string
+	// MaxTokens bounds the generated tokens; 0 = up to the sequence length.
+	MaxTokens  int
+	Sampling   sample.Params
+	StopTokens []int32 // nil = the model's eos ids (config and generation_config)
+	Constraint sample.Constraint
+	// Logprobs fills Event.Logprob, TopLogprobs (≤ MaxTopLogprobs) Event.Top.
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// MaxTopLogprobs is the most alternatives an Event carries.
+const MaxTopLogprobs = 20
+
+// Event is one generated token. Top is only valid during the callback.
+// A stop token ends the generation without an Event.
+type Event struct {
+	Token   int32
+	Logprob float32
+	Top     []sample.TokenLogprob
+}
+
+// Result summarises a generation.
+type Result struct {
+	PromptTokens, CachedTokens, CompletionTokens int
+	// FinishReason is "stop" (stop token or ErrStop) or "length".
+	FinishReason string
+	// Tokens is the transcript: prompt then generated tokens exactly as
+	// generated (a stop token included).
+	Tokens     []int32
+	TTFT       time.Duration // request arrival to first token
+	Total      time.Duration
+	QueueTime  time.Duration
+	Prefilled  int // prompt tokens computed (PromptTokens − CachedTokens)
+	Restored   bool
+	SessionHit bool // the session was found in a slot or the store
+}
+
+var (
+	// ErrStop, returned by Generate's callback, ends the generation normally
+	// with FinishReason "stop" (this is how stop strings work).
+	ErrStop = errors.New("stop")
+	// ErrTooLong: prompt + max tokens exceed a slot's sequence length.
+	ErrTooLong = errors.New("request too long")
+	// ErrQueueFull: the queue is full, or no slot freed up within QueueTimeout.
+	ErrQueueFull = errors.New("queue full")
+	// ErrInvalid wraps a malformed request.
+	ErrInvalid = errors.New("invalid request")
+	// ErrClosed: the engine is shut down.
+	ErrClosed = errors.New("engine closed")
+)
+
+// Engine runs generation requests. Create it with New.
+type Engine struct {
+	opts    Options
+	info    Info
+	log     *slog.Logger
+	tok     *tokenizer.Tokenizer
+	tmpl    *chat.Template
+	gen     modelcfg.GenerationConfig
+	eos     []int32
+	vocab   int
+	be      backend
+	store   *store
+	closers []func() error
+
+	mu       sync.Mutex
+	incoming []*job
+	queued   int
+	closed   bool
+	stats    Stats
+	wake     chan struct{}
+	done     chan struct{}
+	closeErr error
+
+	// Owned by the scheduler goroutine.
+	slots     []*slot
+	queue     []*job
+	active    []*slot
+	segs      []model.Segment
+	segSlot   []*slot
+	tick      uint64
+	rng       *rand.Rand
+	prefillMx int // prompt tokens per step when nothing decodes
+}
+
+// slot is one sequence of the KV cache and what it holds.
+type slot struct {
+	id int
+	// tokens is the slot's content; positions [0, kv) have KV. While a job
+	// decodes, tokens ends with the sampled token whose KV comes next step.
+	tokens  []int32
+	kv      int
+	session string // pinned conversation, "" = none
+	used    uint64 // LRU clock
+	job     *job
+	sampler *sample.Sampler
+}
+
+type job struct {
+	ctx       context.Context
+	cancel    context.CancelFunc
+	req       Request
+	maxTokens int
+	stops     []int32
+	events    chan Event
+	tops      []sample.TokenLogprob
+	enqueued  time.Time
+	generated int
+	res       Result
+	err       error
+}
+
+// New loads the model and commits every buffer the engine will use.
+func New(opts Options) (*Engine, error) {
+	opts = withDefaults(opts)
+	start := time.Now()
+	dir, synthetic := opts.ModelPath, false
+	if dir == "" {
+		d, err := synth.DefaultModel()
+		if err != nil {
+			return nil, fmt.Errorf("engine: built-in model: %w", err)
+		}
+		dir, synthetic = d, true
+	}
+	var closers []func() error
+	fail := func(err error) (*Engine, error) {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	kvd, err := kvcache.ParseDType(opts.KVDType)
+	if err != nil {
+		return fail(err)
+	}
+	m, err := model.Load(dir, model.LoadOptions{DType: opts.DType})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, m.Close)
+	cfg := m.Config
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return fail(err)
+	}
+	tmpl, err := chat.Load(dir)
+	if err != nil {
+		// Raw prompts still work; chat needs the template.
+		opts.Logger.Warn("no chat template", "model", dir, "err", err)
+		tmpl = nil
+	}
+	gen, err := modelcfg.LoadGeneration(dir)
+	if err != nil {
+		return fail(err)
+	}
+	cache, err := kvcache.New(cfg, opts.BatchSize, opts.SequenceLength, kvd)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, cache.Close)
+	pool := threads.New(opts.Threads, false)
+	closers = append(closers, func() error { pool.Close(); return nil })
+	prefill := opts.SequenceLength
+	if opts.ChunkSize > 0 {
+		prefill = opts.ChunkSize
+	}
+	runner, err := m.NewRunner(cache, model.RunnerOptions{
+		MaxTokens: max(prefill, opts.StallTokens) + opts.BatchSize, MaxLogits: opts.BatchSize, Pool: pool})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, func() error { runner.Close(); return nil })
+
+	info := Info{
+		ModelName: cfg.Name(), ModelPath: dir, Synthetic: synthetic || cfg.EllmSynthetic, Config: cfg,
+		KernelPath: kernels.Active().String(), DType: m.DType, KVDType: string(kvd),
+		Threads: pool.Size(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
+		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
+		WeightBytes: m.WeightBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
+		SessionStore: opts.SessionStore,
+	}
+	be := &modelBackend{runner: runner, cache: cache}
+	e, err := newEngine(opts, info, be, cfg.VocabSize, modelcfg.EOSTokens(cfg, gen), storeIdentity(dir, cfg, info))
+	if err != nil {
+		return fail(err)
+	}
+	e.tok, e.tmpl, e.gen, e.closers = tok, tmpl, *gen, closers
+	e.info.LoadTime = time.Since(start)
+	e.log.Info("engine ready",
+		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,
+		"weights", info.DType, "weight_bytes", info.WeightBytes,
+		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
+		"kv_bytes", info.KVBytes, "scratch_bytes", info.ScratchBytes,
+		"kernels", info.KernelPath, "threads", info.Threads, "load", e.info.LoadTime.Round(time.Millisecond))
+	if info.Synthetic {
+		e.log.Warn("running the built-in synthetic model: random weights, output is not language")
+	}
+	return e, nil
+}
+
+func withDefaults(o Options) Options {
+	if o.DType == "" {
+		o.DType = "bf16"
+	}
+	if o.KVDType == "" {
+		o.KVDType = "bf16"
+	}
+	if o.Threads <= 0 {
+		o.Threads = physicalCores()
+	}
+	if o.SequenceLength <= 0 {
+		o.SequenceLength = 4096
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 1
+	}
+	if o.StallTokens <= 0 {
+		o.StallTokens = 256
+	}
+	if o.MaxQueue <= 0 {
+		o.MaxQueue = 1024
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+func physicalCores() int {
+	if n := cpuid.CPU.PhysicalCores; n > 0 {
+		return n
+	}
+	return runtime.NumCPU()
+}
+
+// newEngine starts the scheduler over a backend; New and the tests share it.
+func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, storeID string) (*Engine, error) {
+	e := &Engine{
+		opts: opts, info: info, log: opts.Logger, be: be, vocab: vocab, eos: eos,
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		segs: make([]model.Segment, 0, opts.BatchSize), segSlot: make([]*slot, 0, opts.BatchSize),
+		active: make([]*slot, 0, opts.BatchSize),
+		rng:    rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)),
+	}
+	e.prefillMx = opts.SequenceLength * opts.BatchSize
+	if opts.ChunkSize > 0 {
+		e.prefillMx = opts.ChunkSize
+	}
+	for i := range opts.BatchSize {
+		e.slots = append(e.slots, &slot{id: i, tokens: make([]int32, 0, opts.SequenceLength), sampler: sample.New(vocab)})
+	}
+	if opts.SessionStore != "" {
+		s, err := openStore(opts.SessionStore, storeID, opts.Logger)
+		if err != nil {
+			return nil, err
+		}
+		e.store = s
+	}
+	e.stats.Slots = opts.BatchSize
+	e.stats.KVCapacity = opts.BatchSize * opts.SequenceLength
+	e.refreshStoreStats()
+	go e.run()
+	return e, nil
+}
+
+// Close stops the scheduler (failing queued and running requests with
+// ErrClosed), writes sessions held in slots to the session store, and
+// releases the model and cache.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		<-e.done
+		return e.closeErr
+	}
+	e.closed = true
+	e.mu.Unlock()
+	e.signal()
+	<-e.done
+	var errs []error
+	if e.closeErr != nil {
+		errs = append(errs, e.closeErr)
+	}
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		if err := e.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.closers = nil
+	e.closeErr = errors.Join(errs...)
+	return e.closeErr
+}
+
+// Info describes the model and what the engine committed.
+func (e *Engine) Info() Info { return e.info }
+
+// Tokenizer is the model's tokenizer.
+func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
+
+// ChatTemplate is the model's chat template, nil when it has none.
+func (e *Engine) ChatTemplate() *chat.Template { return e.tmpl }
+
+// GenerationDefaults is the model's generation_config.json.
+func (e *Engine) GenerationDefaults() modelcfg.GenerationConfig { return e.gen }
+
+// EOS is the set of token ids that end a generation by default.
+func (e *Engine) EOS() []int32 { return slices.Clone(e.eos) }
+
+// Stats is a snapshot of the engine's counters.
+func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.stats
+	s.QueueDepth = e.queued
+	return s
+}
+
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Generate runs req and calls fn with each generated token, in order, from
+// the caller's goroutine. fn returning ErrStop ends the generation normally;
+// any other error ends it and is returned. Cancelling ctx frees the slot at
+// the next scheduler step and returns ctx's error.
+func (e *Engine) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+	j, err := e.newJob(ctx, req)
+	if err != nil {
+		return Result{}, err
+	}
+	defer j.cancel()
+	if err := e.enqueue(j); err != nil {
+		return Result{}, err
+	}
+	delivered := 0
+	var fnErr error
+	for ev := range j.events {
+		if fnErr != nil {
+			continue // drain: the scheduler stops at its next step
+		}
+		if err := fn(ev); err != nil {
+			fnErr = err
+			j.cancel()
+		}
+		delivered++
+	}
+	res := j.res
+	if fnErr == nil {
+		return res, j.err
+	}
+	res.CompletionTokens = delivered
+	res.Tokens = res.Tokens[:res.PromptTokens+delivered]
+	if errors.Is(fnErr, ErrStop) {
+		res.FinishReason = "stop"
+		return res, nil
+	}
+	return res, fnErr
+}
+
+func (e *Engine) newJob(ctx context.Context, req Request) (*job, error) {
+	n, seq := len(req.Tokens), e.opts.SequenceLength
+	switch {
+	case n == 0:
+		return nil, fmt.Errorf("%w: empty prompt", ErrInvalid)
+	case req.MaxTokens < 0:
+		return nil, fmt.Errorf("%w: max_tokens %d is negative", ErrInvalid, req.MaxTokens)
+	case req.TopLogprobs < 0 || req.TopLogprobs > MaxTopLogprobs:
+		return nil, fmt.Errorf("%w: top_logprobs %d outside [0, %d]", ErrInvalid, req.TopLogprobs, MaxTopLogprobs)
+	}
+	if err := req.Sampling.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	for i, t := range req.Tokens {
+		if t < 0 || int(t) >= e.vocab {
+			return nil, fmt.Errorf("%w: prompt token %d is id %d, outside the vocabulary [0, %d)", ErrInvalid, i, t, e.vocab)
+		}
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = seq - n
+	}
+	if n+maxTokens > seq || maxTokens < 1 {
+		return nil, fmt.Errorf("%w: %d prompt tokens + %d max tokens > sequence length %d",
+			ErrTooLong, n, max(maxTokens, 1), seq)
+	}
+	stops := req.StopTokens
+	if stops == nil {
+		stops = e.eos
+	}
+	j := &job{req: req, maxTokens: maxTokens, stops: stops, events: make(chan Event, maxTokens), enqueued: time.Now()}
+	if req.TopLogprobs > 0 {
+		j.tops = make([]sample.TokenLogprob, maxTokens*req.TopLogprobs)
+	}
+	j.ctx, j.cancel = context.WithCancel(ctx)
+	return j, nil
+}
+
+func (e *Engine) enqueue(j *job) error {
+	e.mu.Lock()
+	switch {
+	case e.closed:
+		e.mu.Unlock()
+		return ErrClosed
+	case e.queued >= e.opts.MaxQueue:
+		n := e.queued
+		e.mu.Unlock()
+		return fmt.Errorf("%w: %d requests waiting", ErrQueueFull, n)
+	}
+	e.incoming = append(e.incoming, j)
+	e.queued++
+	e.mu.Unlock()
+	e.signal()
+	return nil
+}

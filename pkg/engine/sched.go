@@ -1,0 +1,402 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ellm-dev/ellm/pkg/model"
+)
+
+// run is the scheduler: the only goroutine that touches the model, the
+// slots and the queue order.
+func (e *Engine) run() {
+	defer close(e.done)
+	for {
+		e.mu.Lock()
+		e.queue = append(e.queue, e.incoming...)
+		clear(e.incoming)
+		e.incoming = e.incoming[:0]
+		closed := e.closed
+		e.mu.Unlock()
+		if closed {
+			e.shutdown()
+			return
+		}
+		if len(e.queue) == 0 && len(e.active) == 0 {
+			<-e.wake
+			continue
+		}
+		e.step()
+	}
+}
+
+// step is one scheduler iteration: drop cancelled and expired requests,
+// admit queued ones into free slots, then one forward pass that advances
+// every decoding slot by a token and prefills prompts within the budget.
+func (e *Engine) step() {
+	now := time.Now()
+	kept := e.queue[:0]
+	for _, j := range e.queue {
+		switch {
+		case j.ctx.Err() != nil:
+			e.reject(j, j.ctx.Err())
+		case e.opts.QueueTimeout > 0 && now.Sub(j.enqueued) > e.opts.QueueTimeout:
+			e.reject(j, fmt.Errorf("%w: no slot free within %v", ErrQueueFull, e.opts.QueueTimeout))
+		default:
+			kept = append(kept, j)
+		}
+	}
+	clear(e.queue[len(kept):])
+	e.queue = kept
+	for i := 0; i < len(e.active); {
+		if s := e.active[i]; s.job.ctx.Err() != nil {
+			e.finish(s, "", s.job.ctx.Err())
+			continue // finish removed it
+		}
+		i++
+	}
+	e.admit()
+	if len(e.active) == 0 {
+		return
+	}
+
+	// Decoding slots first: one token each.
+	e.segs, e.segSlot = e.segs[:0], e.segSlot[:0]
+	for _, s := range e.active {
+		if s.kv == len(s.tokens)-1 && s.job.generated > 0 {
+			e.segs = append(e.segs, model.Segment{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+1], Logits: model.LogitsLast})
+			e.segSlot = append(e.segSlot, s)
+		}
+	}
+	decoding := len(e.segs)
+	// The prefill budget bounds the decode stall: while slots decode, at
+	// most StallTokens prompt tokens join their step.
+	budget := e.prefillMx
+	if decoding > 0 {
+		budget = min(budget, e.opts.StallTokens)
+	}
+	for _, s := range e.active {
+		prompt := len(s.job.req.Tokens)
+		if budget == 0 || s.kv >= prompt {
+			continue
+		}
+		n := min(prompt-s.kv, budget)
+		budget -= n
+		logits := model.LogitsNone
+		if s.kv+n == prompt {
+			logits = model.LogitsLast
+		}
+		e.segs = append(e.segs, model.Segment{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+n], Logits: logits})
+		e.segSlot = append(e.segSlot, s)
+	}
+
+	t0 := time.Now()
+	if err := e.be.forward(e.segs); err != nil {
+		err = fmt.Errorf("forward: %w", err)
+		e.log.Error("forward pass failed", "err", err)
+		for len(e.active) > 0 {
+			s := e.active[0]
+			s.tokens, s.kv = s.tokens[:0], 0 // the cache contents are unknown
+			e.finish(s, "", err)
+		}
+		return
+	}
+	prefilled, li := 0, 0
+	for i, seg := range e.segs {
+		s := e.segSlot[i]
+		s.kv += len(seg.Tokens)
+		if i >= decoding {
+			prefilled += len(seg.Tokens)
+		}
+		if seg.Logits == model.LogitsNone {
+			continue
+		}
+		e.emit(s, e.be.logits(li))
+		li++
+	}
+	d := time.Since(t0)
+	e.mu.Lock()
+	e.stats.Steps++
+	e.stats.PrefilledTokens += int64(prefilled)
+	e.stats.LastStepDuration = d
+	if decoding > 0 {
+		e.stats.MaxDecodeStepLatency = max(e.stats.MaxDecodeStepLatency, d)
+	}
+	e.mu.Unlock()
+}
+
+// emit samples the next token of s's job from its logits row.
+func (e *Engine) emit(s *slot, row []float32) {
+	j := s.job
+	tok, err := s.sampler.Sample(row)
+	if err == nil {
+		err = s.sampler.Accept(tok)
+	}
+	if err != nil {
+		e.finish(s, "", fmt.Errorf("sample: %w", err))
+		return
+	}
+	s.tokens = append(s.tokens, tok)
+	j.generated++
+	if j.generated == 1 {
+		j.res.TTFT = time.Since(j.enqueued)
+	}
+	e.mu.Lock()
+	e.stats.GeneratedTokens++
+	e.mu.Unlock()
+	if slices.Contains(j.stops, tok) {
+		e.finish(s, "stop", nil)
+		return
+	}
+	ev := Event{Token: tok}
+	if j.req.Logprobs || j.req.TopLogprobs > 0 {
+		ev.Logprob = s.sampler.Logprob(tok)
+	}
+	if k := j.req.TopLogprobs; k > 0 {
+		g := j.generated - 1
+		ev.Top = s.sampler.TopLogprobs(j.tops[g*k : (g+1)*k])
+	}
+	j.events <- ev // never blocks: the channel holds MaxTokens events
+	if j.generated >= j.maxTokens {
+		e.finish(s, "length", nil)
+	}
+}
+
+// admit gives queued requests free slots, in arrival order (a request whose
+// session is busy waits without blocking those behind it).
+func (e *Engine) admit() {
+	kept := e.queue[:0]
+	for _, j := range e.queue {
+		s := e.pickSlot(j)
+		if s == nil {
+			kept = append(kept, j)
+			continue
+		}
+		e.start(j, s)
+	}
+	clear(e.queue[len(kept):])
+	e.queue = kept
+	e.mu.Lock()
+	e.queued = len(e.queue) + len(e.incoming)
+	e.mu.Unlock()
+}
+
+// pickSlot chooses j's slot: its session's slot; else the idle unpinned slot
+// holding the longest common prefix, else the least recently used idle
+// unpinned slot; else the least recently used idle session is evicted.
+// nil means j must wait.
+func (e *Engine) pickSlot(j *job) *slot {
+	sid := j.req.SessionID
+	if sid != "" {
+		for _, s := range e.slots {
+			if s.session == sid {
+				if s.job != nil {
+					return nil
+				}
+				return s
+			}
+		}
+	}
+	stored := sid != "" && e.store != nil && e.store.has(sid)
+	var best, lru *slot
+	bestN := 0
+	for _, s := range e.slots {
+		if s.job != nil || s.session != "" {
+			continue
+		}
+		if !stored {
+			if n := commonPrefix(s.tokens[:s.kv], j.req.Tokens); n > bestN {
+				best, bestN = s, n
+			}
+		}
+		if lru == nil || s.used < lru.used {
+			lru = s
+		}
+	}
+	if best != nil {
+		return best
+	}
+	if lru != nil {
+		return lru
+	}
+	for _, s := range e.slots {
+		if s.job == nil && (lru == nil || s.used < lru.used) {
+			lru = s
+		}
+	}
+	if lru != nil {
+		e.evict(lru)
+	}
+	return lru
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// start binds j to s: restores j's session from the store if needed, and
+// keeps the longest prefix of the prompt the slot already holds.
+func (e *Engine) start(j *job, s *slot) {
+	prompt := j.req.Tokens
+	sid := j.req.SessionID
+	switch {
+	case sid == "":
+	case s.session == sid:
+		j.res.SessionHit = true
+	default:
+		if e.store != nil && e.store.has(sid) {
+			e.restore(s, sid)
+			j.res.Restored = s.kv > 0
+			j.res.SessionHit = j.res.Restored
+		}
+		s.session = sid
+	}
+	// At least the last prompt token is recomputed: its logits give the
+	// first generated token.
+	reuse := min(commonPrefix(s.tokens[:s.kv], prompt), len(prompt)-1)
+	s.kv = reuse
+	s.tokens = append(s.tokens[:reuse], prompt[reuse:]...)
+	s.job = j
+	seed := e.rng.Uint64()
+	s.sampler.Reset(j.req.Sampling, prompt, j.req.Constraint, seed)
+	j.res.CachedTokens = reuse
+	j.res.Prefilled = len(prompt) - reuse
+	j.res.QueueTime = time.Since(j.enqueued)
+	e.active = append(e.active, s)
+	e.mu.Lock()
+	if reuse > 0 {
+		e.stats.PrefixHits++
+		e.stats.ReusedTokens += int64(reuse)
+	} else {
+		e.stats.PrefixMisses++
+	}
+	e.updateSlotStats()
+	e.mu.Unlock()
+}
+
+// finish ends s's job and frees the slot; its tokens stay for reuse.
+func (e *Engine) finish(s *slot, reason string, err error) {
+	j := s.job
+	j.res.PromptTokens = len(j.req.Tokens)
+	j.res.CompletionTokens = j.generated
+	j.res.FinishReason = reason
+	j.res.Tokens = slices.Clone(s.tokens[:min(len(s.tokens), len(j.req.Tokens)+j.generated)])
+	j.res.Total = time.Since(j.enqueued)
+	j.err = err
+	close(j.events)
+	s.job = nil
+	e.tick++
+	s.used = e.tick
+	if i := slices.Index(e.active, s); i >= 0 {
+		e.active = slices.Delete(e.active, i, i+1)
+	}
+	e.mu.Lock()
+	e.stats.Requests++
+	e.updateSlotStats()
+	e.mu.Unlock()
+}
+
+// reject ends a job that never got a slot.
+func (e *Engine) reject(j *job, err error) {
+	j.res.PromptTokens = len(j.req.Tokens)
+	j.res.Total = time.Since(j.enqueued)
+	j.err = err
+	close(j.events)
+	e.mu.Lock()
+	e.stats.Requests++
+	e.mu.Unlock()
+}
+
+// updateSlotStats refreshes the slot gauges; e.mu is held.
+func (e *Engine) updateSlotStats() {
+	busy, used, sessions := 0, 0, 0
+	for _, s := range e.slots {
+		if s.job != nil {
+			busy++
+		}
+		if s.session != "" {
+			sessions++
+		}
+		used += s.kv
+	}
+	e.stats.SlotsBusy, e.stats.KVUsed, e.stats.Sessions = busy, used, sessions
+}
+
+// evict unpins s's session, writing it to the store when there is one.
+func (e *Engine) evict(s *slot) {
+	if s.session == "" {
+		return
+	}
+	if e.store != nil {
+		if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be); err != nil {
+			e.log.Warn("session store: cannot save session", "session", s.session, "err", err)
+		}
+	}
+	s.session = ""
+	e.mu.Lock()
+	e.stats.SessionsEvicted++
+	e.mu.Unlock()
+	e.refreshStoreStats()
+}
+
+// restore loads session sid into s; an unusable stored session is deleted
+// and s left empty, so that the prompt is recomputed.
+func (e *Engine) restore(s *slot, sid string) {
+	tokens, n, err := e.store.load(sid, s.id, e.be, e.opts.SequenceLength)
+	e.mu.Lock()
+	if err != nil {
+		s.tokens, s.kv = s.tokens[:0], 0
+		e.stats.SessionsRecomputed++
+	} else {
+		s.tokens = append(s.tokens[:0], tokens...)
+		s.kv = n
+		e.stats.SessionsRestored++
+	}
+	e.mu.Unlock()
+	if err != nil {
+		e.log.Warn("session store: stored session unusable, recomputing", "session", sid, "err", err)
+	}
+	e.refreshStoreStats()
+}
+
+func (e *Engine) refreshStoreStats() {
+	if e.store == nil {
+		return
+	}
+	n, b := e.store.size()
+	e.mu.Lock()
+	e.stats.SessionsStored, e.stats.SessionStoreBytes = n, b
+	e.mu.Unlock()
+}
+
+// shutdown fails every request and saves the sessions held in slots.
+func (e *Engine) shutdown() {
+	e.mu.Lock()
+	e.queue = append(e.queue, e.incoming...)
+	e.incoming = nil
+	e.mu.Unlock()
+	for _, j := range e.queue {
+		e.reject(j, ErrClosed)
+	}
+	e.queue = nil
+	for len(e.active) > 0 {
+		e.finish(e.active[0], "", ErrClosed)
+	}
+	var errs []error
+	for _, s := range e.slots {
+		if s.session != "" && e.store != nil {
+			if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	e.closeErr = errors.Join(errs...)
+}

@@ -1,0 +1,373 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestGreedyMatchesReference(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{})
+	prompt := seqTokens(1, 20)
+	got, res := collect(t, e, Request{Tokens: prompt, MaxTokens: 15})
+	want := greedyRef(prompt, 15, 97, nil)
+	if !slices.Equal(got, want) {
+		t.Fatalf("tokens %v, want %v", got, want)
+	}
+	if res.FinishReason != "length" || res.CompletionTokens != 15 || res.PromptTokens != 20 {
+		t.Errorf("result %+v", res)
+	}
+	if !slices.Equal(res.Tokens, append(slices.Clone(prompt), want...)) {
+		t.Errorf("transcript %v", res.Tokens)
+	}
+}
+
+func TestStopTokens(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{})
+	prompt := seqTokens(3, 10)
+	ref := greedyRef(prompt, 10, 97, nil)
+	stop := ref[4]
+	got, res := collect(t, e, Request{Tokens: prompt, MaxTokens: 10, StopTokens: []int32{stop}})
+	want := greedyRef(prompt, 10, 97, []int32{stop})
+	if !slices.Equal(got, want) || res.FinishReason != "stop" {
+		t.Fatalf("tokens %v (%s), want %v then stop", got, res.FinishReason, want)
+	}
+	// The stop token is in the transcript but is not streamed.
+	if last := res.Tokens[len(res.Tokens)-1]; last != stop || res.CompletionTokens != len(want)+1 {
+		t.Errorf("transcript ends %d, completion %d; want stop token %d, %d", last, res.CompletionTokens, stop, len(want)+1)
+	}
+}
+
+func TestErrStop(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{})
+	prompt := seqTokens(5, 10)
+	n := 0
+	res, err := e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 20}, func(Event) error {
+		if n++; n == 3 {
+			return ErrStop
+		}
+		return nil
+	})
+	if err != nil || res.FinishReason != "stop" || res.CompletionTokens != 3 || len(res.Tokens) != 13 {
+		t.Fatalf("err %v, result %+v", err, res)
+	}
+	boom := errors.New("client gone")
+	_, err = e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 20}, func(Event) error { return boom })
+	if !errors.Is(err, boom) {
+		t.Errorf("err %v, want the callback's", err)
+	}
+	waitIdle(t, e)
+}
+
+func TestConcurrentMoreRequestsThanSlots(t *testing.T) {
+	e, be := newFakeEngine(t, fakeOpts{slots: 3, delay: time.Millisecond})
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prompt := seqTokens(i*11, 5+i*3)
+			var got []int32
+			_, err := e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 12}, func(ev Event) error {
+				got = append(got, ev.Token)
+				return nil
+			})
+			if want := greedyRef(prompt, 12, 97, nil); err == nil && !slices.Equal(got, want) {
+				err = errors.New("tokens differ from the request run alone")
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("request %d: %v", i, err)
+		}
+	}
+	// Continuous batching: some forward passes carried several slots.
+	most := 0
+	for _, f := range be.segments() {
+		most = max(most, len(f))
+	}
+	if most < 2 {
+		t.Errorf("no forward pass batched more than %d slots", most)
+	}
+	waitIdle(t, e)
+}
+
+func TestPrefixReuse(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{slots: 2})
+	a := seqTokens(1, 40)
+	collect(t, e, Request{Tokens: a, MaxTokens: 5})
+	// b shares a's first 30 tokens.
+	b := append(slices.Clone(a[:30]), seqTokens(50, 10)...)
+	got, res := collect(t, e, Request{Tokens: b, MaxTokens: 8})
+	if want := greedyRef(b, 8, 97, nil); !slices.Equal(got, want) {
+		t.Fatalf("with reuse: %v, cold: %v", got, want)
+	}
+	if res.CachedTokens != 30 || res.Prefilled != 10 {
+		t.Errorf("cached %d prefilled %d, want 30 and 10", res.CachedTokens, res.Prefilled)
+	}
+	// The same prompt again reuses all but its last token.
+	_, res = collect(t, e, Request{Tokens: b, MaxTokens: 3})
+	if res.CachedTokens != len(b)-1 {
+		t.Errorf("identical prompt: cached %d, want %d", res.CachedTokens, len(b)-1)
+	}
+	st := e.Stats()
+	if st.PrefixHits != 2 || st.PrefixMisses != 1 || st.ReusedTokens != int64(30+len(b)-1) {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestSessionTurnPrefillsOnlyTheDelta(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{slots: 2})
+	turn1 := seqTokens(2, 25)
+	_, r1 := collect(t, e, Request{Tokens: turn1, MaxTokens: 6, SessionID: "s1"})
+	// Another request in between must not take the session's slot.
+	collect(t, e, Request{Tokens: seqTokens(9, 30), MaxTokens: 4})
+	collect(t, e, Request{Tokens: seqTokens(13, 30), MaxTokens: 4})
+	delta := seqTokens(70, 9)
+	turn2 := append(slices.Clone(r1.Tokens), delta...)
+	before := e.Stats().PrefilledTokens
+	got, r2 := collect(t, e, Request{Tokens: turn2, MaxTokens: 6, SessionID: "s1"})
+	if prefilled := e.Stats().PrefilledTokens - before; prefilled != int64(len(delta)+1) {
+		t.Errorf("turn 2 prefilled %d tokens, want the delta %d + the last generated token", prefilled, len(delta))
+	}
+	if !r2.SessionHit || r2.CachedTokens != len(r1.Tokens)-1 {
+		t.Errorf("turn 2 %+v", r2)
+	}
+	if want := greedyRef(turn2, 6, 97, nil); !slices.Equal(got, want) {
+		t.Errorf("turn 2 tokens %v, want %v", got, want)
+	}
+}
+
+func TestSessionStoreEvictRestoreAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	e, _ := newFakeEngine(t, fakeOpts{slots: 1, opts: Options{SessionStore: dir}})
+	var transcripts [3][]int32
+	for i := range transcripts {
+		_, r := collect(t, e, Request{Tokens: seqTokens(i*5, 20), MaxTokens: 5, SessionID: sid(i)})
+		transcripts[i] = r.Tokens
+	}
+	st := e.Stats()
+	if st.SessionsEvicted != 2 || st.SessionsStored != 2 || st.SessionStoreBytes == 0 {
+		t.Fatalf("after 3 sessions on 1 slot: %+v", st)
+	}
+	// Session 0 comes back from the store: only its delta is computed.
+	delta := seqTokens(40, 7)
+	turn2 := append(slices.Clone(transcripts[0]), delta...)
+	got, r := collect(t, e, Request{Tokens: turn2, MaxTokens: 5, SessionID: sid(0)})
+	if !r.Restored || r.Prefilled != len(delta)+1 {
+		t.Errorf("restored %v prefilled %d, want true and %d", r.Restored, r.Prefilled, len(delta)+1)
+	}
+	if want := greedyRef(turn2, 5, 97, nil); !slices.Equal(got, want) {
+		t.Errorf("restored session tokens %v, want %v", got, want)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A restarted engine finds every session, including the one that was in a slot.
+	e2, _ := newFakeEngine(t, fakeOpts{slots: 1, opts: Options{SessionStore: dir}})
+	if n := e2.Stats().SessionsStored; n != 3 {
+		t.Fatalf("restart: %d sessions stored, want 3", n)
+	}
+	turn2 = append(slices.Clone(transcripts[1]), delta...)
+	got, r = collect(t, e2, Request{Tokens: turn2, MaxTokens: 5, SessionID: sid(1)})
+	if !r.Restored || r.Prefilled != len(delta)+1 || !slices.Equal(got, greedyRef(turn2, 5, 97, nil)) {
+		t.Errorf("after restart: restored %v prefilled %d", r.Restored, r.Prefilled)
+	}
+
+	// A corrupted session file is detected and recomputed, never used.
+	ent := e2.store.index[sid(2)]
+	path := dir + "/" + ent.File
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-10] ^= 0xff
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	turn2 = append(slices.Clone(transcripts[2]), delta...)
+	got, r = collect(t, e2, Request{Tokens: turn2, MaxTokens: 5, SessionID: sid(2)})
+	if r.Restored || r.Prefilled != len(turn2) || !slices.Equal(got, greedyRef(turn2, 5, 97, nil)) {
+		t.Errorf("corrupt store file: restored %v prefilled %d of %d", r.Restored, r.Prefilled, len(turn2))
+	}
+	if st := e2.Stats(); st.SessionsRecomputed != 1 {
+		t.Errorf("SessionsRecomputed %d, want 1", st.SessionsRecomputed)
+	}
+}
+
+func TestSessionStoreOtherModelIsRecomputed(t *testing.T) {
+	dir := t.TempDir()
+	e, _ := newFakeEngine(t, fakeOpts{slots: 1, opts: Options{SessionStore: dir}})
+	_, r := collect(t, e, Request{Tokens: seqTokens(1, 20), MaxTokens: 5, SessionID: "a"})
+	e.Close()
+	// Same directory, another model identity: the session is not visible.
+	be := newFake(1, 128, 97)
+	o := withDefaults(Options{BatchSize: 1, SequenceLength: 128, SessionStore: dir})
+	e2, err := newEngine(o, Info{}, be, 97, nil, "another-model-identity-0123456789")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	turn2 := append(slices.Clone(r.Tokens), 5, 6, 7)
+	_, r2 := collect(t, e2, Request{Tokens: turn2, MaxTokens: 3, SessionID: "a"})
+	if r2.Restored || r2.CachedTokens != 0 {
+		t.Errorf("other model's session was used: %+v", r2)
+	}
+}
+
+func sid(i int) string { return "session-" + string(rune('a'+i)) }
+
+func TestCancellationFreesTheSlot(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{slots: 1, delay: 2 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	n := 0
+	_, err := e.Generate(ctx, Request{Tokens: seqTokens(1, 10), MaxTokens: 100}, func(Event) error {
+		if n++; n == 2 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if n > 4 {
+		t.Errorf("%d tokens streamed after cancel", n)
+	}
+	// The only slot is free again.
+	collect(t, e, Request{Tokens: seqTokens(2, 10), MaxTokens: 3})
+	waitIdle(t, e)
+}
+
+func TestTooLongAndInvalid(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{seqLen: 64})
+	tests := []struct {
+		req  Request
+		want error
+	}{
+		{Request{Tokens: seqTokens(0, 60), MaxTokens: 5}, ErrTooLong},
+		{Request{Tokens: seqTokens(0, 64)}, ErrTooLong},
+		{Request{}, ErrInvalid},
+		{Request{Tokens: []int32{1, 500}}, ErrInvalid},
+		{Request{Tokens: []int32{1}, MaxTokens: -1}, ErrInvalid},
+		{Request{Tokens: []int32{1}, TopLogprobs: 21}, ErrInvalid},
+	}
+	for _, tt := range tests {
+		_, err := e.Generate(context.Background(), tt.req, func(Event) error { return nil })
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%+v: err %v, want %v", tt.req, err, tt.want)
+		}
+	}
+	if st := e.Stats(); st.Steps != 0 {
+		t.Errorf("rejected requests ran %d steps", st.Steps)
+	}
+	// MaxTokens 0 means up to the sequence length.
+	_, res := collect(t, e, Request{Tokens: seqTokens(0, 60)})
+	if res.CompletionTokens != 4 {
+		t.Errorf("MaxTokens 0: %d tokens, want 4", res.CompletionTokens)
+	}
+}
+
+func TestQueueFull(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{slots: 1, delay: 5 * time.Millisecond, opts: Options{MaxQueue: 1, QueueTimeout: 30 * time.Millisecond}})
+	started := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		once := sync.OnceFunc(func() { close(started) })
+		e.Generate(context.Background(), Request{Tokens: seqTokens(0, 5), MaxTokens: 40}, func(Event) error { once(); return nil })
+	}()
+	<-started
+	// The slot is busy for ~200ms: a waiting request times out.
+	_, err := e.Generate(context.Background(), Request{Tokens: seqTokens(1, 5), MaxTokens: 2}, func(Event) error { return nil })
+	if !errors.Is(err, ErrQueueFull) {
+		t.Errorf("err %v, want ErrQueueFull (timeout)", err)
+	}
+	wg.Wait()
+}
+
+func TestStallBoundWhileDecoding(t *testing.T) {
+	e, be := newFakeEngine(t, fakeOpts{slots: 2, seqLen: 256, delay: time.Millisecond, opts: Options{StallTokens: 16}})
+	started := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		once := sync.OnceFunc(func() { close(started) })
+		collectFn(e, Request{Tokens: seqTokens(0, 5), MaxTokens: 60}, once)
+	}()
+	<-started
+	long := seqTokens(3, 150)
+	got, _ := collect(t, e, Request{Tokens: long, MaxTokens: 4})
+	wg.Wait()
+	if want := greedyRef(long, 4, 97, nil); !slices.Equal(got, want) {
+		t.Errorf("chunked prompt: %v, want %v", got, want)
+	}
+	// The short request took slot 0, the long prompt slot 1.
+	mixed := 0
+	for _, f := range be.segments() {
+		decoding, prefill := false, 0
+		for _, s := range f {
+			switch {
+			case s.Slot == 0 && s.Start >= 5:
+				decoding = true
+			case s.Slot == 1 && s.Start < len(long):
+				prefill += len(s.Tokens)
+			}
+		}
+		if decoding && prefill > 0 {
+			mixed++
+			if prefill > 16 {
+				t.Errorf("a step with a decoding slot prefilled %d tokens, bound is 16", prefill)
+			}
+		}
+	}
+	if mixed < 150/16 {
+		t.Errorf("only %d steps mixed prefill with decoding", mixed)
+	}
+}
+
+func collectFn(e *Engine, req Request, each func()) {
+	e.Generate(context.Background(), req, func(Event) error { each(); return nil })
+}
+
+func TestLogprobs(t *testing.T) {
+	e, _ := newFakeEngine(t, fakeOpts{})
+	prompt := seqTokens(4, 10)
+	var evs []Event
+	_, err := e.Generate(context.Background(), Request{Tokens: prompt, MaxTokens: 3, Logprobs: true, TopLogprobs: 3}, func(ev Event) error {
+		ev.Top = slices.Clone(ev.Top)
+		evs = append(evs, ev)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ev := range evs {
+		if len(ev.Top) != 3 || ev.Top[0].Token != ev.Token || ev.Top[0].Logprob != ev.Logprob || ev.Logprob >= 0 {
+			t.Errorf("event %d: %+v", i, ev)
+		}
+	}
+}
+
+// waitIdle waits for the scheduler to free every slot.
+func waitIdle(t *testing.T, e *Engine) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.Stats().SlotsBusy != 0 || e.Stats().QueueDepth != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("engine not idle: %+v", e.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
