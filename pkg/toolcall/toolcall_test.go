@@ -104,10 +104,15 @@ var parseTests = []parseTest{
 		calls: []Call{{"call_1", "get_weather", `{"days": "three", "temp": 2, "metric": "yes", "opts": "{'a': 1}", "city": "null"}`}},
 	},
 	{
-		name: "xml multi-line value kept verbatim, repeated parameter", format: FormatXML,
-		text:    "I'll write it.\n<tool_call>\n<function=write>\n<parameter=code>\n\nif a < b:\n\tprint(\"<x>\")\n\n</parameter>\n<parameter=code>\nv2\n</parameter>\n</function>\n</tool_call>",
+		name: "xml multi-line value kept verbatim but one newline each side", format: FormatXML,
+		text:    "I'll write it.\n<tool_call>\n<function=write>\n<parameter=code>\n\nif a < b:\n\tprint(\"<x>\")\n\n</parameter>\n</function>\n</tool_call>",
 		content: "I'll write it.\n",
-		calls:   []Call{{"call_1", "write", `{"code": "v2"}`}},
+		calls:   []Call{{"call_1", "write", `{"code": "\nif a < b:\n\tprint(\"<x>\")\n"}`}},
+	},
+	{
+		name: "xml repeated parameter: first place, last value", format: FormatXML,
+		text:  "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n<parameter=b>\n2\n</parameter>\n<parameter=a>\n3\n</parameter>\n</function>\n</tool_call>",
+		calls: []Call{{"call_1", "f", `{"a": "3", "b": "2"}`}},
 	},
 	{
 		name: "xml bare tool definition, two calls, two functions in one block", format: FormatXML,
