@@ -1,0 +1,157 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/model"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+)
+
+// runnerGreedy decodes prompt greedily by driving a Runner directly: the
+// reference the engine must match token for token.
+func runnerGreedy(t *testing.T, dir string, prompt []int32, n int) []int32 {
+	t.Helper()
+	m, err := model.Load(dir, model.LoadOptions{DType: "bf16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	cache, err := kvcache.New(m.Config, 1, 256, kvcache.BF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	r, err := m.NewRunner(cache, model.RunnerOptions{MaxTokens: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var out []int32
+	seg := model.Segment{Slot: 0, Start: 0, Tokens: prompt, Logits: model.LogitsLast}
+	for range n {
+		if err := r.Forward([]model.Segment{seg}); err != nil {
+			t.Fatal(err)
+		}
+		tok := int32(ops.Argmax(r.Logits(0)))
+		out = append(out, tok)
+		seg = model.Segment{Slot: 0, Start: seg.Start + len(seg.Tokens), Tokens: []int32{tok}, Logits: model.LogitsLast}
+	}
+	return out
+}
+
+// modelDir is a model of the shared data set with its tokenizer files
+// resolved: the data set stores them as files naming the real ones
+// ("../../qwen3-tokenizer/tokenizer.json"), which loaders do not follow.
+func modelDir(t *testing.T, name string) string {
+	t.Helper()
+	src := sharedtest.Path(t, "models", name)
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range entries {
+		target := filepath.Join(src, ent.Name())
+		if b, err := os.ReadFile(target); err == nil && len(b) < 200 && strings.HasPrefix(string(b), "../") {
+			target = filepath.Join(src, strings.TrimSpace(string(b)))
+		}
+		if err := os.Symlink(target, filepath.Join(dst, ent.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+func newModelEngine(t *testing.T, dir string, o Options) *Engine {
+	t.Helper()
+	o.ModelPath = dir
+	if o.SequenceLength == 0 {
+		o.SequenceLength = 256
+	}
+	if o.Threads == 0 {
+		o.Threads = 2
+	}
+	e, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+func TestModelEngine(t *testing.T) {
+	for _, name := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
+		t.Run(name, func(t *testing.T) {
+			dir := modelDir(t, name)
+			e := newModelEngine(t, dir, Options{BatchSize: 2, ChunkSize: 16, StallTokens: 8})
+			tok := e.Tokenizer()
+			prompts := [][]int32{
+				tok.Encode("The quick brown fox jumps over the lazy dog. " + "Once upon a time"),
+				tok.Encode("Hello"),
+				tok.Encode("The quick brown fox jumps over the lazy dog. " + "In a galaxy far away, there lived"),
+				tok.Encode("1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"),
+			}
+			const n = 12
+			want := make([][]int32, len(prompts))
+			for i, p := range prompts {
+				want[i] = runnerGreedy(t, dir, p, n)
+			}
+			noStop := []int32{}
+			// Alone, one after the other: prompt 2 shares a prefix with prompt 0.
+			for i, p := range prompts {
+				got, res := collect(t, e, Request{Tokens: p, MaxTokens: n, StopTokens: noStop})
+				if !slices.Equal(got, want[i]) {
+					t.Errorf("prompt %d alone: %v, runner: %v", i, got, want[i])
+				}
+				if i == 2 && res.CachedTokens == 0 {
+					t.Errorf("prompt 2 shares a prefix with prompt 0 but reused nothing")
+				}
+			}
+			// All at once, more requests than slots.
+			var wg sync.WaitGroup
+			got := make([][]int32, len(prompts))
+			for i, p := range prompts {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					e.Generate(context.Background(), Request{Tokens: p, MaxTokens: n, StopTokens: noStop}, func(ev Event) error {
+						got[i] = append(got[i], ev.Token)
+						return nil
+					})
+				}()
+			}
+			wg.Wait()
+			for i := range prompts {
+				if !slices.Equal(got[i], want[i]) {
+					t.Errorf("prompt %d batched: %v, alone: %v", i, got[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestModelSessionStore(t *testing.T) {
+	dir := modelDir(t, "tiny-qwen3-a")
+	store := t.TempDir()
+	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store})
+	tok := e.Tokenizer()
+	noStop := []int32{}
+	_, a1 := collect(t, e, Request{Tokens: tok.Encode("Session A says hello"), MaxTokens: 6, SessionID: "a", StopTokens: noStop})
+	collect(t, e, Request{Tokens: tok.Encode("Session B is different"), MaxTokens: 6, SessionID: "b", StopTokens: noStop})
+	turn2 := append(slices.Clone(a1.Tokens), tok.Encode(" and goodbye")...)
+	got, r := collect(t, e, Request{Tokens: turn2, MaxTokens: 6, SessionID: "a", StopTokens: noStop})
+	if !r.Restored || r.CachedTokens != len(a1.Tokens)-1 {
+		t.Errorf("restored %v cached %d, want true and %d", r.Restored, r.CachedTokens, len(a1.Tokens)-1)
+	}
+	if want := runnerGreedy(t, dir, turn2, 6); !slices.Equal(got, want) {
+		t.Errorf("restored session: %v, recomputed: %v", got, want)
+	}
+}
