@@ -229,3 +229,41 @@ func ScratchBytes(c *Config, rows, seqs int) int64 {
 	perRow += mlp + int64(c.NumAttentionHeads)*64
 	return 4 * (r*perRow + int64(seqs)*int64(c.VocabSize))
 }
+
+// MemoryPlan is what a deployment commits: weights, the static KV cache and
+// the activation scratch.
+type MemoryPlan struct {
+	Weights int64 `json:"weights_bytes"`
+	KVCache int64 `json:"kv_cache_bytes"`
+	Scratch int64 `json:"scratch_bytes"`
+}
+
+// Total is the sum of the parts.
+func (p MemoryPlan) Total() int64 { return p.Weights + p.KVCache + p.Scratch }
+
+// PlanMemory sizes a deployment of c with weight dtype dtype, KV dtype
+// kvDType, seq positions per slot and batch slots. The scratch assumes one
+// prefill pass of chunk tokens (the whole sequence when chunk is 0) next to a
+// decode row for every other slot.
+func PlanMemory(c *Config, dtype, kvDType string, seq, batch, chunk int) (MemoryPlan, error) {
+	if seq <= 0 || batch <= 0 || chunk < 0 {
+		return MemoryPlan{}, fmt.Errorf("sequence length %d, batch size %d, chunk size %d: want positive sizes", seq, batch, chunk)
+	}
+	w, err := WeightBytes(c, dtype)
+	if err != nil {
+		return MemoryPlan{}, err
+	}
+	kvElem, err := KVBytesPerElem(kvDType)
+	if err != nil {
+		return MemoryPlan{}, err
+	}
+	prefill := seq
+	if chunk > 0 && chunk < seq {
+		prefill = chunk
+	}
+	return MemoryPlan{
+		Weights: w,
+		KVCache: KVCacheBytes(c, seq, batch, kvElem),
+		Scratch: ScratchBytes(c, prefill+batch-1, batch),
+	}, nil
+}

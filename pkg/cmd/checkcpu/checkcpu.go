@@ -1,25 +1,65 @@
-// Package checkcpu implements `ellm check-cpu`.
+// Package checkcpu implements `ellm check-cpu`: what this machine is, which
+// kernel path each operation takes on it, and whether a model deployment
+// (weights + KV cache + scratch) fits in its memory.
 package checkcpu
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"strings"
 
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/renderer"
+	"github.com/olekukonko/tablewriter/tw"
 	"github.com/spf13/cobra"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/cpu"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
 // Options are the inputs of `ellm check-cpu`.
 type Options struct {
 	IO cmdutil.IOStreams
+
+	ModelPath      string
+	Preset         string
+	SequenceLength int
+	BatchSize      int
+	ChunkSize      int
+	DType          string
+	KVDType        string
+	JSON           bool
+
+	// Machine describes the machine (cpu.System by default); tests describe others.
+	Machine func() cpu.Source
+	// ActivePath is the kernel path in use (kernels.Active by default).
+	ActivePath func() kernels.Path
+	// KernelsEnvError reports a bad ELLM_KERNELS (kernels.EnvError by default).
+	KernelsEnvError func() error
 }
 
 // NewCmdCheckCPU returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdCheckCPU(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO}
-	return &cobra.Command{
+	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError}
+	cmd := &cobra.Command{
 		Use:   "check-cpu",
 		Short: "Check this CPU and memory before deploying a model",
+		Long: `Describe this machine (CPU, cores, caches, ISA features, memory,
+transparent hugepages) and the kernel path each operation takes on it.
+
+With --model-path or --preset it also sizes a deployment: weights at --dtype,
+the static KV cache for --batch-size slots of --sequence-length positions at
+--kv-dtype, and the activation scratch, and says whether it fits in the
+available memory. The exit status is 0 when the deployment is possible and 1
+with the reasons when it is not.`,
+		Example: `  ellm check-cpu
+  ellm check-cpu --preset qwen3-30b-a3b --dtype int8 --sequence-length 32768 --batch-size 4
+  ellm check-cpu --model-path ./Qwen3-8B --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -27,8 +67,252 @@ func NewCmdCheckCPU(f *cmdutil.Factory, runF func(*Options) error) *cobra.Comman
 			return checkcpuRun(opts)
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.ModelPath, "model-path", "", "Hugging Face model directory to size a deployment of")
+	fl.StringVar(&opts.Preset, "preset", "", "model shape preset to size instead ("+strings.Join(modelcfg.PresetNames(), ", ")+")")
+	fl.IntVar(&opts.SequenceLength, "sequence-length", 4096, "KV positions per slot")
+	fl.IntVar(&opts.BatchSize, "batch-size", 1, "slots (concurrent sequences)")
+	fl.IntVar(&opts.ChunkSize, "chunk-size", 0, "prefill chunk size in tokens (0 = whole prompt in one pass)")
+	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
+	fl.StringVar(&opts.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
+	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+// headroom is the share of available memory a deployment may commit: the
+// rest is left for the OS, the HTTP server and page-cache churn.
+const headroom = 0.9
+
+// Report is the JSON form of the output.
+type Report struct {
+	CPU        *cpu.Info          `json:"cpu"`
+	KernelPath string             `json:"kernel_path"`
+	Kernels    []cpu.KernelChoice `json:"kernels"`
+	Deployment *Deployment        `json:"deployment,omitempty"`
+	Deployable bool               `json:"deployable"`
+	Verdict    string             `json:"verdict"`
+	Reasons    []string           `json:"reasons,omitempty"`
+	Warnings   []string           `json:"warnings,omitempty"`
+}
+
+// Deployment is the sizing of one model on this machine.
+type Deployment struct {
+	Model          string `json:"model"`
+	Source         string `json:"source"`
+	DType          string `json:"dtype"`
+	KVDType        string `json:"kv_dtype"`
+	SequenceLength int    `json:"sequence_length"`
+	BatchSize      int    `json:"batch_size"`
+	ChunkSize      int    `json:"chunk_size"`
+	Params         int64  `json:"params"`
+	ActiveParams   int64  `json:"active_params"`
+	modelcfg.MemoryPlan
+	TotalBytes     int64 `json:"total_bytes"`
+	AvailableBytes int64 `json:"available_bytes"`
 }
 
 func checkcpuRun(opts *Options) error {
-	return fmt.Errorf("ellm check-cpu: %w", cmdutil.ErrNotBuilt)
+	r, err := buildReport(opts)
+	if err != nil {
+		return err
+	}
+	if opts.JSON {
+		enc := json.NewEncoder(opts.IO.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else if err := printReport(opts.IO.Out, r); err != nil {
+		return err
+	}
+	if !r.Deployable {
+		return &cmdutil.ExitError{Code: 1}
+	}
+	return nil
+}
+
+func buildReport(opts *Options) (*Report, error) {
+	if opts.ModelPath != "" && opts.Preset != "" {
+		return nil, errors.New("give --model-path or --preset, not both")
+	}
+	info := cpu.Detect(opts.Machine())
+	f := info.KernelFeatures()
+	active := opts.ActivePath()
+	if !f.Supports(active) {
+		active = f.Best()
+	}
+	r := &Report{CPU: info, KernelPath: active.String(), Kernels: cpu.KernelPaths(f, active)}
+	r.Warnings = append(r.Warnings, cpu.Fallbacks(f)...)
+	if err := opts.KernelsEnvError(); err != nil {
+		r.Reasons = append(r.Reasons, err.Error())
+	}
+	if info.HugePages == "never" {
+		r.Warnings = append(r.Warnings, "transparent hugepages are off: the KV cache and weights use 4 KiB pages (more TLB misses)")
+	}
+	if info.NUMANodes > 1 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d NUMA nodes: memory bandwidth depends on where pages land; consider numactl --interleave=all", info.NUMANodes))
+	}
+	if opts.ModelPath != "" || opts.Preset != "" {
+		if err := r.size(opts); err != nil {
+			return nil, err
+		}
+	}
+	r.Deployable = len(r.Reasons) == 0
+	switch {
+	case !r.Deployable:
+		r.Verdict = "NOT DEPLOYABLE: " + strings.Join(r.Reasons, "; ")
+	case r.Deployment != nil:
+		d := r.Deployment
+		r.Verdict = fmt.Sprintf("OK: %s (%s) needs %s of %s available (%.0f%% headroom kept), kernels take %s",
+			d.Model, d.DType, gib(d.TotalBytes), gib(d.AvailableBytes), 100*(1-headroom), r.KernelPath)
+	default:
+		r.Verdict = fmt.Sprintf("OK: kernels take %s; give --model-path or --preset to size a deployment", r.KernelPath)
+	}
+	return r, nil
+}
+
+// size fills r.Deployment and adds the reasons it cannot run.
+func (r *Report) size(opts *Options) error {
+	var cfg *modelcfg.Config
+	var err error
+	source := opts.ModelPath
+	if opts.Preset != "" {
+		cfg, err = modelcfg.Preset(opts.Preset)
+		source = "preset " + strings.ToLower(opts.Preset)
+	} else {
+		cfg, err = modelcfg.Load(opts.ModelPath)
+	}
+	if err != nil {
+		return err
+	}
+	plan, err := modelcfg.PlanMemory(cfg, opts.DType, opts.KVDType, opts.SequenceLength, opts.BatchSize, opts.ChunkSize)
+	if err != nil {
+		return err
+	}
+	d := &Deployment{
+		Model: cfg.Name(), Source: source, DType: opts.DType, KVDType: opts.KVDType,
+		SequenceLength: opts.SequenceLength, BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize,
+		Params: cfg.NumParams(), ActiveParams: cfg.ActiveParams(), MemoryPlan: plan,
+		TotalBytes: plan.Total(), AvailableBytes: r.CPU.MemAvailable,
+	}
+	r.Deployment = d
+	if maxPos := contextLimit(cfg); opts.SequenceLength > maxPos {
+		r.Reasons = append(r.Reasons, fmt.Sprintf("--sequence-length %d exceeds the model's context of %d positions", opts.SequenceLength, maxPos))
+	}
+	switch budget := int64(headroom * float64(d.AvailableBytes)); {
+	case d.AvailableBytes <= 0:
+		r.Reasons = append(r.Reasons, "available memory is unknown (no /proc/meminfo): cannot check that the deployment fits")
+	case d.TotalBytes > budget:
+		r.Reasons = append(r.Reasons, fmt.Sprintf("needs %s (weights %s + KV cache %s + scratch %s) but only %s of the %s available may be committed",
+			gib(d.TotalBytes), gib(plan.Weights), gib(plan.KVCache), gib(plan.Scratch), gib(budget), gib(d.AvailableBytes)))
+	}
+	f := r.CPU.KernelFeatures()
+	if opts.DType == "int8" && !f.AVX512VNNI {
+		r.Warnings = append(r.Warnings, "--dtype int8 without AVX512_VNNI: int8 weights are widened to f32, saving memory but not time")
+	}
+	return nil
+}
+
+// contextLimit is the longest sequence the config supports: with YaRN the
+// original window times the factor, else max_position_embeddings.
+func contextLimit(c *modelcfg.Config) int {
+	if r := c.RopeScaling; r != nil && r.Kind() == "yarn" && r.OriginalMaxPositionEmbeddings > 0 {
+		return max(c.MaxPositionEmbeddings, int(r.Factor*float64(r.OriginalMaxPositionEmbeddings)))
+	}
+	return c.MaxPositionEmbeddings
+}
+
+func gib(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func newTable(w io.Writer, header ...any) *tablewriter.Table {
+	t := tablewriter.NewTable(w,
+		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+	)
+	t.Header(header...)
+	return t
+}
+
+func printReport(w io.Writer, r *Report) error {
+	c := r.CPU
+	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
+	p("CPU          %s (%s, family %d, model %d, stepping %d)\n", c.Model, c.Vendor, c.Family, c.ModelID, c.Stepping)
+	p("Topology     %d physical cores, %d threads, %d socket(s), %d NUMA node(s)\n", c.PhysicalCores, c.Threads, c.Sockets, c.NUMANodes)
+	p("Caches       L1d %s, L1i %s, L2 %s, L3 %s\n", cache(c.Caches.L1D), cache(c.Caches.L1I), cache(c.Caches.L2), cache(c.Caches.L3))
+	p("Memory       %s total, %s available; transparent hugepages: %s\n", gib(c.MemTotal), gib(c.MemAvailable), orUnknown(c.HugePages))
+	var have, lack []string
+	for _, f := range cpu.FeatureList(c.KernelFeatures()) {
+		if f.Present {
+			have = append(have, f.Name)
+		} else {
+			lack = append(lack, f.Name)
+		}
+	}
+	p("ISA          %s\n", strings.Join(have, " "))
+	if len(lack) > 0 {
+		p("Missing      %s\n", strings.Join(lack, " "))
+	}
+	for _, n := range c.Notes {
+		p("Note         %s\n", n)
+	}
+	p("\nKernel path: %s\n", r.KernelPath)
+	t := newTable(w, "Operation", "Path", "How")
+	for _, k := range r.Kernels {
+		if err := t.Append(k.Op, k.Path, k.Detail); err != nil {
+			return err
+		}
+	}
+	if err := t.Render(); err != nil {
+		return err
+	}
+	if d := r.Deployment; d != nil {
+		p("\nDeployment: %s (%s), %s weights, %s KV cache, %d slot(s) × %d positions\n",
+			d.Model, d.Source, d.DType, d.KVDType, d.BatchSize, d.SequenceLength)
+		p("Parameters: %.3fB total, %.3fB active per token\n", float64(d.Params)/1e9, float64(d.ActiveParams)/1e9)
+		t := newTable(w, "Memory", "Bytes", "Size")
+		rows := [][]string{
+			{"weights", fmt.Sprint(d.Weights), gib(d.Weights)},
+			{"KV cache", fmt.Sprint(d.KVCache), gib(d.KVCache)},
+			{"scratch (estimate)", fmt.Sprint(d.Scratch), gib(d.Scratch)},
+			{"total", fmt.Sprint(d.TotalBytes), gib(d.TotalBytes)},
+			{"available", fmt.Sprint(d.AvailableBytes), gib(d.AvailableBytes)},
+		}
+		if err := t.Bulk(rows); err != nil {
+			return err
+		}
+		if err := t.Render(); err != nil {
+			return err
+		}
+	}
+	p("\n")
+	for _, wn := range r.Warnings {
+		p("warning: %s\n", wn)
+	}
+	p("%s\n", r.Verdict)
+	return nil
+}
+
+func cache(n int64) string {
+	if n <= 0 {
+		return "unknown"
+	}
+	return gib(n)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

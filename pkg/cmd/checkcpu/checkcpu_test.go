@@ -1,0 +1,227 @@
+package checkcpu
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/cpu"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+)
+
+// machine describes a fake machine: features, and memory available in GiB.
+func machine(t *testing.T, f kernels.Features, availGiB int, thp string) func() cpu.Source {
+	t.Helper()
+	root := t.TempDir()
+	write := func(rel, content string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		write(fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/physical_package_id", i), "0")
+		write(fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/core_id", i), fmt.Sprint(i/2))
+	}
+	write("sys/devices/system/node/node0/cpulist", "0-3")
+	kb := availGiB << 20
+	write("proc/meminfo", fmt.Sprintf("MemTotal: %d kB\nMemAvailable: %d kB\n", 2*kb, kb))
+	write("sys/kernel/mm/transparent_hugepage/enabled", thp)
+	return func() cpu.Source {
+		return cpu.Source{Identity: cpu.Identity{Vendor: "GenuineIntel", Model: "Test CPU"}, Features: f, Root: root}
+	}
+}
+
+var (
+	sapphire = kernels.Features{AVX2: true, FMA: true, F16C: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512DQ: true, AVX512BF16: true, AVX512VNNI: true, AVX512FP16: true}
+	haswell  = kernels.Features{AVX2: true, FMA: true, F16C: true}
+)
+
+func run(t *testing.T, opts *Options) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	opts.IO = cmdutil.IOStreams{Out: &out, ErrOut: &out}
+	if opts.ActivePath == nil {
+		opts.ActivePath = func() kernels.Path { return kernels.AVX512BF16 }
+	}
+	if opts.KernelsEnvError == nil {
+		opts.KernelsEnvError = func() error { return nil }
+	}
+	if opts.DType == "" {
+		opts.DType = "bf16"
+	}
+	if opts.KVDType == "" {
+		opts.KVDType = "bf16"
+	}
+	if opts.SequenceLength == 0 {
+		opts.SequenceLength = 4096
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = 1
+	}
+	err := checkcpuRun(opts)
+	return out.String(), err
+}
+
+func exitCode(err error) int {
+	var ee *cmdutil.ExitError
+	if errors.As(err, &ee) {
+		return ee.Code
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestCheckCPU(t *testing.T) {
+	tests := []struct {
+		name     string
+		opts     Options
+		wantExit int
+		want     []string // substrings of the text output
+	}{
+		{"cpu only", Options{Machine: machine(t, sapphire, 16, "always [madvise] never")}, 0,
+			[]string{"Test CPU", "2 physical cores, 4 threads", "AVX512_BF16", "Kernel path: avx512bf16", "OK: kernels take avx512bf16"}},
+		{"no avx-512", Options{Machine: machine(t, haswell, 16, "[always] madvise never")}, 0,
+			[]string{"Kernel path: avx2", "Missing      AVX512F", "warning: no AVX512BW, AVX512F, AVX512VL, AVX512_BF16, AVX512_VNNI: kernels fall back from avx512bf16 to avx2"}},
+		{"no simd at all", Options{Machine: machine(t, kernels.Features{}, 16, "never")}, 0,
+			[]string{"Kernel path: generic", "pure Go path", "transparent hugepages are off"}},
+		{"0.6b fits", Options{Machine: machine(t, sapphire, 16, "madvise"), Preset: "qwen3-0.6b", SequenceLength: 8192, BatchSize: 4}, 0,
+			[]string{"Qwen3-0.6B", "0.596B total", "OK: Qwen3-0.6B (bf16) needs"}},
+		{"30b bf16 does not fit", Options{Machine: machine(t, sapphire, 32, "madvise"), Preset: "qwen3-30b-a3b", SequenceLength: 32768, BatchSize: 4}, 1,
+			[]string{"NOT DEPLOYABLE: needs", "3.353B active"}},
+		{"30b int8 fits in 64", Options{Machine: machine(t, sapphire, 64, "madvise"), Preset: "Qwen3-30B-A3B", DType: "int8", SequenceLength: 8192, BatchSize: 2}, 0,
+			[]string{"OK: Qwen3-30B-A3B (int8)"}},
+		{"int8 without vnni", Options{Machine: machine(t, haswell, 64, "madvise"), Preset: "qwen3-0.6b", DType: "int8"}, 0,
+			[]string{"int8 without AVX512_VNNI"}},
+		{"sequence too long", Options{Machine: machine(t, sapphire, 64, "madvise"), Preset: "qwen3-0.6b", SequenceLength: 50000}, 1,
+			[]string{"--sequence-length 50000 exceeds the model's context of 40960 positions"}},
+		{"bad ELLM_KERNELS", Options{Machine: machine(t, haswell, 64, "madvise"), KernelsEnvError: func() error { return errors.New("ELLM_KERNELS=avx512: this CPU supports at most avx2") }}, 1,
+			[]string{"NOT DEPLOYABLE: ELLM_KERNELS=avx512"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(t, &tc.opts)
+			if got := exitCode(err); got != tc.wantExit {
+				t.Fatalf("exit %d (%v), want %d\n%s", got, err, tc.wantExit, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckCPUErrors(t *testing.T) {
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Preset: "qwen3-0.6b", ModelPath: "x"}, "not both"},
+		{Options{Preset: "gpt-2"}, `unknown preset "gpt-2"`},
+		{Options{Preset: "qwen3-0.6b", DType: "fp4"}, `weight dtype "fp4"`},
+		{Options{Preset: "qwen3-0.6b", KVDType: "int4"}, `kv dtype "int4"`},
+		{Options{ModelPath: "/nonexistent"}, "/nonexistent"},
+	} {
+		tc.opts.Machine = machine(t, sapphire, 16, "madvise")
+		_, err := run(t, &tc.opts)
+		if err == nil || exitCode(err) != -1 || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want one containing %q", tc.opts, err, tc.want)
+		}
+	}
+}
+
+func TestCheckCPUJSON(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3moe-a")
+	out, err := run(t, &Options{Machine: machine(t, haswell, 8, "madvise"), ModelPath: dir, JSON: true, DType: "int8", KVDType: "f32", SequenceLength: 1024, BatchSize: 2})
+	if err != nil {
+		t.Fatal(err, out)
+	}
+	var r struct {
+		CPU struct {
+			Features map[string]bool `json:"features"`
+			Threads  int             `json:"threads"`
+		} `json:"cpu"`
+		KernelPath string `json:"kernel_path"`
+		Deployment struct {
+			Params       int64 `json:"params"`
+			KVCacheBytes int64 `json:"kv_cache_bytes"`
+			TotalBytes   int64 `json:"total_bytes"`
+		} `json:"deployment"`
+		Deployable bool     `json:"deployable"`
+		Warnings   []string `json:"warnings"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err, out)
+	}
+	// 2 layers × 2 kv heads × 16 × 1024 positions × 2 slots × (K, V) × 4 bytes.
+	if r.Deployment.KVCacheBytes != 2*2*16*1024*2*2*4 || r.Deployment.Params != 19_572_096 {
+		t.Errorf("deployment %+v", r.Deployment)
+	}
+	if !r.Deployable || r.KernelPath != "avx2" || r.CPU.Features["AVX512F"] || !r.CPU.Features["AVX2"] || r.CPU.Threads != 4 {
+		t.Errorf("report %+v", r)
+	}
+}
+
+// On the real machine, --json must tell the truth about the features the
+// kernel reports in /proc/cpuinfo.
+func TestCheckCPURealMachine(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("x86 only")
+	}
+	flags, err := cpu.CPUInfoFlags("/proc/cpuinfo")
+	if err != nil {
+		t.Skip(err)
+	}
+	out, err := run(t, &Options{Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError, JSON: true})
+	if err != nil && exitCode(err) != 1 {
+		t.Fatal(err)
+	}
+	var r struct {
+		CPU struct {
+			Features map[string]bool `json:"features"`
+		} `json:"cpu"`
+		KernelPath string `json:"kernel_path"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range cpu.FeatureList(kernels.Features{}) {
+		if r.CPU.Features[f.Name] != flags[f.Flag] {
+			t.Errorf("%s = %v, /proc/cpuinfo %s = %v", f.Name, r.CPU.Features[f.Name], f.Flag, flags[f.Flag])
+		}
+	}
+	if r.KernelPath != kernels.Active().String() {
+		t.Errorf("kernel path %s, active %s", r.KernelPath, kernels.Active())
+	}
+}
+
+func TestNewCmdFlags(t *testing.T) {
+	var got *Options
+	f := &cmdutil.Factory{IO: cmdutil.IOStreams{Out: &bytes.Buffer{}}}
+	cmd := NewCmdCheckCPU(f, func(o *Options) error { got = o; return nil })
+	cmd.SetArgs([]string{"--preset", "qwen3-8b", "--sequence-length", "8192", "--batch-size", "3", "--dtype", "int8", "--kv-dtype", "f32", "--json"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if got.Preset != "qwen3-8b" || got.SequenceLength != 8192 || got.BatchSize != 3 || got.DType != "int8" || got.KVDType != "f32" || !got.JSON {
+		t.Errorf("options %+v", got)
+	}
+	if got.Machine == nil || got.ActivePath == nil {
+		t.Error("defaults for machine detection not set")
+	}
+}
