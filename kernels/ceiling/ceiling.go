@@ -35,6 +35,7 @@ type Options struct {
 	Interval  time.Duration // length of one timed run (default 20ms)
 	Reps      int           // runs per number, the fastest is kept (default 5)
 	DRAMBytes int           // read buffer, ≫ last-level cache (default 1 GiB)
+	NoDRAM    bool          // skip the bandwidth measurement
 }
 
 func (o *Options) defaults() {
@@ -56,19 +57,79 @@ type loop struct {
 	opsPerIter float64
 }
 
-// Measure runs every measurement on pool (the bandwidth buffer is mapped
-// and touched first, which takes a fraction of a second per GiB).
+// Measure maps a bandwidth buffer, measures every ceiling on pool once and
+// unmaps the buffer.
 func Measure(pool *threads.Pool, o Options) (Ceilings, error) {
+	m, err := NewMeter(pool, o)
+	if err != nil {
+		return Ceilings{}, err
+	}
+	defer m.Close()
+	return m.Measure(), nil
+}
+
+// Meter keeps the bandwidth buffer mapped between measurements, so that a
+// benchmark can measure the ceilings alternately with the kernels it reports.
+type Meter struct {
+	pool  *threads.Pool
+	o     Options
+	loops loopSet
+	buf   []byte // nil with NoDRAM
+}
+
+// NewMeter maps and touches the bandwidth buffer (a fraction of a second per GiB).
+func NewMeter(pool *threads.Pool, o Options) (*Meter, error) {
 	o.defaults()
-	c := Ceilings{Threads: pool.Size()}
-	l := loops()
-	c.FMAGFLOPS = computePeak(pool, o, l.fma512)
-	c.FMA256GFLOPS = computePeak(pool, o, l.fma256)
-	c.BF16GFLOPS = computePeak(pool, o, l.bf16)
-	c.VNNIGOPS = computePeak(pool, o, l.vnni)
-	var err error
-	c.DRAMGBps, err = dramPeak(pool, o)
-	return c, err
+	m := &Meter{pool: pool, o: o, loops: loops()}
+	if o.NoDRAM {
+		return m, nil
+	}
+	size := o.DRAMBytes &^ (1<<16 - 1)
+	buf, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, fmt.Errorf("ceiling: map %d MiB read buffer: %w", size>>20, err)
+	}
+	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE) // fewer TLB misses where transparent huge pages are on
+	// Untouched anonymous pages all map the zero page, which would be read from cache.
+	for i := 0; i < len(buf); i += 4096 {
+		buf[i] = byte(i >> 12)
+	}
+	m.buf = buf
+	return m, nil
+}
+
+// Close unmaps the buffer.
+func (m *Meter) Close() {
+	if m.buf != nil {
+		_ = unix.Munmap(m.buf)
+		m.buf = nil
+	}
+}
+
+// Measure runs every measurement once.
+func (m *Meter) Measure() Ceilings {
+	c := m.Compute()
+	c.DRAMGBps = m.DRAM()
+	return c
+}
+
+// Compute measures the instruction ceilings only (DRAMGBps stays zero).
+func (m *Meter) Compute() Ceilings {
+	return Ceilings{
+		Threads:      m.pool.Size(),
+		FMAGFLOPS:    computePeak(m.pool, m.o, m.loops.fma512),
+		FMA256GFLOPS: computePeak(m.pool, m.o, m.loops.fma256),
+		BF16GFLOPS:   computePeak(m.pool, m.o, m.loops.bf16),
+		VNNIGOPS:     computePeak(m.pool, m.o, m.loops.vnni),
+	}
+}
+
+// DRAM measures the read bandwidth only (zero with NoDRAM).
+func (m *Meter) DRAM() Peak {
+	if m.buf == nil {
+		return Peak{}
+	}
+	return dramPeak(m.pool, m.o, m.buf)
 }
 
 type loopSet struct{ fma512, fma256, bf16, vnni *loop }
@@ -130,18 +191,7 @@ func (t *readTask) Run(w, _ int) {
 	t.sink[w] = readSum(t.buf[lo:hi])
 }
 
-func dramPeak(pool *threads.Pool, o Options) (Peak, error) {
-	size := o.DRAMBytes &^ (1<<16 - 1)
-	buf, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		return Peak{}, fmt.Errorf("ceiling: map %d MiB read buffer: %w", size>>20, err)
-	}
-	defer unix.Munmap(buf)
-	_ = unix.Madvise(buf, unix.MADV_HUGEPAGE) // fewer TLB misses where transparent huge pages are on
-	// Untouched anonymous pages all map the zero page, which would be read from cache.
-	for i := 0; i < len(buf); i += 4096 {
-		buf[i] = byte(i >> 12)
-	}
+func dramPeak(pool *threads.Pool, o Options, buf []byte) Peak {
 	rate := func(active int) float64 {
 		t := &readTask{buf: buf, active: min(active, maxReaders)}
 		best := 0.0
@@ -152,5 +202,5 @@ func dramPeak(pool *threads.Pool, o Options) (Peak, error) {
 		}
 		return best
 	}
-	return Peak{Single: rate(1), All: rate(pool.Size())}, nil
+	return Peak{Single: rate(1), All: rate(pool.Size())}
 }
