@@ -1,0 +1,272 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/reasoning"
+	"github.com/ellm-dev/ellm/pkg/server/openai"
+	"github.com/ellm-dev/ellm/pkg/toolcall"
+)
+
+// chatPlan is a validated chat request, ready to generate.
+type chatPlan struct {
+	req      *openai.ChatCompletionRequest
+	conv     conversation
+	prompt   []int32
+	thinking bool // the prompt leaves a <think> block open
+	tools    []openai.Tool
+	parse    bool // parse tool calls out of the reply
+	format   toolcall.Format
+	gen      Request
+	stops    []string
+	logprobs bool
+	session  string
+}
+
+func fieldError(err error) error {
+	var fe *openai.FieldError
+	if errors.As(err, &fe) {
+		return invalid(fe.Param, "%s", fe.Error())
+	}
+	return err
+}
+
+func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*chatPlan, error) {
+	if err := s.checkModel(req.Model); err != nil {
+		return nil, err
+	}
+	if err := checkN(req.N); err != nil {
+		return nil, err
+	}
+	p := &chatPlan{req: req, session: sessionID(r, req.SessionID)}
+	msgs, err := openai.NormalizeMessages(req.Messages)
+	if err != nil {
+		return nil, fieldError(err)
+	}
+	if p.tools, err = openai.ParseTools(req.Tools); err != nil {
+		return nil, fieldError(err)
+	}
+	choice, err := openai.ParseToolChoice(req.ToolChoice, p.tools)
+	if err != nil {
+		return nil, fieldError(err)
+	}
+	if p.stops, err = openai.Stops(req.Stop); err != nil {
+		return nil, fieldError(err)
+	}
+	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" && req.ChatTemplateKwargs[0] != '{' {
+		return nil, invalid("chat_template_kwargs", "chat_template_kwargs must be a JSON object")
+	}
+	p.conv = conversation{Messages: msgs, Kwargs: req.ChatTemplateKwargs}
+	if choice.Mode != "none" {
+		p.conv.Tools = req.Tools
+		p.format = s.tmpl.ToolCallFormat()
+		p.parse = p.format != toolcall.FormatNone
+	}
+	if p.gen.Sampling, err = s.samplingParams(req.Sampling); err != nil {
+		return nil, err
+	}
+	if req.Logprobs != nil && *req.Logprobs {
+		p.logprobs = true
+		p.gen.Logprobs = true
+	}
+	if req.TopLogprobs != nil {
+		if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
+			return nil, invalid("top_logprobs", "top_logprobs %d: must be in [0, 20]", *req.TopLogprobs)
+		}
+		if !p.logprobs && *req.TopLogprobs > 0 {
+			return nil, invalid("top_logprobs", "top_logprobs needs logprobs: true")
+		}
+		p.gen.TopLogprobs = *req.TopLogprobs
+	}
+	if p.gen.Constraint, err = s.chatConstraint(req.ResponseFormat, choice, p.tools); err != nil {
+		return nil, err
+	}
+	var text string
+	p.prompt, text, err = s.chatPrompt(p.conv, p.session)
+	if err != nil {
+		return nil, err
+	}
+	p.thinking = reasoning.PromptOpensThinking(text)
+	maxParam, maxTok := "max_tokens", req.MaxTokens
+	if req.MaxCompletionTokens != nil {
+		maxParam, maxTok = "max_completion_tokens", req.MaxCompletionTokens
+	}
+	if p.gen.MaxTokens, err = s.maxTokens(maxParam, maxTok, len(p.prompt)); err != nil {
+		return nil, err
+	}
+	p.gen.Tokens = p.prompt
+	p.gen.SessionID = p.session
+	return p, nil
+}
+
+// render renders a conversation with the model's chat template.
+func (s *Server) render(c conversation, addGenerationPrompt bool) (string, error) {
+	msgs, err := json.Marshal(c.Messages)
+	if err != nil {
+		return "", err
+	}
+	text, err := s.tmpl.Render(chat.Input{Messages: msgs, Tools: c.Tools, AddGenerationPrompt: addGenerationPrompt,
+		Kwargs: c.Kwargs, OpenAI: true})
+	var ce *chat.Error
+	if errors.As(err, &ce) {
+		return "", invalid("messages", "%v", err)
+	}
+	return text, err
+}
+
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
+	var req openai.ChatCompletionRequest
+	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+		return err
+	}
+	p, err := s.planChat(r, &req)
+	if err != nil {
+		return err
+	}
+	id := "chatcmpl-" + newID()
+	created := time.Now().Unix()
+	if req.Stream {
+		return s.streamChat(w, r.Context(), p, id, created)
+	}
+	var (
+		content, reasoningText strings.Builder
+		calls                  []openai.ToolCall
+		lps                    []openai.TokenLogprob
+	)
+	rp := newReplyParser(p)
+	collect := func(d replyDelta) {
+		content.WriteString(d.content)
+		reasoningText.WriteString(d.reasoning)
+		calls = mergeToolCalls(calls, d.calls)
+	}
+	res, err := s.generate(r.Context(), p.gen, p.stops, func(text string, ev *Event) error {
+		if ev != nil && p.logprobs {
+			lps = append(lps, s.tokenLogprob(*ev))
+		}
+		collect(rp.add(text))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	collect(rp.flush())
+	s.remember(p, res)
+	msg := openai.ResponseMessage{Role: "assistant"}
+	if c := content.String(); c != "" || len(calls) == 0 {
+		msg.Content = &c
+	}
+	if rt := reasoningText.String(); rt != "" {
+		msg.ReasoningContent = &rt
+	}
+	msg.ToolCalls = calls
+	choice := openai.ChatChoice{Message: msg, FinishReason: finishReason(res, len(calls) > 0)}
+	if p.logprobs {
+		choice.Logprobs = &openai.ChoiceLogprobs{Content: lps}
+	}
+	writeJSON(w, http.StatusOK, openai.ChatCompletion{ID: id, Object: "chat.completion", Created: created, Model: s.model,
+		Choices: []openai.ChatChoice{choice}, Usage: usage(res)})
+	return nil
+}
+
+func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatPlan, id string, created int64) error {
+	ev := newEventStream(w)
+	chunk := func(d openai.Delta, lp *openai.ChoiceLogprobs, finish *string) openai.ChatCompletionChunk {
+		return openai.ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.model,
+			Choices: []openai.ChunkChoice{{Delta: d, Logprobs: lp, FinishReason: finish}}}
+	}
+	rp := newReplyParser(p)
+	sawCalls := false
+	send := func(d replyDelta, lp *openai.ChoiceLogprobs) error {
+		if d.empty() && lp == nil {
+			return nil
+		}
+		delta := openai.Delta{ToolCalls: d.calls}
+		if d.content != "" {
+			delta.Content = &d.content
+		}
+		if d.reasoning != "" {
+			delta.ReasoningContent = &d.reasoning
+		}
+		sawCalls = sawCalls || len(d.calls) > 0
+		return ev.send(chunk(delta, lp, nil))
+	}
+	res, err := s.generate(ctx, p.gen, p.stops, func(text string, e *Event) error {
+		if !ev.started {
+			empty := ""
+			if err := ev.send(chunk(openai.Delta{Role: "assistant", Content: &empty}, nil, nil)); err != nil {
+				return err
+			}
+		}
+		var lp *openai.ChoiceLogprobs
+		if e != nil && p.logprobs {
+			lp = &openai.ChoiceLogprobs{Content: []openai.TokenLogprob{s.tokenLogprob(*e)}}
+		}
+		return send(rp.add(text), lp)
+	})
+	if err == nil {
+		err = send(rp.flush(), nil)
+	}
+	if err != nil {
+		if !ev.started {
+			return err
+		}
+		ev.fail(err)
+		return nil
+	}
+	s.remember(p, res)
+	finish := finishReason(res, sawCalls)
+	if err := ev.send(chunk(openai.Delta{}, nil, &finish)); err != nil {
+		return nil
+	}
+	if p.req.StreamOptions != nil && p.req.StreamOptions.IncludeUsage {
+		c := chunk(openai.Delta{}, nil, nil)
+		c.Choices = []openai.ChunkChoice{}
+		c.Usage = usage(res)
+		if err := ev.send(c); err != nil {
+			return nil
+		}
+	}
+	ev.done()
+	return nil
+}
+
+func finishReason(res Result, calls bool) string {
+	if calls && res.FinishReason == "stop" {
+		return "tool_calls"
+	}
+	return res.FinishReason
+}
+
+func usage(res Result) *openai.Usage {
+	return &openai.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens,
+		TotalTokens:         res.PromptTokens + res.CompletionTokens,
+		PromptTokensDetails: openai.PromptTokensDetails{CachedTokens: res.CachedTokens}}
+}
+
+func (s *Server) tokenLogprob(ev Event) openai.TokenLogprob {
+	text, bs := s.tokenText(ev.Token)
+	lp := openai.TokenLogprob{Token: text, Logprob: float64(ev.Logprob), Bytes: bs, TopLogprobs: []openai.TopLogprob{}}
+	for _, t := range ev.Top {
+		text, bs := s.tokenText(t.Token)
+		lp.TopLogprobs = append(lp.TopLogprobs, openai.TopLogprob{Token: text, Logprob: float64(t.Logprob), Bytes: bs})
+	}
+	return lp
+}
+
+func (s *Server) tokenText(id int32) (string, []int) {
+	b := s.tok.TokenBytes(id)
+	ints := make([]int, len(b))
+	for i, c := range b {
+		ints[i] = int(c)
+	}
+	return strings.ToValidUTF8(string(b), "\uFFFD"), ints
+}
+
+func newID() string { return rand.Text() }

@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/sample"
+)
+
+// Engine is what the server uses of pkg/engine. Its types are the server's
+// own so that tests can run against a fake engine; NewEngine adapts the real
+// one.
+type Engine interface {
+	Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error)
+	Info() Info
+	Stats() Stats
+	Tokenizer() Tokenizer
+	ChatTemplate() *chat.Template
+	GenerationDefaults() modelcfg.GenerationConfig
+}
+
+// Tokenizer is what the server uses of pkg/tokenizer.
+type Tokenizer interface {
+	Encode(text string) []int32
+	Decode(ids []int32) string
+	TokenBytes(id int32) []byte
+	TokenID(tok string) (int32, bool)
+	IsSpecial(id int32) bool
+	VocabSize() int
+}
+
+// Request is one generation (pkg/engine.Request).
+type Request struct {
+	Tokens      []int32
+	SessionID   string
+	MaxTokens   int
+	Sampling    sample.Params
+	StopTokens  []int32
+	Constraint  sample.Constraint
+	Logprobs    bool
+	TopLogprobs int
+}
+
+// Event is one generated token.
+type Event struct {
+	Token   int32
+	Logprob float32
+	Top     []sample.TokenLogprob
+}
+
+// Result is a finished generation. Tokens is the transcript: the prompt and
+// the generated tokens exactly as generated.
+type Result struct {
+	PromptTokens, CachedTokens, CompletionTokens int
+	FinishReason                                 string
+	Tokens                                       []int32
+	TTFT, Total                                  time.Duration
+}
+
+// Info describes the loaded model and what it committed.
+type Info struct {
+	ModelName                          string
+	Synthetic                          bool
+	KernelPath                         string
+	Threads, Slots, SequenceLength     int
+	WeightBytes, KVBytes, ScratchBytes int64
+	LoadTime                           time.Duration
+}
+
+// Stats is the engine's live state.
+type Stats struct {
+	SlotsBusy, Slots                       int
+	KVUsed, KVCapacity                     int64
+	QueueDepth                             int
+	PrefixHits, PrefixMisses, ReusedTokens int64
+	SessionsStored                         int
+}
+
+// The engine's sentinel errors, as the server sees them.
+var (
+	// ErrStop, returned by a Generate callback, ends generation normally.
+	ErrStop = errors.New("stop")
+	// ErrTooLong: prompt + max_tokens exceed the sequence length.
+	ErrTooLong = errors.New("prompt too long")
+	// ErrQueueFull: the request queue is full or the wait timed out.
+	ErrQueueFull = errors.New("queue full")
+)

@@ -1,0 +1,215 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/sample"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+)
+
+// fakeTokenizer is byte-level: ids 0–255 are bytes, the added tokens follow.
+type fakeTokenizer struct{}
+
+var fakeAdded = []struct {
+	text    string
+	special bool
+}{
+	{"<|im_end|>", true}, {"<|endoftext|>", true}, {"<|im_start|>", true},
+	{"<think>", false}, {"</think>", false}, {"<tool_call>", false}, {"</tool_call>", false},
+}
+
+func (fakeTokenizer) Encode(text string) []int32 {
+	var ids []int32
+	for len(text) > 0 {
+		matched := false
+		for i, a := range fakeAdded {
+			if strings.HasPrefix(text, a.text) {
+				ids = append(ids, int32(256+i))
+				text = text[len(a.text):]
+				matched = true
+				break
+			}
+		}
+		if !matched {
+			ids = append(ids, int32(text[0]))
+			text = text[1:]
+		}
+	}
+	return ids
+}
+
+func (f fakeTokenizer) Decode(ids []int32) string {
+	var b []byte
+	for _, id := range ids {
+		b = append(b, f.TokenBytes(id)...)
+	}
+	return string(b)
+}
+
+func (fakeTokenizer) TokenBytes(id int32) []byte {
+	if id < 256 {
+		return []byte{byte(id)}
+	}
+	return []byte(fakeAdded[id-256].text)
+}
+
+func (fakeTokenizer) TokenID(tok string) (int32, bool) {
+	for i, a := range fakeAdded {
+		if a.text == tok {
+			return int32(256 + i), true
+		}
+	}
+	return 0, false
+}
+
+func (fakeTokenizer) IsSpecial(id int32) bool { return id >= 256 && fakeAdded[id-256].special }
+func (fakeTokenizer) VocabSize() int          { return 256 + len(fakeAdded) }
+
+const fakeEnd = 256 // <|im_end|>
+
+// fakeEngine answers with a scripted reply, keeps per-request prefill
+// accounting with a prefix cache over every transcript it produced, and has
+// a fixed number of slots.
+type fakeEngine struct {
+	tmpl  *chat.Template
+	seq   int
+	slots chan struct{}
+	delay time.Duration
+	// reply is the text generated for a prompt.
+	reply func(prompt string) string
+
+	mu        sync.Mutex
+	cache     [][]int32
+	prefilled []int // prompt tokens computed, per request
+	busy      int
+}
+
+func newFakeEngine(t testing.TB, reply func(prompt string) string) *fakeEngine {
+	t.Helper()
+	tmpl, err := chat.Load(sharedtest.Path(t, "qwen3-tokenizer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeEngine{tmpl: tmpl, seq: 1 << 16, slots: make(chan struct{}, 2), reply: reply}
+}
+
+func (f *fakeEngine) Tokenizer() Tokenizer         { return fakeTokenizer{} }
+func (f *fakeEngine) ChatTemplate() *chat.Template { return f.tmpl }
+func (f *fakeEngine) GenerationDefaults() modelcfg.GenerationConfig {
+	zero := 0.0
+	return modelcfg.GenerationConfig{Temperature: &zero}
+}
+func (f *fakeEngine) Info() Info {
+	return Info{ModelName: "fake-qwen3", SequenceLength: f.seq, Slots: cap(f.slots), KernelPath: "generic"}
+}
+func (f *fakeEngine) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Stats{SlotsBusy: f.busy, Slots: cap(f.slots)}
+}
+
+func commonPrefix(a, b []int32) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+	if len(req.Tokens)+req.MaxTokens > f.seq {
+		return Result{}, ErrTooLong
+	}
+	select {
+	case f.slots <- struct{}{}:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	f.mu.Lock()
+	f.busy++
+	cached := 0
+	for _, c := range f.cache {
+		cached = max(cached, commonPrefix(c, req.Tokens))
+	}
+	cached = min(cached, len(req.Tokens)-1) // the last prompt token is always computed
+	f.prefilled = append(f.prefilled, len(req.Tokens)-cached)
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.busy--
+		f.mu.Unlock()
+		<-f.slots
+	}()
+	tok := fakeTokenizer{}
+	script := append(tok.Encode(f.reply(tok.Decode(req.Tokens))), fakeEnd)
+	res := Result{PromptTokens: len(req.Tokens), CachedTokens: cached, FinishReason: "length"}
+	res.Tokens = append([]int32(nil), req.Tokens...)
+	start := time.Now()
+	allowed := make([]uint64, (tok.VocabSize()+63)/64)
+	for i := 0; i < req.MaxTokens; i++ {
+		next := script[min(i, len(script)-1)]
+		if req.Constraint != nil {
+			for j := range allowed {
+				allowed[j] = ^uint64(0)
+			}
+			req.Constraint.Mask(allowed)
+			if allowed[next/64]&(1<<(next%64)) == 0 {
+				next = -1
+				for id := range tok.VocabSize() {
+					if allowed[id/64]&(1<<(id%64)) != 0 {
+						next = int32(id)
+						break
+					}
+				}
+				if next < 0 {
+					return res, sample.ErrNoToken
+				}
+			}
+			if err := req.Constraint.Accept(next); err != nil {
+				return res, err
+			}
+		}
+		if f.delay > 0 {
+			select {
+			case <-time.After(f.delay):
+			case <-ctx.Done():
+				return res, ctx.Err()
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		if i == 0 {
+			res.TTFT = time.Since(start)
+		}
+		res.Tokens = append(res.Tokens, next)
+		res.CompletionTokens++
+		ev := Event{Token: next, Logprob: -0.5}
+		if req.TopLogprobs > 0 {
+			ev.Top = []sample.TokenLogprob{{Token: next, Logprob: -0.5}}
+		}
+		err := fn(ev)
+		if err == ErrStop {
+			res.FinishReason = "stop"
+			break
+		}
+		if err != nil {
+			return res, err
+		}
+		if next == fakeEnd || next == fakeEnd+1 {
+			res.FinishReason = "stop"
+			break
+		}
+	}
+	res.Total = time.Since(start)
+	f.mu.Lock()
+	f.cache = append(f.cache, res.Tokens)
+	f.mu.Unlock()
+	return res, nil
+}

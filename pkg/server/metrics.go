@@ -1,0 +1,76 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// metrics live in the server's own registry, so that several servers (tests)
+// never collide and /metrics shows only ellm's series.
+type metrics struct {
+	reg                                   *prometheus.Registry
+	requests                              *prometheus.CounterVec
+	ttft, tpot                            prometheus.Histogram
+	promptTokens, cachedTokens, genTokens prometheus.Counter
+	sessionHits, sessionMisses            prometheus.Counter
+	sessionReused                         prometheus.Counter
+}
+
+func newMetrics(eng Engine) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	counter := func(name, help string) prometheus.Counter {
+		c := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "ellm", Name: name, Help: help})
+		m.reg.MustRegister(c)
+		return c
+	}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "ellm", Name: "requests_total",
+		Help: "HTTP requests by route and status."}, []string{"route", "status"})
+	m.ttft = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "ellm", Name: "time_to_first_token_seconds",
+		Help: "Time from admission to the first generated token.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)})
+	m.tpot = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "ellm", Name: "time_per_output_token_seconds",
+		Help: "Mean time per generated token after the first, per request.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)})
+	m.reg.MustRegister(m.requests, m.ttft, m.tpot)
+	m.promptTokens = counter("prompt_tokens_total", "Prompt tokens of finished requests.")
+	m.cachedTokens = counter("cached_prompt_tokens_total", "Prompt tokens reused from the KV cache instead of computed.")
+	m.genTokens = counter("generation_tokens_total", "Generated tokens.")
+	m.sessionHits = counter("session_hits_total", "Requests whose messages extended their transcript session.")
+	m.sessionMisses = counter("session_misses_total", "Requests naming a session that could not be extended (new or changed history).")
+	m.sessionReused = counter("session_reused_tokens_total", "Transcript tokens sent as the prompt prefix by transcript sessions.")
+	gauge := func(name, help string, f func(Stats) float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ellm", Name: name, Help: help},
+			func() float64 { return f(eng.Stats()) }))
+	}
+	cfunc := func(name, help string, f func(Stats) float64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ellm", Name: name, Help: help},
+			func() float64 { return f(eng.Stats()) }))
+	}
+	gauge("slots_busy", "Slots generating or prefilling.", func(s Stats) float64 { return float64(s.SlotsBusy) })
+	gauge("slots", "Slots (batch size).", func(s Stats) float64 { return float64(s.Slots) })
+	gauge("kv_positions_used", "KV cache positions holding tokens.", func(s Stats) float64 { return float64(s.KVUsed) })
+	gauge("kv_positions_capacity", "KV cache positions in all.", func(s Stats) float64 { return float64(s.KVCapacity) })
+	gauge("queue_depth", "Requests waiting for a slot.", func(s Stats) float64 { return float64(s.QueueDepth) })
+	gauge("sessions_stored", "Sessions whose KV is in the session store.", func(s Stats) float64 { return float64(s.SessionsStored) })
+	cfunc("prefix_cache_hits_total", "Requests that reused a cached prefix.", func(s Stats) float64 { return float64(s.PrefixHits) })
+	cfunc("prefix_cache_misses_total", "Requests that reused nothing.", func(s Stats) float64 { return float64(s.PrefixMisses) })
+	cfunc("prefix_cache_reused_tokens_total", "Prompt tokens reused by the engine's prefix cache.", func(s Stats) float64 { return float64(s.ReusedTokens) })
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// observe records a finished generation.
+func (m *metrics) observe(res Result) {
+	m.promptTokens.Add(float64(res.PromptTokens))
+	m.cachedTokens.Add(float64(res.CachedTokens))
+	m.genTokens.Add(float64(res.CompletionTokens))
+	if res.CompletionTokens > 0 {
+		m.ttft.Observe(res.TTFT.Seconds())
+	}
+	if res.CompletionTokens > 1 {
+		m.tpot.Observe((res.Total - res.TTFT).Seconds() / float64(res.CompletionTokens-1))
+	}
+}

@@ -1,0 +1,223 @@
+package server
+
+import (
+	"bytes"
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// conversation is what a chat prompt is rendered from.
+type conversation struct {
+	Messages []json.RawMessage `json:"messages"`
+	Tools    json.RawMessage   `json:"tools,omitempty"`
+	Kwargs   json.RawMessage   `json:"kwargs,omitempty"`
+}
+
+// session is a transcript session: the conversation of its last request and
+// the exact tokens the engine saw and generated for it.
+type session struct {
+	Conv       conversation `json:"conversation"`
+	Transcript []int32      `json:"transcript"`
+}
+
+// chatPrompt renders the conversation and tokenizes it. When sessionID names
+// a session whose conversation the new one extends by the model's reply and
+// new messages, the prompt is the session's transcript followed by the
+// tokens of the new messages only, so that the engine prefills just those
+// (the re-rendered reply would differ from what was generated: Qwen3 drops
+// earlier <think> blocks, tool calls are re-rendered from JSON). text is the
+// full rendering either way.
+func (s *Server) chatPrompt(c conversation, sessionID string) (prompt []int32, text string, err error) {
+	text, err = s.render(c, true)
+	if err != nil {
+		return nil, "", err
+	}
+	if sessionID != "" {
+		if sess, ok := s.sessions.get(sessionID); ok {
+			if suffix, ok := s.sessionSuffix(sess, c, text); ok {
+				s.metrics.sessionHits.Inc()
+				s.metrics.sessionReused.Add(float64(len(sess.Transcript)))
+				return append(slices.Clip(sess.Transcript), s.tok.Encode(suffix)...), text, nil
+			}
+		}
+		s.metrics.sessionMisses.Inc()
+	}
+	return s.tok.Encode(text), text, nil
+}
+
+// sessionSuffix returns the text the new messages add to the rendered
+// conversation after the end of the assistant turn that stands for the
+// session's last reply, if c extends the session.
+func (s *Server) sessionSuffix(sess *session, c conversation, full string) (string, bool) {
+	k := len(sess.Conv.Messages)
+	t := sess.Transcript
+	if len(c.Messages) < k+2 || len(t) == 0 || !slices.Contains(s.endIDs, t[len(t)-1]) ||
+		!jsonEqual(sess.Conv.Tools, c.Tools) || !jsonEqual(sess.Conv.Kwargs, c.Kwargs) {
+		return "", false
+	}
+	for i := range k {
+		if !jsonEqual(sess.Conv.Messages[i], c.Messages[i]) {
+			return "", false
+		}
+	}
+	var m struct{ Role string }
+	if json.Unmarshal(c.Messages[k], &m) != nil || m.Role != "assistant" {
+		return "", false
+	}
+	// The reply's turn ends with the end token the model generated; count
+	// the turns up to it and cut the full rendering after as many.
+	end := string(s.tok.TokenBytes(t[len(t)-1]))
+	upto, err := s.render(conversation{Messages: c.Messages[:k+1], Tools: c.Tools, Kwargs: c.Kwargs}, false)
+	if err != nil || !strings.HasSuffix(strings.TrimRight(upto, " \n"), end) {
+		return "", false
+	}
+	n := strings.Count(upto, end)
+	pos := 0
+	for range n {
+		i := strings.Index(full[pos:], end)
+		if i < 0 {
+			return "", false
+		}
+		pos += i + len(end)
+	}
+	return full[pos:], true
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	return bytes.Equal(compact(a), compact(b))
+}
+
+func compact(m json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, m) != nil {
+		return m
+	}
+	if b.String() == "null" {
+		return nil
+	}
+	return b.Bytes()
+}
+
+// remember records a finished chat request in its session.
+func (s *Server) remember(p *chatPlan, res Result) {
+	if p.session == "" || len(res.Tokens) == 0 {
+		return
+	}
+	c := conversation{Messages: make([]json.RawMessage, len(p.conv.Messages)), Tools: compact(p.conv.Tools), Kwargs: compact(p.conv.Kwargs)}
+	for i, m := range p.conv.Messages {
+		c.Messages[i] = compact(m)
+	}
+	if err := s.sessions.put(p.session, &session{Conv: c, Transcript: res.Tokens}); err != nil {
+		s.opts.Logger.Warn("session not persisted", "session", p.session, "err", err)
+	}
+}
+
+// sessionStore holds the most recently used sessions in memory and, with a
+// directory, every session on disk (so they outlive eviction and restarts).
+type sessionStore struct {
+	dir string
+	max int
+
+	mu    sync.Mutex
+	lru   *list.List // of *entry, most recent first
+	byKey map[string]*list.Element
+}
+
+type entry struct {
+	id   string
+	sess *session
+}
+
+func newSessionStore(dir string, max int) (*sessionStore, error) {
+	if dir != "" {
+		dir = filepath.Join(dir, "transcripts")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("session store: %w", err)
+		}
+	}
+	return &sessionStore{dir: dir, max: max, lru: list.New(), byKey: map[string]*list.Element{}}, nil
+}
+
+func (st *sessionStore) path(id string) string {
+	h := sha256.Sum256([]byte(id))
+	return filepath.Join(st.dir, hex.EncodeToString(h[:16])+".json")
+}
+
+func (st *sessionStore) get(id string) (*session, bool) {
+	st.mu.Lock()
+	if e, ok := st.byKey[id]; ok {
+		st.lru.MoveToFront(e)
+		st.mu.Unlock()
+		return e.Value.(*entry).sess, true
+	}
+	st.mu.Unlock()
+	if st.dir == "" {
+		return nil, false
+	}
+	b, err := os.ReadFile(st.path(id))
+	if err != nil {
+		return nil, false
+	}
+	var f struct {
+		ID string `json:"id"`
+		session
+	}
+	if json.Unmarshal(b, &f) != nil || f.ID != id {
+		return nil, false
+	}
+	st.keep(id, &f.session)
+	return &f.session, true
+}
+
+func (st *sessionStore) put(id string, sess *session) error {
+	st.keep(id, sess)
+	if st.dir == "" {
+		return nil
+	}
+	b, err := json.Marshal(struct {
+		ID string `json:"id"`
+		*session
+	}{id, sess})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(st.dir, "tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(b)
+	err = errors.Join(err, tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), st.path(id))
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// keep puts a session in memory, forgetting the least recently used one
+// beyond max (its file, if any, stays).
+func (st *sessionStore) keep(id string, sess *session) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if e, ok := st.byKey[id]; ok {
+		e.Value.(*entry).sess = sess
+		st.lru.MoveToFront(e)
+		return
+	}
+	st.byKey[id] = st.lru.PushFront(&entry{id, sess})
+	for st.lru.Len() > st.max {
+		old := st.lru.Remove(st.lru.Back()).(*entry)
+		delete(st.byKey, old.id)
+	}
+}
