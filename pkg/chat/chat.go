@@ -38,11 +38,13 @@ type Input struct {
 	// {"enable_thinking": false}; nil means none. A variable absent here is
 	// undefined in the template, which is not the same as null.
 	Kwargs json.RawMessage
-	// DecodeToolArguments parses assistant tool_calls[].function.arguments
-	// given as JSON strings (as OpenAI clients send them) into objects
-	// before rendering, as vLLM does; templates such as Qwen3-Coder's need
-	// objects. Off, messages reach the template as given (Hugging Face).
-	DecodeToolArguments bool
+	// OpenAI prepares OpenAI-style messages as vLLM does before rendering:
+	// a null or missing content becomes "", content given as a list of text
+	// parts becomes their texts joined by "\n", and tool_calls arguments
+	// given as JSON strings become objects ("" or null: {}). Templates such
+	// as Qwen3's fail on a null content and Qwen3-Coder's on string
+	// arguments. Off, messages reach the template as given (Hugging Face).
+	OpenAI bool
 }
 
 // Error is a conversation the template cannot render: input that is not the
@@ -290,8 +292,13 @@ func (t *Template) context(in Input) (map[string]jinja.Value, error) {
 	if !msgs.IsList() {
 		return nil, &Error{Msg: "messages: not a JSON array"}
 	}
-	if in.DecodeToolArguments {
-		if err := decodeToolArguments(msgs); err != nil {
+	// jinja2 fails on messages[0] of an empty list, where the Go engine
+	// renders undefined; OpenAI rejects an empty conversation too.
+	if msgs.AsList().Len() == 0 {
+		return nil, &Error{Msg: "messages: empty"}
+	}
+	if in.OpenAI {
+		if err := normalizeOpenAI(msgs); err != nil {
 			return nil, &Error{Msg: fmt.Sprintf("messages: %v", err)}
 		}
 	}
@@ -311,14 +318,19 @@ func (t *Template) context(in Input) (map[string]jinja.Value, error) {
 	return data, nil
 }
 
-// decodeToolArguments replaces string tool-call arguments by the JSON value
-// they hold, and empty or null ones by {}, as vLLM's chat preprocessing does.
-func decodeToolArguments(msgs jinja.Value) error {
+// normalizeOpenAI applies Input.OpenAI to decoded messages.
+func normalizeOpenAI(msgs jinja.Value) error {
 	for i, m := range msgs.AsList().Items {
 		if !m.IsDict() {
 			continue
 		}
-		calls, ok := m.AsDict().Get("tool_calls")
+		msg := m.AsDict()
+		content, err := openAIContent(msg)
+		if err != nil {
+			return fmt.Errorf("message %d: %v", i, err)
+		}
+		msg.Set("content", content)
+		calls, ok := msg.Get("tool_calls")
 		if !ok || !calls.IsList() {
 			continue
 		}
@@ -344,4 +356,28 @@ func decodeToolArguments(msgs jinja.Value) error {
 		}
 	}
 	return nil
+}
+
+// openAIContent is a message's content as one string.
+func openAIContent(msg *jinja.Dict) (jinja.Value, error) {
+	content, _ := msg.Get("content")
+	switch {
+	case content.IsUndefined() || content.IsNone():
+		return jinja.NewString(""), nil
+	case !content.IsList():
+		return content, nil
+	}
+	var texts []string
+	for _, part := range content.AsList().Items {
+		if !part.IsDict() {
+			return jinja.Value{}, fmt.Errorf("content part %s is not an object", part)
+		}
+		typ, _ := part.AsDict().Get("type")
+		text, _ := part.AsDict().Get("text")
+		if !typ.IsString() || typ.AsString() != "text" || !text.IsString() {
+			return jinja.Value{}, fmt.Errorf("unsupported content part of type %s: only text parts are", typ)
+		}
+		texts = append(texts, text.AsString())
+	}
+	return jinja.NewString(strings.Join(texts, "\n")), nil
 }

@@ -42,13 +42,13 @@ func TestRender(t *testing.T) {
 		{
 			name: "kwargs defined, absent ones undefined",
 			src:  `{{ enable_thinking is defined }} {{ other is defined }} {{ x }}`,
-			in:   Input{Messages: json.RawMessage(`[]`), Kwargs: json.RawMessage(`{"enable_thinking": false, "x": 3}`)},
+			in:   Input{Messages: json.RawMessage(`[{}]`), Kwargs: json.RawMessage(`{"enable_thinking": false, "x": 3}`)},
 			want: `True False 3`,
 		},
 		{
 			name: "null tools are none, generation prompt and eos passed",
 			src:  `{{ tools is none }} {{ add_generation_prompt }} {{ eos_token }} {{ bos_token is defined }}`,
-			in:   Input{Messages: json.RawMessage(`[]`), Tools: json.RawMessage(`null`), AddGenerationPrompt: true},
+			in:   Input{Messages: json.RawMessage(`[{}]`), Tools: json.RawMessage(`null`), AddGenerationPrompt: true},
 			want: `True True <|im_end|> False`,
 		},
 		{
@@ -61,8 +61,8 @@ func TestRender(t *testing.T) {
 			name: "string tool arguments decoded on request",
 			src:  `{% for c in messages[0].tool_calls %}{{ c.function.arguments | tojson }};{% endfor %}`,
 			in: Input{
-				Messages:            json.RawMessage(`[{"role": "assistant", "tool_calls": [{"function": {"arguments": "{\"b\": 1, \"a\": 2.0}"}}, {"function": {"arguments": ""}}, {"function": {"arguments": {"k": 1}}}]}]`),
-				DecodeToolArguments: true,
+				Messages: json.RawMessage(`[{"role": "assistant", "tool_calls": [{"function": {"arguments": "{\"b\": 1, \"a\": 2.0}"}}, {"function": {"arguments": ""}}, {"function": {"arguments": {"k": 1}}}]}]`),
+				OpenAI:   true,
 			},
 			want: `{"b": 1, "a": 2.0};{};{"k": 1};`,
 		},
@@ -86,15 +86,17 @@ func TestRenderErrors(t *testing.T) {
 		in        Input
 		wantMsg   string
 	}{
-		{"raise_exception", `{% if messages | length == 0 %}{{ raise_exception('No messages provided.') }}{% endif %}`,
-			Input{Messages: json.RawMessage(`[]`)}, "No messages provided."},
+		{"raise_exception", `{% if messages[0].role != 'user' %}{{ raise_exception('Conversations must start with a user message.') }}{% endif %}`,
+			Input{Messages: json.RawMessage(`[{"role": "assistant"}]`)}, "Conversations must start with a user message."},
+		{"empty messages", `x`, Input{Messages: json.RawMessage(`[]`)}, "messages: empty"},
 		{"messages not JSON", `x`, Input{Messages: json.RawMessage(`[{`)}, "messages: invalid JSON"},
 		{"messages not an array", `x`, Input{Messages: json.RawMessage(`{}`)}, "messages: not a JSON array"},
 		{"trailing data", `x`, Input{Messages: json.RawMessage(`[] []`)}, "data after the value"},
-		{"tools not an array", `x`, Input{Messages: json.RawMessage(`[]`), Tools: json.RawMessage(`3`)}, "tools: not a JSON array"},
-		{"kwargs not an object", `x`, Input{Messages: json.RawMessage(`[]`), Kwargs: json.RawMessage(`[1]`)}, "kwargs: not a JSON object"},
-		{"kwargs overriding messages", `x`, Input{Messages: json.RawMessage(`[]`), Kwargs: json.RawMessage(`{"messages": []}`)}, `"messages" is set by the renderer`},
-		{"bad string arguments", `x`, Input{Messages: json.RawMessage(`[{"tool_calls": [{"function": {"arguments": "{nope"}}]}]`), DecodeToolArguments: true}, "arguments: invalid JSON"},
+		{"tools not an array", `x`, Input{Messages: json.RawMessage(`[{}]`), Tools: json.RawMessage(`3`)}, "tools: not a JSON array"},
+		{"kwargs not an object", `x`, Input{Messages: json.RawMessage(`[{}]`), Kwargs: json.RawMessage(`[1]`)}, "kwargs: not a JSON object"},
+		{"kwargs overriding messages", `x`, Input{Messages: json.RawMessage(`[{}]`), Kwargs: json.RawMessage(`{"messages": []}`)}, `"messages" is set by the renderer`},
+		{"bad string arguments", `x`, Input{Messages: json.RawMessage(`[{"tool_calls": [{"function": {"arguments": "{nope"}}]}]`), OpenAI: true}, "arguments: invalid JSON"},
+		{"non-text content part", `x`, Input{Messages: json.RawMessage(`[{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]`), OpenAI: true}, "unsupported content part of type 'image_url'"},
 		{"items of a string", `{% for k, v in messages[0] | items %}{% endfor %}`, Input{Messages: json.RawMessage(`["s"]`)}, "mapping"},
 	}
 	for _, tt := range tests {
