@@ -205,6 +205,7 @@ func (t *Tokenizer) setModel(m *modelJSON) error {
 		}
 		t.merges.put(ia, ib, rank, im)
 	}
+	t.merges.checkOrdered(t.vocabSize)
 	return nil
 }
 
