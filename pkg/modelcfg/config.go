@@ -222,6 +222,11 @@ func (c *Config) Name() string {
 	return c.Architecture()
 }
 
+const (
+	maxLayers  = 4096
+	maxExperts = 4096
+)
+
 // Validate checks that the config describes a Qwen3 or Qwen3-MoE model ellm
 // can run; every message names the offending numbers.
 func (c *Config) Validate() error {
@@ -243,6 +248,16 @@ func (c *Config) Validate() error {
 		if p.v <= 0 {
 			bad("%s = %d, must be positive", p.name, p.v)
 		}
+	}
+	// Bounds far above any real model keep a hostile config from making
+	// per-layer or per-expert loops (and the tensor list) enormous.
+	if c.NumHiddenLayers > maxLayers {
+		bad("num_hidden_layers = %d exceeds %d", c.NumHiddenLayers, maxLayers)
+		return errors.Join(errs...)
+	}
+	if c.NumExperts > maxExperts {
+		bad("num_experts = %d exceeds %d", c.NumExperts, maxExperts)
+		return errors.Join(errs...)
 	}
 	if c.NumKeyValueHeads > 0 && c.NumAttentionHeads%c.NumKeyValueHeads != 0 {
 		bad("num_attention_heads = %d is not a multiple of num_key_value_heads = %d", c.NumAttentionHeads, c.NumKeyValueHeads)

@@ -348,3 +348,44 @@ func TestPlanMemory(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	for _, name := range PresetNames() {
+		c, err := Preset(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, _ := json.Marshal(c)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"architectures":["Qwen3MoeForCausalLM"],"num_experts":4,"decoder_sparse_step":0}`))
+	f.Add([]byte(`{"eos_token_id":[1,2],"rope_scaling":{"type":"yarn","factor":4}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Parse(b)
+		if err != nil {
+			return
+		}
+		// A config that validates must describe a usable tensor list.
+		if c.NumHiddenLayers > 64 || c.NumExperts > 64 {
+			return // valid but too large to enumerate quickly
+		}
+		for _, s := range c.Tensors() {
+			for _, d := range s.Shape {
+				if d <= 0 {
+					t.Fatalf("valid config yields tensor %s with shape %v", s.Name, s.Shape)
+				}
+			}
+		}
+	})
+}
+
+func TestValidateBounds(t *testing.T) {
+	for _, b := range []string{
+		`{"architectures":["Qwen3ForCausalLM"],"vocab_size":10,"hidden_size":8,"intermediate_size":8,"num_hidden_layers":1000000000,"num_attention_heads":1,"head_dim":8}`,
+		`{"architectures":["Qwen3MoeForCausalLM"],"vocab_size":10,"hidden_size":8,"num_hidden_layers":1,"num_attention_heads":1,"head_dim":8,"num_experts":100000000,"num_experts_per_tok":1,"moe_intermediate_size":8}`,
+	} {
+		if _, err := Parse([]byte(b)); err == nil || !strings.Contains(err.Error(), "exceeds 4096") {
+			t.Errorf("huge config: %v", err)
+		}
+	}
+}

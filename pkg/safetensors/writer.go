@@ -146,7 +146,12 @@ func WriteSharded(dir string, entries []Entry, shardBytes int64, metadata map[st
 	var groups [][]Entry
 	var cur []Entry
 	var curBytes, total int64
+	seen := map[string]bool{}
 	for _, e := range entries {
+		if seen[e.Name] {
+			return nil, fmt.Errorf("%s: tensor %q written twice", dir, e.Name)
+		}
+		seen[e.Name] = true
 		n := e.NumBytes()
 		total += n
 		if shardBytes > 0 && len(cur) > 0 && curBytes+n > shardBytes {

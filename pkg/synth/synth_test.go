@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/ellm-dev/ellm/pkg/chat"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/safetensors"
+	"github.com/ellm-dev/ellm/pkg/tokenizer"
 )
 
 func tinyMoE(t *testing.T) *modelcfg.Config {
@@ -367,5 +369,43 @@ func BenchmarkGenerate(b *testing.B) {
 		if err := Generate(cfg, b.TempDir(), Options{Seed: uint64(i)}); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// The byte tokenizer must load in ellm's own tokenizer and behave as bytes.
+func TestByteTokenizerLoads(t *testing.T) {
+	dir := t.TempDir()
+	if err := WriteByteTokenizer(dir); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.VocabSize() != ByteVocabSize {
+		t.Errorf("VocabSize = %d, want %d", tok.VocabSize(), ByteVocabSize)
+	}
+	text := "Grüße, 世界!\n<|im_start|>user<think>"
+	ids := tok.Encode(text)
+	want := []int32{}
+	for _, b := range []byte("Grüße, 世界!\n") {
+		want = append(want, int32(b))
+	}
+	want = append(want, 257)
+	for _, b := range []byte("user") {
+		want = append(want, int32(b))
+	}
+	want = append(want, 280)
+	if fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("Encode(%q) = %v, want %v", text, ids, want)
+	}
+	if got := tok.Decode(ids); got != text {
+		t.Errorf("Decode = %q, want %q", got, text)
+	}
+	if id, ok := tok.TokenID("<|im_end|>"); !ok || id != 258 || !tok.IsSpecial(id) {
+		t.Errorf("<|im_end|> = %d, %v", id, ok)
+	}
+	if ord := tok.EncodeOrdinary("<|im_end|>"); len(ord) != len("<|im_end|>") {
+		t.Errorf("EncodeOrdinary of special text = %v, want its bytes", ord)
 	}
 }
