@@ -1,0 +1,207 @@
+// Package align runs ellm against reference tensor dumps (../shared/align,
+// format in its FORMAT.md): kernel cases run the kernels on the reference
+// inputs, model cases run the forward pass (pkg/model) on the reference
+// prompts, the tokenizer case checks ids and chat renders. Each case yields
+// a table of compared tensors with a PASS/FAIL verdict per row.
+package align
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/model"
+)
+
+// Options select the cases and how ellm runs them.
+type Options struct {
+	// Kind is the case kind to run ("multi-token", "multi_token", "all", ...).
+	Kind string
+	// Ref is a case directory or a directory of them.
+	Ref string
+	// ModelPath overrides the manifests' model_path.
+	ModelPath string
+	// Path is the kernel path the cases run on.
+	Path kernels.Path
+	// DType is the weight dtype of model cases ("bf16" default, "f32", "int8").
+	DType string
+	// Dump, when set, is where ellm's own tensors are written in the
+	// reference format (Dump/<model>/<case>/).
+	Dump string
+	// Threads for the kernels' pool (0: one per CPU).
+	Threads int
+}
+
+// Result is one case's outcome.
+type Result struct {
+	Model string `json:"model,omitempty"`
+	Case  string `json:"case"`
+	Kind  string `json:"kind"`
+	Path  string `json:"kernel_path"`
+	// Tolerances names the tolerance set applied: "fp32_engine",
+	// "bf16_engine" or "kernel".
+	Tolerances string   `json:"tolerances"`
+	DType      string   `json:"dtype,omitempty"`
+	Rows       []Row    `json:"rows"`
+	Notes      []string `json:"notes,omitempty"`
+	Error      string   `json:"error,omitempty"`
+	Pass       bool     `json:"pass"`
+}
+
+func (r *Result) finish() {
+	r.Pass = r.Error == ""
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		if row.Status == Fail {
+			r.Pass = false
+		}
+		// NaN and Inf have no JSON spelling: a non-finite error is "huge".
+		for _, v := range []*float64{&row.MaxAbs, &row.MaxRel, &row.Cosine} {
+			if math.IsNaN(*v) || math.IsInf(*v, 0) {
+				*v = math.MaxFloat64
+			}
+		}
+	}
+}
+
+// Run runs every matching case. Errors of individual cases are reported in
+// their Result (and fail it); the returned error is for bad options.
+func Run(opts Options) ([]Result, error) {
+	cases, err := Find(opts.Ref, opts.Kind)
+	if err != nil {
+		return nil, err
+	}
+	if opts.DType == "" {
+		opts.DType = "bf16"
+	}
+	prev, err := kernels.Force(opts.Path)
+	if err != nil {
+		return nil, err
+	}
+	defer kernels.Force(prev)
+	pool := threads.New(opts.Threads, false)
+	defer pool.Close()
+	s := &session{opts: &opts, pool: pool, models: map[string]*model.Model{}}
+	defer s.close()
+	results := make([]Result, 0, len(cases))
+	for _, m := range cases {
+		results = append(results, s.run(m))
+	}
+	return results, nil
+}
+
+// session holds what cases share: the pool and the loaded models.
+type session struct {
+	opts   *Options
+	pool   *threads.Pool
+	models map[string]*model.Model
+}
+
+func (s *session) close() {
+	for _, m := range s.models {
+		m.Close()
+	}
+}
+
+// bf16 reports whether the kernels round activations to bf16, which selects
+// the bf16_engine tolerances.
+func (s *session) bf16() bool { return s.opts.Path == kernels.AVX512BF16 || s.opts.DType == "int8" }
+
+func (s *session) run(m *Manifest) (res Result) {
+	res = Result{Model: m.Model, Case: m.Case, Kind: NormalizeKind(m.Kind), Path: s.opts.Path.String()}
+	defer res.finish()
+	c := &caseRun{s: s, m: m, res: &res}
+	if s.opts.Dump != "" {
+		c.dump = newDump(m, s.opts)
+	}
+	var err error
+	switch res.Kind {
+	case "tokenizer":
+		res.Tolerances = "exact"
+		err = c.tokenizer()
+	case "rope", "silu_and_mul", "rmsnorm":
+		res.Tolerances = "kernel"
+		err = c.withTensors(map[string]func() error{"rope": c.rope, "silu_and_mul": c.siluAndMul, "rmsnorm": c.rmsnorm}[res.Kind])
+	case "one_token", "multi_token", "multi_batch", "multi_batch_test", "incremental":
+		res.DType = s.opts.DType
+		res.Tolerances = "fp32_engine"
+		if s.bf16() {
+			res.Tolerances = "bf16_engine"
+		}
+		err = c.withTensors(func() error { return c.modelCase(res.Kind) })
+	default:
+		err = fmt.Errorf("case kind %q is not implemented", m.Kind)
+	}
+	if err == nil && c.dump != nil {
+		err = c.dump.write()
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	return res
+}
+
+// caseRun is the state of one case.
+type caseRun struct {
+	s    *session
+	m    *Manifest
+	res  *Result
+	ref  *refTensors
+	dump *dump
+}
+
+func (c *caseRun) withTensors(f func() error) error {
+	ref, err := openTensors(c.m)
+	if err != nil {
+		return err
+	}
+	defer ref.close()
+	c.ref = ref
+	return f()
+}
+
+func (c *caseRun) add(r Row)                      { c.res.Rows = append(c.res.Rows, r) }
+func (c *caseRun) note(format string, args ...any) { c.res.Notes = append(c.res.Notes, fmt.Sprintf(format, args...)) }
+
+// model loads (once per session) the model of the case.
+func (c *caseRun) model() (*model.Model, error) {
+	dir := c.s.opts.ModelPath
+	if dir == "" {
+		if c.m.ModelPath == "" {
+			return nil, fmt.Errorf("manifest has no model_path; pass --model-path")
+		}
+		dir = c.m.path(c.m.ModelPath)
+	}
+	dir = filepath.Clean(dir)
+	if m, ok := c.s.models[dir]; ok {
+		return m, nil
+	}
+	m, err := model.Load(dir, model.LoadOptions{DType: c.s.opts.DType})
+	if err != nil {
+		return nil, err
+	}
+	c.s.models[dir] = m
+	return m, nil
+}
+
+// runner makes a runner over a fresh cache: f32 K/V on f32 paths (the
+// reference keeps K/V in f32), bf16 K/V (the engine's default) otherwise.
+func (c *caseRun) runner(m *model.Model, slots, seqLen, maxTokens, maxLogits int) (*model.Runner, func(), error) {
+	kv := kvcache.F32
+	if c.s.bf16() {
+		kv = kvcache.BF16
+	}
+	cache, err := kvcache.New(m.Config, slots, seqLen, kv)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := m.NewRunner(cache, model.RunnerOptions{MaxTokens: maxTokens, MaxLogits: maxLogits, Pool: c.s.pool})
+	if err != nil {
+		cache.Close()
+		return nil, nil, err
+	}
+	return r, func() { r.Close(); cache.Close() }, nil
+}
