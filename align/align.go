@@ -163,8 +163,10 @@ func (c *caseRun) withTensors(f func() error) error {
 	return f()
 }
 
-func (c *caseRun) add(r Row)                      { c.res.Rows = append(c.res.Rows, r) }
-func (c *caseRun) note(format string, args ...any) { c.res.Notes = append(c.res.Notes, fmt.Sprintf(format, args...)) }
+func (c *caseRun) add(r Row) { c.res.Rows = append(c.res.Rows, r) }
+func (c *caseRun) note(format string, args ...any) {
+	c.res.Notes = append(c.res.Notes, fmt.Sprintf(format, args...))
+}
 
 // model loads (once per session) the model of the case.
 func (c *caseRun) model() (*model.Model, error) {
