@@ -3,7 +3,6 @@
 package attn
 
 import (
-
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
@@ -74,4 +73,3 @@ func widenV(p kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows
 	}
 	return dst[:rows*hd]
 }
-
