@@ -1,0 +1,247 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+)
+
+func TestNewCmdRunFlags(t *testing.T) {
+	tests := []struct {
+		args string
+		want func(*Options) bool
+	}{
+		{"", func(o *Options) bool {
+			return o.ModelPath == "" && o.BatchSize == 1 && o.SequenceLength == 4096 && o.Think && !o.NoThink &&
+				o.Temperature < 0 && o.TopK < 0 && o.Seed < 0 && o.DType == "bf16"
+		}},
+		{"--model-path /m -p hi --raw --max-tokens 7", func(o *Options) bool {
+			return o.ModelPath == "/m" && o.Prompt == "hi" && o.Raw && o.MaxTokens == 7
+		}},
+		{"--temperature 0 --top-p 0.9 --top-k 5 --min-p 0.1 --repetition-penalty 1.2 --seed 3 --no-think", func(o *Options) bool {
+			return o.Temperature == 0 && o.TopP == 0.9 && o.TopK == 5 && o.MinP == 0.1 && o.RepetitionPenalty == 1.2 && o.Seed == 3 && o.NoThink
+		}},
+		{"--threads 2 --dtype int8 --kv-dtype f32 --sequence-length 512 --batch-size 2 --chunk-size 64 --system s -v --url http://x --api-key k", func(o *Options) bool {
+			return o.Threads == 2 && o.DType == "int8" && o.KVDType == "f32" && o.SequenceLength == 512 && o.BatchSize == 2 &&
+				o.ChunkSize == 64 && o.System == "s" && o.Verbose && o.URL == "http://x" && o.APIKey == "k"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args, func(t *testing.T) {
+			var got *Options
+			f := &cmdutil.Factory{IO: cmdutil.IOStreams{In: &bytes.Buffer{}, Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}}
+			cmd := NewCmdRun(f, func(o *Options) error { got = o; return nil })
+			argv := strings.Fields(tt.args)
+			cmd.SetArgs(argv)
+			if err := cmd.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(got) {
+				t.Errorf("options %+v", got)
+			}
+		})
+	}
+}
+
+// modelDir is a model of the shared data set with its tokenizer files
+// resolved: the data set stores them as files naming the real ones
+// ("../../qwen3-tokenizer/tokenizer.json"), which loaders do not follow.
+func modelDir(t *testing.T, name string) string {
+	t.Helper()
+	src := sharedtest.Path(t, "models", name)
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range entries {
+		target := filepath.Join(src, ent.Name())
+		if b, err := os.ReadFile(target); err == nil && len(b) < 200 && strings.HasPrefix(string(b), "../") {
+			target = filepath.Join(src, strings.TrimSpace(string(b)))
+		}
+		if err := os.Symlink(target, filepath.Join(dst, ent.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+func testOptions(t *testing.T, in string) (*Options, *bytes.Buffer, *bytes.Buffer) {
+	t.Helper()
+	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
+	no := false
+	return &Options{
+		IO:  cmdutil.IOStreams{In: strings.NewReader(in), Out: out, ErrOut: errOut},
+		Ctx: context.Background(), ModelPath: modelDir(t, "tiny-qwen3-a"),
+		DType: "bf16", KVDType: "bf16", Threads: 2, SequenceLength: 512, BatchSize: 1,
+		Think: true, MaxTokens: 8, Temperature: 0, TopP: -1, TopK: -1, MinP: -1, RepetitionPenalty: -1, Seed: -1,
+		Terminal: &no,
+	}, out, errOut
+}
+
+var statsLine = regexp.MustCompile(`\[prompt (\d+) tokens: (\d+) cached, (\d+) prefilled; TTFT [^;]+; (\d+) tokens`)
+
+type turn struct{ prompt, cached, prefilled, completion int }
+
+func turns(t *testing.T, errOut string) []turn {
+	t.Helper()
+	var out []turn
+	for _, m := range statsLine.FindAllStringSubmatch(errOut, -1) {
+		var n [4]int
+		for i := range n {
+			n[i], _ = strconv.Atoi(m[i+1])
+		}
+		out = append(out, turn{n[0], n[1], n[2], n[3]})
+	}
+	return out
+}
+
+func TestOneShot(t *testing.T) {
+	o, out, errOut := testOptions(t, "")
+	o.Prompt, o.Verbose = "Tell me a story", true
+	if err := runRun(o); err != nil {
+		t.Fatal(err)
+	}
+	ts := turns(t, errOut.String())
+	if len(ts) != 1 || ts[0].completion == 0 {
+		t.Fatalf("stats %v; stderr:\n%s", ts, errOut)
+	}
+	if strings.TrimSpace(out.String()) == "" {
+		t.Errorf("no answer printed")
+	}
+	if strings.Contains(out.String(), "\x1b[") {
+		t.Errorf("escape codes in non-terminal output: %q", out)
+	}
+	// Greedy twice gives the same answer.
+	o2, out2, _ := testOptions(t, "")
+	o2.ModelPath, o2.Prompt = o.ModelPath, o.Prompt
+	if err := runRun(o2); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != out2.String() {
+		t.Errorf("greedy answers differ:\n%q\n%q", out, out2)
+	}
+}
+
+func TestPromptFromStdinAndRaw(t *testing.T) {
+	o, out, errOut := testOptions(t, "Once upon a time")
+	o.Prompt, o.Raw, o.Verbose = "-", true, true
+	if err := runRun(o); err != nil {
+		t.Fatal(err)
+	}
+	ts := turns(t, errOut.String())
+	// Raw: the prompt is the text itself, 4 tokens, no template around it.
+	if len(ts) != 1 || ts[0].prompt != 4 {
+		t.Errorf("raw prompt stats %v", ts)
+	}
+	if out.Len() == 0 {
+		t.Errorf("no output")
+	}
+}
+
+func TestInteractiveTurnsPrefillOnlyTheDelta(t *testing.T) {
+	o, out, errOut := testOptions(t, "Hello there\n\nHow are you?\nAnd then?\nexit\nnot read\n")
+	o.Verbose, o.NoThink = true, true
+	if err := runRun(o); err != nil {
+		t.Fatal(err)
+	}
+	ts := turns(t, errOut.String())
+	if len(ts) != 3 {
+		t.Fatalf("%d turns, want 3 (empty line skipped, exit ends); stderr:\n%s", len(ts), errOut)
+	}
+	for i := 1; i < len(ts); i++ {
+		prev := ts[i-1].prompt + ts[i-1].completion
+		if ts[i].cached != prev-1 {
+			t.Errorf("turn %d: cached %d, want the previous transcript %d minus its last token", i+1, ts[i].cached, prev)
+		}
+		if ts[i].prefilled != ts[i].prompt-ts[i].cached || ts[i].prefilled > 30 {
+			t.Errorf("turn %d: prefilled %d of %d", i+1, ts[i].prefilled, ts[i].prompt)
+		}
+	}
+	if strings.Contains(out.String(), "not read") {
+		t.Errorf("input after exit was used")
+	}
+}
+
+func TestInterruptStopsOnlyTheAnswer(t *testing.T) {
+	o, _, errOut := testOptions(t, "")
+	ints := make(chan os.Signal, 1)
+	pr, pw := io.Pipe()
+	started := make(chan struct{})
+	o.IO.Out = &firstWrite{w: o.IO.Out, first: started}
+	o.IO.In, o.Interrupts, o.Verbose, o.MaxTokens = pr, ints, true, 400
+	done := make(chan error, 1)
+	go func() { done <- runRun(o) }()
+	pw.Write([]byte("Write a long story\n"))
+	<-started
+	ints <- os.Interrupt // stops the answer
+	pw.Write([]byte("Again\n"))
+	pw.Write([]byte("quit\n"))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ts := turns(t, errOut.String()); len(ts) != 2 {
+		t.Errorf("%d turns after an interrupt, want 2; stderr:\n%s", len(ts), errOut)
+	}
+}
+
+// firstWrite closes first when the answer starts streaming.
+type firstWrite struct {
+	w     io.Writer
+	first chan struct{}
+	once  sync.Once
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.once.Do(func() { close(f.first) })
+	return f.w.Write(p)
+}
+
+func TestErrors(t *testing.T) {
+	o, _, _ := testOptions(t, "")
+	o.URL = "http://localhost:1"
+	if err := runRun(o); !errors.Is(err, cmdutil.ErrNotBuilt) {
+		t.Errorf("--url: %v", err)
+	}
+	o, _, _ = testOptions(t, "")
+	o.ModelPath = t.TempDir()
+	if err := runRun(o); err == nil {
+		t.Errorf("empty model dir: no error")
+	}
+	o, _, _ = testOptions(t, "")
+	o.Prompt, o.Temperature = "x", -1
+	o.TopP = 3
+	if err := runRun(o); err == nil || !strings.Contains(err.Error(), "top_p") {
+		t.Errorf("top-p 3: %v", err)
+	}
+	o, _, _ = testOptions(t, "")
+	o.Prompt, o.SequenceLength = strings.Repeat("word ", 600), 512
+	if err := runRun(o); err == nil || !strings.Contains(err.Error(), "sequence length") {
+		t.Errorf("prompt longer than the sequence: %v", err)
+	}
+}
+
+func TestDefaultModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("generates the built-in model on first use")
+	}
+	o, out, errOut := testOptions(t, "")
+	o.ModelPath, o.Prompt = "", "hello"
+	if err := runRun(o); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(errOut.String(), "synthetic") || out.Len() == 0 {
+		t.Errorf("stdout %q stderr %q", out, errOut)
+	}
+}
