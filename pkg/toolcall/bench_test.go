@@ -1,6 +1,7 @@
 package toolcall
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -14,6 +15,24 @@ func BenchmarkStreamLongCall(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s := parser(FormatXML).NewStream()
+		for i := 0; i < len(text); i += 4 {
+			s.Add(text[i:min(i+4, len(text))])
+		}
+		if d := s.Flush(); len(d) != 0 {
+			b.Fatal("call emitted late")
+		}
+	}
+}
+
+// BenchmarkStreamLongJSONCall is the Qwen3 form of the same call: the code
+// travels inside a JSON string, braces and all.
+func BenchmarkStreamLongJSONCall(b *testing.B) {
+	code, _ := json.Marshal(strings.Repeat("func f() { return x < y }\n", 800))
+	text := "<tool_call>\n{\"name\": \"write_file\", \"arguments\": {\"content\": " + string(code) + "}}\n</tool_call>"
+	b.SetBytes(int64(len(text)))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := parser(FormatJSON).NewStream()
 		for i := 0; i < len(text); i += 4 {
 			s.Add(text[i:min(i+4, len(text))])
 		}

@@ -11,8 +11,8 @@ import (
 // parseJSONBlock parses the body of a Qwen3 block,
 // `{"name": NAME, "arguments": {…}}` then `</tool_call>`, with any whitespace
 // around the object. It returns the call and the length of body consumed.
-// While the object is unfinished only a "}" can make it complete; a syntax
-// error noticed only then yields the same result, a little later.
+// While the object is unfinished it is only decoded again once its braces
+// balance; a syntax error noticed only then yields the same result, later.
 func (s *Stream) parseJSONBlock(body string, final bool) ([]Call, int, status) {
 	rest := strings.TrimLeftFunc(body, unicode.IsSpace)
 	if rest == "" {
@@ -26,7 +26,7 @@ func (s *Stream) parseJSONBlock(body string, final bool) ([]Call, int, status) {
 	var obj map[string]json.RawMessage
 	switch err := dec.Decode(&obj); {
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		s.wait = "}" // the object cannot end before its closing brace
+		s.object = objectEnd{active: true, pos: start}
 		return nil, 0, needMore
 	case err != nil:
 		return nil, 0, malformed
@@ -67,4 +67,37 @@ func jsonCall(obj map[string]json.RawMessage) (Call, bool) {
 		return Call{}, false
 	}
 	return Call{Name: name, Arguments: norm}, true
+}
+
+// objectEnd finds where a JSON object closes, fed more text at a time, by
+// counting brackets outside strings.
+type objectEnd struct {
+	active           bool
+	pos              int // next byte of held to read; the object starts at the first
+	depth            int
+	inString, escape bool
+}
+
+// closed reads held from pos on and reports whether the object has closed.
+func (o *objectEnd) closed(held []byte) bool {
+	for ; o.pos < len(held); o.pos++ {
+		c := held[o.pos]
+		switch {
+		case o.escape:
+			o.escape = false
+		case o.inString:
+			o.escape = c == '\\'
+			o.inString = c != '"'
+		case c == '"':
+			o.inString = true
+		case c == '{' || c == '[':
+			o.depth++
+		case c == '}' || c == ']':
+			o.depth--
+			if o.depth == 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -119,18 +119,26 @@ type Stream struct {
 	// then not parsed again at every token.
 	wait     string
 	waitFrom int
-	atGap    bool   // at the start or right after a call
-	gap      string // whitespace held at a gap
-	calls    int
-	out      []Delta
+	// object, when active, follows the unfinished JSON object of a Qwen3
+	// call, so that it is decoded once it closes rather than at every token.
+	object objectEnd
+	atGap  bool   // at the start or right after a call
+	gap    string // whitespace held at a gap
+	calls  int
+	out    []Delta
 }
 
 // Add consumes the next piece of output and returns what is now decided.
 func (s *Stream) Add(text string) []Delta {
 	s.held = append(s.held, text...)
-	if s.wait != "" {
+	switch {
+	case s.wait != "":
 		if !bytes.Contains(s.held[s.waitFrom:], []byte(s.wait)) {
 			s.waitFrom = max(0, len(s.held)-len(s.wait)+1)
+			return nil
+		}
+	case s.object.active:
+		if !s.object.closed(s.held) {
 			return nil
 		}
 	}
@@ -158,7 +166,7 @@ func (s *Stream) take() []Delta {
 func (s *Stream) run(final bool) {
 	buf := string(s.held)
 	defer func() { s.held = append(s.held[:0], buf...) }()
-	s.wait = ""
+	s.wait, s.object = "", objectEnd{}
 	for {
 		if !s.inCall {
 			if s.format == FormatNone {
@@ -193,6 +201,9 @@ func (s *Stream) run(final bool) {
 			if s.wait != "" {
 				s.waitFrom = max(0, len(buf)-len(s.wait)+1)
 			}
+			if s.object.active {
+				s.object.pos += len(openTag)
+			}
 			return
 		case st == ok:
 			s.gap = ""
@@ -204,7 +215,7 @@ func (s *Stream) run(final bool) {
 			s.text(openTag)
 			buf = body
 		}
-		s.wait = ""
+		s.wait, s.object = "", objectEnd{}
 		s.inCall = false
 	}
 }
