@@ -100,7 +100,7 @@ func TestToolCallWrap(t *testing.T) {
 		Wrap("<tool_call>\n", "\n</tool_call>")
 	for text, whole := range map[string]bool{
 		"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>": true,
-		"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}":                 false,
+		"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}":               false,
 	} {
 		prefix, w := matches(g, text)
 		if !prefix || w != whole {
