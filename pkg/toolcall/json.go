@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"strings"
-	"unicode"
 )
 
 // parseJSONBlock parses the body of a Qwen3 block,
@@ -14,7 +13,7 @@ import (
 // While the object is unfinished it is only decoded again once its braces
 // balance; a syntax error noticed only then yields the same result, later.
 func (s *Stream) parseJSONBlock(body string, final bool) ([]Call, int, status) {
-	rest := strings.TrimLeftFunc(body, unicode.IsSpace)
+	rest := trimSpace(body)
 	if rest == "" {
 		return nil, 0, needMore
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"unicode"
 )
 
 // Call is one tool call in OpenAI terms.
@@ -226,7 +225,7 @@ func (s *Stream) text(t string) {
 		return
 	}
 	if s.atGap {
-		rest := strings.TrimLeftFunc(t, unicode.IsSpace)
+		rest := trimSpace(t)
 		s.gap += t[:len(t)-len(rest)]
 		if rest == "" {
 			return
@@ -277,7 +276,7 @@ func expect(s, lit string) status {
 // returns the length of the block. At the end of the output a missing
 // </tool_call> is forgiven, as vLLM forgives it.
 func closeBlock(body string, i int, final bool) (int, status) {
-	rest := strings.TrimLeftFunc(body[i:], unicode.IsSpace)
+	rest := trimSpace(body[i:])
 	i = len(body) - len(rest)
 	if final && rest == "" {
 		return i, ok
@@ -295,4 +294,10 @@ func partialSuffix(buf, tag string) int {
 		}
 	}
 	return 0
+}
+
+// trimSpace drops leading ASCII whitespace. Only ASCII counts: a multi-byte
+// space split across two chunks must not be judged differently from whole.
+func trimSpace(s string) string {
+	return strings.TrimLeft(s, " \t\r\n")
 }

@@ -85,6 +85,12 @@ var parseTests = []parseTest{
 		text: "\n\n", content: "\n\n",
 	},
 	{
+		name: "a non-ASCII space is content, not a separator", format: FormatJSON,
+		text:    "\u3000<tool_call>{\"name\": \"a\"}</tool_call>\u00a0",
+		content: "\u3000\u00a0",
+		calls:   []Call{{"call_1", "a", `{}`}},
+	},
+	{
 		name: "format none leaves tags alone", format: FormatNone,
 		text:    `<tool_call>{"name": "a"}</tool_call>`,
 		content: `<tool_call>{"name": "a"}</tool_call>`,

@@ -2,7 +2,6 @@ package toolcall
 
 import (
 	"strings"
-	"unicode"
 )
 
 const (
@@ -98,5 +97,5 @@ func tagName(t string, i int, prefix string) (string, int, status) {
 }
 
 func skipSpace(t string, i int) int {
-	return len(t) - len(strings.TrimLeftFunc(t[i:], unicode.IsSpace))
+	return len(t) - len(trimSpace(t[i:]))
 }
