@@ -146,6 +146,11 @@ var parseTests = []parseTest{
 		content: "<tool_call>\n<function=f\n>\n</function>\n</tool_call>",
 	},
 	{
+		name: "xml empty names are content", format: FormatXML,
+		text:    "<tool_call><function=></function></tool_call><tool_call><function=f><parameter= >1</parameter></function></tool_call>",
+		content: "<tool_call><function=></function></tool_call><tool_call><function=f><parameter= >1</parameter></function></tool_call>",
+	},
+	{
 		name: "xml json call is content", format: FormatXML,
 		text:    `<tool_call>{"name": "a"}</tool_call>`,
 		content: `<tool_call>{"name": "a"}</tool_call>`,

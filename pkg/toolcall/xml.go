@@ -67,6 +67,9 @@ func (s *Stream) parseFunction(t string) (Call, int, status) {
 		if st != ok {
 			return Call{}, 0, st
 		}
+		if p == "" {
+			return Call{}, 0, malformed
+		}
 		end := strings.Index(t[j:], parameterEnd)
 		if end < 0 {
 			s.wait = parameterEnd // nothing else can end the value
