@@ -221,7 +221,7 @@ func (c *caseRun) routerRows(rec *recorder, T, E, K int, tol modelTol) error {
 		for _, f := range flips[:min(len(flips), 6)] {
 			desc = append(desc, fmt.Sprintf("pos %d layer %d (gap %.2g)", f.pos, f.layer, f.gap))
 		}
-		sel.Note = "routes differ at " + strings.Join(desc, ", ")
+		sel.Note = fmt.Sprintf("routes differ at %d (layer, position) pairs: %s", len(flips), strings.Join(desc, ", "))
 		// f32 engines: a flip is legitimate only where the reference itself
 		// is on a knife's edge, or after such a position (it changes the
 		// context of the later ones).
@@ -234,7 +234,6 @@ func (c *caseRun) routerRows(rec *recorder, T, E, K int, tol modelTol) error {
 		default:
 			sel.Status = Info
 		}
-		c.note("MoE routing differs from the reference at %d (layer, position) pairs: %s", len(flips), strings.Join(desc, ", "))
 	}
 	c.add(sel)
 
