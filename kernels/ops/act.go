@@ -1,6 +1,10 @@
 package ops
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/ellm-dev/ellm/kernels"
+)
 
 // SiLUMul is the SwiGLU activation for rows laid out gate‖up: x is [T, 2I]
 // and out is [T, I] with out = silu(gate) · up, silu(g) = g / (1 + e^-g).
@@ -16,8 +20,9 @@ func SiLUMul(out, x []float32, inter int) error {
 	return nil
 }
 
-func siluMulGo(out, gate, up []float32) {
-	for i, g := range gate {
+func siluMul(p kernels.Path, out, gate, up []float32) {
+	for i := siluMulSIMD(p, out, gate, up); i < len(gate); i++ {
+		g := gate[i]
 		out[i] = g / (1 + Exp32(-g)) * up[i]
 	}
 }
@@ -45,10 +50,10 @@ func ExpSum(dst, src []float32, m float32) float32 {
 	return expSum(simd(), dst[:len(src)], src, m)
 }
 
-func expSumGo(dst, src []float32, m float32) float32 {
+func expSum(p kernels.Path, dst, src []float32, m float32) float32 {
 	var acc [lanes]float32
-	for i, v := range src {
-		e := Exp32(v - m)
+	for i := expSumSIMD(p, &acc, dst, src, m); i < len(src); i++ {
+		e := Exp32(src[i] - m)
 		dst[i] = e
 		acc[i%lanes] += e
 	}

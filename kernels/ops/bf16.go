@@ -3,6 +3,8 @@ package ops
 import (
 	"fmt"
 	"math"
+
+	"github.com/ellm-dev/ellm/kernels"
 )
 
 // BF16ToF32 widens one bfloat16 value exactly.
@@ -24,15 +26,15 @@ func ToF32(dst []float32, src []uint16) { toF32(simd(), dst[:len(src)], src) }
 // ToBF16 rounds src into dst (len(dst) ≥ len(src)) with F32ToBF16.
 func ToBF16(dst []uint16, src []float32) { toBF16(simd(), dst[:len(src)], src) }
 
-func toF32Go(dst []float32, src []uint16) {
-	for i, h := range src {
-		dst[i] = BF16ToF32(h)
+func toF32(p kernels.Path, dst []float32, src []uint16) {
+	for i := toF32SIMD(p, dst, src); i < len(src); i++ {
+		dst[i] = BF16ToF32(src[i])
 	}
 }
 
-func toBF16Go(dst []uint16, src []float32) {
-	for i, f := range src {
-		dst[i] = F32ToBF16(f)
+func toBF16(p kernels.Path, dst []uint16, src []float32) {
+	for i := toBF16SIMD(p, dst, src); i < len(src); i++ {
+		dst[i] = F32ToBF16(src[i])
 	}
 }
 

@@ -61,21 +61,22 @@ func normRow(p kernels.Path, out, x, w []float32, ss, eps float32) {
 	scaleMul(p, out, x, w, r)
 }
 
-// sumSquaresGo accumulates x[i]² into lane i%16 (the product rounded to f32
-// before the add) and folds the lanes.
-func sumSquaresGo(x []float32) float32 {
+// sumSquares accumulates x[i]² into lane i%16 (the product rounded to f32
+// before the add) and folds the lanes; SIMD paths take the leading multiple
+// of 16 elements.
+func sumSquares(p kernels.Path, x []float32) float32 {
 	var acc [lanes]float32
-	for i, v := range x {
-		acc[i%lanes] += float32(v * v)
+	for i := sumSqSIMD(p, &acc, x); i < len(x); i++ {
+		acc[i%lanes] += float32(x[i] * x[i])
 	}
 	return reduce16(&acc)
 }
 
-// addSumSquaresGo does residual += x and returns the sum of squares of the
-// new residual in sumSquaresGo's order.
-func addSumSquaresGo(residual, x []float32) float32 {
+// addSumSquares does residual += x and returns the sum of squares of the
+// new residual in sumSquares' order.
+func addSumSquares(p kernels.Path, residual, x []float32) float32 {
 	var acc [lanes]float32
-	for i := range residual {
+	for i := addSumSqSIMD(p, &acc, residual, x); i < len(residual); i++ {
 		v := residual[i] + x[i]
 		residual[i] = v
 		acc[i%lanes] += float32(v * v)
@@ -83,8 +84,8 @@ func addSumSquaresGo(residual, x []float32) float32 {
 	return reduce16(&acc)
 }
 
-func scaleMulGo(out, x, w []float32, r float32) {
-	for i := range out {
+func scaleMul(p kernels.Path, out, x, w []float32, r float32) {
+	for i := scaleMulSIMD(p, out, x, w, r); i < len(out); i++ {
 		out[i] = float32(x[i]*r) * w[i]
 	}
 }

@@ -364,3 +364,65 @@ func TestSoftmax(t *testing.T) {
 		}
 	}
 }
+
+// Bit patterns of every kind (ties, subnormals, NaNs, infinities, huge and
+// tiny values) through the conversions and the exponential-based kernels.
+func TestPathsBitIdenticalOnRawBits(t *testing.T) {
+	r := rand.New(rand.NewPCG(8, 9))
+	const n = 4099
+	x, up := make([]float32, n), make([]float32, n)
+	for i := range x {
+		b := r.Uint32()
+		switch i % 4 {
+		case 1:
+			b = b&0xffff0000 | 0x8000 // exact tie
+		case 2:
+			b &= 0x807fffff // subnormal
+		}
+		x[i] = math.Float32frombits(b)
+		up[i] = float32(r.NormFloat64())
+	}
+	finite := slices.Clone(x)
+	for i, v := range finite {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			finite[i] = 0
+		}
+	}
+	gate := slices.Clone(finite)
+	for i := range gate {
+		gate[i] = float32(math.Mod(float64(gate[i]), 120)) // across exp's whole range
+	}
+	xu := append(slices.Clone(gate), up...)
+	var refB []uint16
+	var refS, refE []float32
+	for _, p := range kernels.Available() {
+		withPath(t, p, func() {
+			b := make([]uint16, n)
+			ToBF16(b, x)
+			s := make([]float32, n)
+			if err := SiLUMul(s, xu, n); err != nil {
+				t.Fatal(err)
+			}
+			e := make([]float32, n)
+			sum := ExpSum(e, gate, 10)
+			e = append(e, sum)
+			if p == kernels.Generic {
+				refB, refS, refE = b, s, e
+				return
+			}
+			for i := range b {
+				if b[i] != refB[i] {
+					t.Fatalf("%s: ToBF16(%#08x) = %#04x, generic %#04x", p, math.Float32bits(x[i]), b[i], refB[i])
+				}
+			}
+			for i := range s {
+				if math.Float32bits(s[i]) != math.Float32bits(refS[i]) {
+					t.Fatalf("%s: silu(%v)·%v = %v, generic %v", p, gate[i], up[i], s[i], refS[i])
+				}
+			}
+			if !bitsEqual(e, refE) {
+				t.Errorf("%s: ExpSum differs from generic", p)
+			}
+		})
+	}
+}

@@ -3,6 +3,8 @@ package ops
 import (
 	"fmt"
 	"math"
+
+	"github.com/ellm-dev/ellm/kernels"
 )
 
 // YaRN is the "yarn" rope_scaling of a Hugging Face config.json, applied as
@@ -121,11 +123,14 @@ func (r *Rope) Apply(x []float32, heads int, pos []int32) error {
 	return nil
 }
 
-// rotateGo rotates consecutive head vectors of x with one position's table
+// rotate rotates consecutive head vectors of x with one position's table
 // row cs = cos‖sin: out[i] = x[i]·cos[i] − x[i+h]·sin[i] and
 // out[i+h] = x[i+h]·cos[i] + x[i]·sin[i], each product rounded to f32 (as HF's
 // q·cos + rotate_half(q)·sin).
-func rotateGo(x, cs []float32) {
+func rotate(p kernels.Path, x, cs []float32) {
+	if rotateSIMD(p, x, cs) {
+		return
+	}
 	h := len(cs) / 2
 	c, s := cs[:h], cs[h:]
 	for o := 0; o < len(x); o += 2 * h {

@@ -31,7 +31,10 @@ func Argmax(x []float32) int {
 	if len(x) == 0 {
 		return -1
 	}
-	return argmax(simd(), x)
+	if i, ok := argmaxSIMD(simd(), x); ok {
+		return i
+	}
+	return argmaxGo(x)
 }
 
 func argmaxGo(x []float32) int {
