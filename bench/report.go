@@ -17,8 +17,12 @@ import (
 
 	"github.com/klauspost/cpuid/v2"
 	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ceiling"
+	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
 // Machine records where a run happened, so that two JSON reports can be compared honestly.
@@ -40,10 +44,11 @@ type Machine struct {
 
 // Ceilings are measured peaks at the run's thread count.
 type Ceilings struct {
-	FMAGFLOPS  float64 `json:"fma_gflops"`
-	BF16GFLOPS float64 `json:"bf16_gflops"`
-	VNNIGOPS   float64 `json:"vnni_gops"`
-	DRAMGBps   float64 `json:"dram_gbps"`
+	FMAGFLOPS    float64 `json:"fma_gflops"`
+	FMA256GFLOPS float64 `json:"fma256_gflops"`
+	BF16GFLOPS   float64 `json:"bf16_gflops"`
+	VNNIGOPS     float64 `json:"vnni_gops"`
+	DRAMGBps     float64 `json:"dram_gbps"`
 }
 
 // ComputePeak is the FLOP/s ceiling of the kernel path that prefill runs on.
@@ -57,7 +62,7 @@ func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
 	case path == kernels.AVX512BF16:
 		return c.BF16GFLOPS * 1e9
 	case path == kernels.AVX2:
-		return c.FMAGFLOPS / 2 * 1e9 // ymm: half the zmm FMA width
+		return c.FMA256GFLOPS * 1e9
 	}
 	return c.FMAGFLOPS * 1e9
 }
@@ -99,6 +104,8 @@ type Model struct {
 	// Scaled is true when results were scaled from a layer-truncated model
 	// to the full depth (see Scale).
 	Scaled bool `json:"scaled,omitempty"`
+	// Config is the measured (possibly truncated) shape.
+	Config *modelcfg.Config `json:"-"`
 }
 
 // Report is one benchmark run.
@@ -163,7 +170,7 @@ func Write(w io.Writer, r Report, f Format) error {
 		fmt.Fprintf(w, "ceilings: FMA %.0f GFLOP/s, VDPBF16PS %.0f GFLOP/s, VPDPBUSD %.0f GOP/s, DRAM read %.1f GB/s\n",
 			c.FMAGFLOPS, c.BF16GFLOPS, c.VNNIGOPS, c.DRAMGBps)
 	}
-	tbl := tablewriter.NewWriter(w)
+	tbl := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
 	tbl.Header(anySlice(t.Header())...)
 	for _, row := range t.Rows() {
 		if err := tbl.Append(anySlice(row)...); err != nil {
@@ -192,4 +199,17 @@ func WriteFile(path string, r Report) error {
 		return err
 	}
 	return f.Close()
+}
+
+// MeasureCeilings measures this machine's peaks on a pool of threads workers.
+// A peak the CPU lacks stays 0, and so do the fractions computed from it.
+func MeasureCeilings(threadCount int) (*Ceilings, error) {
+	pool := threads.New(threadCount, true)
+	defer pool.Close()
+	c, err := ceiling.Measure(pool, ceiling.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("measure ceilings: %w", err)
+	}
+	return &Ceilings{FMAGFLOPS: c.FMAGFLOPS.All, BF16GFLOPS: c.BF16GFLOPS.All, VNNIGOPS: c.VNNIGOPS.All,
+		FMA256GFLOPS: c.FMA256GFLOPS.All, DRAMGBps: c.DRAMGBps.All}, nil
 }

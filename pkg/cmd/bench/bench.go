@@ -1,34 +1,154 @@
-// Package bench implements `ellm bench`.
+// Package bench implements `ellm bench` and its subcommands.
 package bench
 
 import (
+	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ellm-dev/ellm/bench"
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
-// Options are the inputs of `ellm bench`.
-type Options struct {
-	IO cmdutil.IOStreams
+// Common are the flags every model benchmark shares.
+type Common struct {
+	IO        cmdutil.IOStreams
+	ModelPath string
+	Preset    string
+	Layers    int
+	Threads   int
+	DType     string
+	KVDType   string
+	Repeat    int
+	Seed      uint64
+	JSON      bool
+	CSV       bool
+	Plot      string
+	// NoCeilings skips measuring the machine's peaks (fractions are then 0).
+	NoCeilings bool
 }
 
-// NewCmdBench returns the cobra command; runF replaces the behaviour in tests.
-func NewCmdBench(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO}
-	return &cobra.Command{
+// NewCmdBench returns `ellm bench` with its subcommands.
+func NewCmdBench(f *cmdutil.Factory, _ func(*Common) error) *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure prefill TTFT, decode TPOT, sessions, serving and kernels",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if runF != nil {
-				return runF(opts)
-			}
-			return benchRun(opts)
-		},
+		Long: `Benchmarks that run at real model shapes with no download: --preset NAME
+instantiates a shape from configs/presets with synthetic weights (cached), --layers N
+keeps only the first N layers of a deep model (times are scaled to the full depth and
+labelled so). Every result is also given as a fraction of this machine's own ceilings
+(FMA / VDPBF16PS / VPDPBUSD peak, DRAM read bandwidth) measured in the same run.`,
 	}
+	cmd.AddCommand(newCmdPrefill(f, nil), newCmdDecode(f, nil), newCmdSession(f, nil))
+	return cmd
 }
 
-func benchRun(opts *Options) error {
-	return fmt.Errorf("ellm bench: %w", cmdutil.ErrNotBuilt)
+func addCommonFlags(cmd *cobra.Command, c *Common) {
+	fl := cmd.Flags()
+	fl.StringVar(&c.ModelPath, "model-path", "", "Hugging Face model directory (default: --preset, else the built-in synthetic model)")
+	fl.StringVar(&c.Preset, "preset", "", "model shape preset with synthetic weights: "+strings.Join(modelcfg.PresetNames(), ", "))
+	fl.IntVar(&c.Layers, "layers", 0, "with --preset: keep only the first N layers (results scaled to full depth)")
+	fl.IntVar(&c.Threads, "threads", 0, "worker threads (0: physical cores)")
+	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
+	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
+	fl.IntVar(&c.Repeat, "repeat", 3, "measured repetitions per point (after one warm-up)")
+	fl.Uint64Var(&c.Seed, "seed", 1, "seed for synthetic weights and prompts")
+	addOutputFlags(cmd, c)
+	fl.BoolVar(&c.NoCeilings, "no-ceilings", false, "skip measuring the machine's peaks")
 }
+
+func addOutputFlags(cmd *cobra.Command, c *Common) {
+	fl := cmd.Flags()
+	fl.BoolVar(&c.JSON, "json", false, "print JSON: {machine, model, results}")
+	fl.BoolVar(&c.CSV, "csv", false, "print CSV")
+	fl.StringVar(&c.Plot, "plot", "", "also draw the results to this file (.png, .svg or .pdf)")
+	cmd.MarkFlagsMutuallyExclusive("json", "csv")
+}
+
+func (c *Common) format() bench.Format {
+	switch {
+	case c.JSON:
+		return bench.FormatJSON
+	case c.CSV:
+		return bench.FormatCSV
+	}
+	return bench.FormatTable
+}
+
+// progress draws on stderr, only when it is a terminal.
+func (c *Common) progress(total int, what string) *bench.Progress {
+	return bench.NewProgress(c.IO.ErrOut, total, what)
+}
+
+// setup resolves the model, measures the ceilings and starts an engine.
+type setup struct {
+	engine  *engine.Engine
+	cfg     *modelcfg.Config
+	model   *bench.Model
+	machine bench.Machine
+	scale   float64
+}
+
+func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, error) {
+	if c.Layers < 0 {
+		return nil, fmt.Errorf("--layers %d: must not be negative", c.Layers)
+	}
+	if c.Layers > 0 && c.Preset == "" {
+		return nil, fmt.Errorf("--layers needs --preset (a checkpoint is measured whole)")
+	}
+	if err := kernels.EnvError(); err != nil {
+		return nil, err
+	}
+	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}
+	fmt.Fprintln(c.IO.ErrOut, "preparing model…")
+	dir, model, err := src.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	model.DType, model.KVDType = c.DType, c.KVDType
+	model.Scaled = model.FullLayers > 0
+	e, err := engine.New(engine.Options{ModelPath: dir, DType: c.DType, KVDType: c.KVDType, Threads: c.Threads,
+		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk})
+	if err != nil {
+		return nil, err
+	}
+	info := e.Info()
+	m := bench.DescribeMachine(info.Threads)
+	if !c.NoCeilings {
+		fmt.Fprintln(c.IO.ErrOut, "measuring this machine's ceilings…")
+		if m.Ceilings, err = bench.MeasureCeilings(info.Threads); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
+	return &setup{engine: e, cfg: model.Config, model: model, machine: m, scale: model.Scale()}, nil
+}
+
+func (c *Common) write(r bench.Report) error {
+	return bench.Write(c.IO.Out, r, c.format())
+}
+
+func parseInts(flag, s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		var n int
+		if _, err := fmt.Sscan(part, &n); err != nil || n < 0 {
+			return nil, fmt.Errorf("--%s %q: want non-negative integers separated by commas", flag, s)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--%s: empty list", flag)
+	}
+	return out, nil
+}
+

@@ -1,0 +1,70 @@
+package bench
+
+import "github.com/ellm-dev/ellm/pkg/modelcfg"
+
+// Cost model: what a forward pass must compute and read, the numerators of
+// peak_fraction and bandwidth_fraction.
+
+// linearParamsPerToken counts the matrix weights one token multiplies
+// through in the decoder layers (k experts of each sparse layer).
+func linearParamsPerToken(c *modelcfg.Config) int64 {
+	var n int64
+	for _, t := range c.Tensors() {
+		switch {
+		case t.Kind == modelcfg.KindExperts && t.Expert >= c.NumExpertsPerTok:
+		case t.Kind == modelcfg.KindAttention && len(t.Shape) == 2, t.Kind == modelcfg.KindDenseMLP,
+			t.Kind == modelcfg.KindExperts, t.Kind == modelcfg.KindRouter:
+			n += t.NumElements()
+		}
+	}
+	return n
+}
+
+// PrefillFLOPs is the arithmetic of a causal prefill of n tokens after
+// `past` cached ones: the projections of every token, attention over the
+// causal triangle, and the lm_head for the last token only.
+func PrefillFLOPs(c *modelcfg.Config, n, past int) float64 {
+	lin := 2 * float64(n) * float64(linearParamsPerToken(c))
+	// q·k and p·v, 2 FLOPs per multiply-add, over positions 0..p for each new row p.
+	pairs := float64(n)*float64(past) + float64(n)*float64(n+1)/2
+	attn := 4 * pairs * float64(c.QDim()) * float64(c.NumHiddenLayers)
+	head := 2 * float64(c.VocabSize) * float64(c.HiddenSize)
+	return lin + attn + head
+}
+
+// DecodeBytes is the DRAM traffic of one decode step for batch sequences at
+// context depth: every dense weight once, the experts the batch selects
+// (expected number under uniform routing), the lm_head, and each sequence's K and V.
+func DecodeBytes(c *modelcfg.Config, dtype string, kvBytes, depth, batch int) float64 {
+	per := 2.0
+	switch dtype {
+	case "int8":
+		per = 1
+	case "f32":
+		per = 4
+	}
+	var dense, expert float64
+	for _, t := range c.Tensors() {
+		switch t.Kind {
+		case modelcfg.KindAttention, modelcfg.KindDenseMLP, modelcfg.KindRouter, modelcfg.KindLMHead:
+			if len(t.Shape) == 2 {
+				dense += float64(t.NumElements())
+			}
+		case modelcfg.KindExperts:
+			expert += float64(t.NumElements())
+		}
+	}
+	if c.TieWordEmbeddings {
+		dense += float64(c.VocabSize) * float64(c.HiddenSize)
+	}
+	if c.NumExperts > 0 {
+		// Probability that a given expert is picked by at least one of batch tokens.
+		pMiss := 1.0
+		for range batch {
+			pMiss *= 1 - float64(c.NumExpertsPerTok)/float64(c.NumExperts)
+		}
+		expert *= 1 - pMiss
+	}
+	kv := 2 * float64(batch) * float64(depth) * float64(c.NumHiddenLayers) * float64(c.KVDim()) * float64(kvBytes)
+	return (dense+expert)*per + kv
+}

@@ -1,0 +1,141 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
+
+// DecodeResult is time per output token at one context depth and batch.
+type DecodeResult struct {
+	Depth             int     `json:"depth"`
+	Batch             int     `json:"batch"`
+	TPOTms            float64 `json:"tpot_ms"` // median over repeats
+	TPOT              Summary `json:"tpot_ms_summary"`
+	TokensPerSecond   float64 `json:"tokens_per_second"` // all sequences together
+	GBps              float64 `json:"gbps"`
+	BandwidthFraction float64 `json:"bandwidth_fraction"`
+}
+
+// DecodeResults print as a table.
+type DecodeResults []DecodeResult
+
+func (DecodeResults) Header() []string {
+	return []string{"depth", "batch", "TPOT ms (median)", "spread", "tokens/s", "GB/s read", "of DRAM"}
+}
+
+func (rs DecodeResults) Rows() [][]string {
+	var rows [][]string
+	for _, r := range rs {
+		rows = append(rows, []string{strconv.Itoa(r.Depth), strconv.Itoa(r.Batch), fmt.Sprintf("%.2f", r.TPOTms),
+			fmt.Sprintf("%.0f%%", 100*r.TPOT.Spread()), fmt.Sprintf("%.1f", r.TokensPerSecond),
+			fmt.Sprintf("%.1f", r.GBps), fmt.Sprintf("%.1f%%", 100*r.BandwidthFraction)})
+	}
+	return rows
+}
+
+// DecodeOptions configure a TPOT sweep.
+type DecodeOptions struct {
+	Depths  []int
+	Batches []int
+	Tokens  int // decode steps timed per measurement
+	Warmup  int // decode steps before timing starts
+	Repeat  int
+	Seed    uint64
+	DType   string
+	KVBytes int
+	// DRAM is the read-bandwidth ceiling in bytes/s (0: no fraction).
+	DRAM  float64
+	Scale float64
+}
+
+// RunDecode measures, for each depth and batch, the steady-state interval
+// between decode steps while all batch sequences are generating.
+func RunDecode(ctx context.Context, g Generator, cfg *modelcfg.Config, opts DecodeOptions, progress *Progress) (DecodeResults, error) {
+	rng := rand.New(rand.NewPCG(opts.Seed, 2))
+	salt := int32(1 << 10)
+	var out DecodeResults
+	for _, depth := range opts.Depths {
+		for _, batch := range opts.Batches {
+			var tpots []float64
+			for range max(opts.Repeat, 1) {
+				prompts := make([][]int32, batch)
+				for i := range prompts {
+					salt++
+					prompts[i] = randomTokens(rng, cfg, max(depth, 1), salt)
+				}
+				tpot, err := decodeOnce(ctx, g, prompts, opts.Warmup, opts.Tokens)
+				if err != nil {
+					return nil, fmt.Errorf("decode depth %d batch %d: %w", depth, batch, err)
+				}
+				tpots = append(tpots, tpot*opts.Scale)
+				progress.Add(1)
+			}
+			s := Summarize(tpots)
+			r := DecodeResult{Depth: depth, Batch: batch, TPOTms: s.Median, TPOT: s}
+			r.TokensPerSecond = float64(batch) / (s.Median / 1e3)
+			r.GBps = DecodeBytes(cfg, opts.DType, opts.KVBytes, depth, batch) * opts.Scale / (s.Median / 1e3) / 1e9
+			if opts.DRAM > 0 {
+				r.BandwidthFraction = r.GBps * 1e9 / opts.DRAM
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// decodeOnce runs len(prompts) generations at once and returns the step
+// interval in ms over the window in which every one of them was decoding.
+func decodeOnce(ctx context.Context, g Generator, prompts [][]int32, warmup, tokens int) (float64, error) {
+	n := warmup + tokens
+	stamps := make([][]time.Time, len(prompts))
+	errs := make([]error, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		stamps[i] = make([]time.Time, 0, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = g.Generate(ctx, engine.Request{Tokens: p, MaxTokens: n, StopTokens: noStop}, func(engine.Event) error {
+				stamps[i] = append(stamps[i], time.Now())
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return 0, err
+		}
+		if len(stamps[i]) != n {
+			return 0, fmt.Errorf("sequence %d produced %d of %d tokens", i, len(stamps[i]), n)
+		}
+	}
+	// The window opens when the last sequence has finished its warm-up and
+	// closes when the first one stops: inside it, every step serves them all.
+	start, end := stamps[0][warmup], stamps[0][n-1]
+	for _, s := range stamps[1:] {
+		if s[warmup].After(start) {
+			start = s[warmup]
+		}
+		if s[n-1].Before(end) {
+			end = s[n-1]
+		}
+	}
+	steps := 0
+	for _, t := range stamps[0] {
+		if t.After(start) && !t.After(end) {
+			steps++
+		}
+	}
+	if steps == 0 {
+		return 0, fmt.Errorf("the sequences never decoded together; increase --tokens")
+	}
+	return ms(end.Sub(start)) / float64(steps), nil
+}

@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
+
+func preset(t *testing.T, name string) *modelcfg.Config {
+	t.Helper()
+	c, err := modelcfg.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestPrefillFLOPsCountsProjectionsAttentionAndHead(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	// Qwen3-0.6B: 28 layers of q,k,v,o (1024→2048, 1024→1024 ×2, 2048→1024) and a 3072-wide MLP.
+	perLayer := int64(1024*2048 + 2*1024*1024 + 2048*1024 + 3*1024*3072)
+	if got, want := linearParamsPerToken(c), 28*perLayer; got != want {
+		t.Fatalf("linear params per token %d, want %d", got, want)
+	}
+	n := 512
+	want := 2*float64(n)*float64(28*perLayer) + 4*float64(n)*float64(n+1)/2*2048*28 + 2*151936*1024
+	if got := PrefillFLOPs(c, n, 0); math.Abs(got-want) > 1 {
+		t.Errorf("PrefillFLOPs = %g, want %g", got, want)
+	}
+}
+
+func TestLinearParamsCountOnlyActiveExperts(t *testing.T) {
+	c := preset(t, "qwen3-30b-a3b")
+	active := linearParamsPerToken(c)
+	// 3.3B active parameters in all, of which embeddings and lm_head are 2×151936×2048.
+	if got := float64(active) / 1e9; got < 2.5 || got > 3.2 {
+		t.Errorf("active linear params %.2fB, want about 2.7B", got)
+	}
+}
+
+func TestDecodeBytesGrowsWithDepthAndBatch(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	w := DecodeBytes(c, "bf16", 2, 0, 1)
+	// bf16 weights of a 0.6B model with a tied 151936×1024 head: about 1.2 GB read per step.
+	if w < 1.1e9 || w > 1.3e9 {
+		t.Errorf("decode bytes at depth 0: %.3g", w)
+	}
+	kvPerToken := float64(2 * 28 * 8 * 128 * 2)
+	if got := DecodeBytes(c, "bf16", 2, 1000, 1) - w; math.Abs(got-1000*kvPerToken) > 1 {
+		t.Errorf("KV bytes at depth 1000: %g, want %g", got, 1000*kvPerToken)
+	}
+	if DecodeBytes(c, "int8", 2, 0, 1) >= w {
+		t.Error("int8 weights should read fewer bytes than bf16")
+	}
+	moe := preset(t, "qwen3-30b-a3b")
+	if b1, b4 := DecodeBytes(moe, "bf16", 2, 0, 1), DecodeBytes(moe, "bf16", 2, 0, 4); b4 <= b1 {
+		t.Errorf("a batch of 4 should touch more experts than 1: %g vs %g", b4, b1)
+	}
+}
+
+// fakeGen emits tokens at a fixed interval after a fixed time to first token.
+type fakeGen struct {
+	ttft, step time.Duration
+	cached     int
+	mu         sync.Mutex
+	prompts    [][]int32
+}
+
+func (f *fakeGen) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
+	f.mu.Lock()
+	f.prompts = append(f.prompts, req.Tokens)
+	f.mu.Unlock()
+	start := time.Now()
+	time.Sleep(f.ttft)
+	for i := range req.MaxTokens {
+		if i > 0 {
+			time.Sleep(f.step)
+		}
+		if err := fn(engine.Event{Token: 1}); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	toks := append(append([]int32(nil), req.Tokens...), make([]int32, req.MaxTokens)...)
+	return engine.Result{PromptTokens: len(req.Tokens), CachedTokens: f.cached, CompletionTokens: req.MaxTokens,
+		Tokens: toks, TTFT: f.ttft, Total: time.Since(start)}, nil
+}
+
+func TestRunPrefillUsesFreshPromptsAndScales(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	g := &fakeGen{ttft: 10 * time.Millisecond}
+	res, err := RunPrefill(context.Background(), g, c, PrefillOptions{Lengths: []int{8, 32}, Repeat: 2, Scale: 2, Peak: 1e12}, &Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.prompts) != 6 { // (1 warm-up + 2) × 2 lengths
+		t.Fatalf("%d prompts", len(g.prompts))
+	}
+	firsts := map[int32]bool{}
+	for _, p := range g.prompts {
+		if firsts[p[0]] {
+			t.Errorf("two prompts start with token %d: a prefix could be reused", p[0])
+		}
+		firsts[p[0]] = true
+	}
+	if r := res[1]; r.Length != 32 || r.TTFTms != 20 || r.TokensPerSecond != 1600 || r.PeakFraction <= 0 {
+		t.Errorf("result %+v", r)
+	}
+	g.cached = 3
+	if _, err := RunPrefill(context.Background(), g, c, PrefillOptions{Lengths: []int{8}, Repeat: 1, Scale: 1}, &Progress{}); err == nil {
+		t.Error("a cached prefix must fail the measurement")
+	}
+}
+
+func TestRunDecodeMeasuresStepInterval(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	g := &fakeGen{ttft: time.Millisecond, step: 4 * time.Millisecond}
+	res, err := RunDecode(context.Background(), g, c, DecodeOptions{Depths: []int{16}, Batches: []int{1, 2}, Tokens: 10, Warmup: 2, Repeat: 1, DType: "bf16", KVBytes: 2, Scale: 1}, &Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.TPOTms < 3.5 || r.TPOTms > 8 {
+			t.Errorf("batch %d: TPOT %.2f ms, want about 4", r.Batch, r.TPOTms)
+		}
+	}
+}
+
+func TestRunSessionComparesWithColdPrompts(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	g := &fakeGen{}
+	res, err := RunSession(context.Background(), g, c, SessionOptions{Turns: 3, TurnTokens: 5, ReplyTokens: 2, Scale: 1}, &Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 || res[2].History != 14 {
+		t.Fatalf("results %+v", res)
+	}
+	// Turn 3's prompt is turn 2's transcript plus 5 new tokens; its cold twin differs in the first token only.
+	warm, cold := g.prompts[2], g.prompts[5]
+	if len(warm) != 19 || len(cold) != 19 || warm[0] == cold[0] {
+		t.Fatalf("warm %v cold %v", warm, cold)
+	}
+	for i := 1; i < len(warm); i++ {
+		if warm[i] != cold[i] {
+			t.Fatalf("cold prompt differs at %d", i)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ellm-dev/ellm/bench"
+	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
+
+// DecodeOptions are the inputs of `ellm bench decode`.
+type DecodeOptions struct {
+	Common
+	Depths  string
+	Batches string
+	Tokens  int
+}
+
+func newCmdDecode(f *cmdutil.Factory, runF func(*DecodeOptions) error) *cobra.Command {
+	opts := &DecodeOptions{Common: Common{IO: f.IO}}
+	cmd := &cobra.Command{
+		Use:     "decode",
+		Short:   "Time per output token per context depth and batch, as a fraction of DRAM bandwidth",
+		Example: `  ellm bench decode --preset qwen3-0.6b --depths 0,1024,4096 --batch 1,2,4`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return decodeRun(cmd, opts)
+		},
+	}
+	addCommonFlags(cmd, &opts.Common)
+	cmd.Flags().StringVar(&opts.Depths, "depths", "0,1024,8192", "context depths (tokens already in the KV cache)")
+	cmd.Flags().StringVar(&opts.Batches, "batch", "1,2,4", "numbers of sequences decoding together")
+	cmd.Flags().IntVar(&opts.Tokens, "tokens", 32, "decode steps timed per measurement")
+	return cmd
+}
+
+const decodeWarmup = 4
+
+func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
+	depths, err := parseInts("depths", opts.Depths)
+	if err != nil {
+		return err
+	}
+	batches, err := parseInts("batch", opts.Batches)
+	if err != nil {
+		return err
+	}
+	kvBytes, err := modelcfg.KVBytesPerElem(opts.KVDType)
+	if err != nil {
+		return err
+	}
+	seq := max(slices.Max(depths), 1) + opts.Tokens + decodeWarmup + 8
+	s, err := opts.start(cmd.Context(), seq, slices.Max(batches), 0)
+	if err != nil {
+		return err
+	}
+	defer s.engine.Close()
+	p := opts.progress(len(depths)*len(batches)*max(opts.Repeat, 1), "decode")
+	dram := 0.0
+	if c := s.machine.Ceilings; c != nil {
+		dram = c.DRAMGBps * 1e9
+	}
+	res, err := bench.RunDecode(cmd.Context(), s.engine, s.cfg, bench.DecodeOptions{
+		Depths: depths, Batches: batches, Tokens: opts.Tokens, Warmup: decodeWarmup, Repeat: opts.Repeat,
+		Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes, DRAM: dram, Scale: s.scale,
+	}, p)
+	p.Done()
+	if err != nil {
+		return err
+	}
+	if opts.Plot != "" {
+		var series []bench.Series
+		for _, b := range batches {
+			sr := bench.Series{Name: "batch " + strconv.Itoa(b)}
+			for _, r := range res {
+				if r.Batch == b {
+					sr.X, sr.Y = append(sr.X, float64(r.Depth)), append(sr.Y, r.TPOTms)
+				}
+			}
+			series = append(series, sr)
+		}
+		if err := bench.Plot(opts.Plot, "TPOT vs context depth ("+s.model.Name+", "+opts.DType+")", "context depth (tokens)", "TPOT (ms)", series...); err != nil {
+			return err
+		}
+	}
+	return opts.write(bench.Report{Kind: "decode", Machine: s.machine, Model: s.model, Results: res})
+}
