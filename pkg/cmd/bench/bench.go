@@ -151,4 +151,3 @@ func parseInts(flag, s string) ([]int, error) {
 	}
 	return out, nil
 }
-
