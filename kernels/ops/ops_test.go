@@ -426,3 +426,54 @@ func TestPathsBitIdenticalOnRawBits(t *testing.T) {
 		})
 	}
 }
+
+// YaRN as transformers computes it, checked on its defining properties:
+// dimensions rotating fast enough keep their frequency, slow ones are divided
+// by the factor, the ramp in between is monotone, and cos/sin carry the
+// attention factor 0.1·ln(factor)+1.
+func TestYaRN(t *testing.T) {
+	const dim, theta = 128, 1e6
+	y := &YaRN{Factor: 4, OriginalMaxPositionEmbeddings: 32768}
+	plain, _, err := invFreq(dim, theta, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scaled, attn, err := invFreq(dim, theta, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float32(0.1*math.Log(4) + 1); attn != want {
+		t.Errorf("attention factor %v, want %v", attn, want)
+	}
+	// correction range of HF's find_correction_range for these numbers
+	corr := func(rot float64) float64 {
+		return dim * math.Log(32768/(rot*2*math.Pi)) / (2 * math.Log(theta))
+	}
+	low, high := int(math.Floor(corr(32))), int(math.Ceil(corr(1)))
+	for i := range dim / 2 {
+		ratio := float64(scaled[i]) / float64(plain[i])
+		switch {
+		case i <= low && ratio != 1:
+			t.Errorf("dim %d (< %d): scaled/plain = %v, want 1", i, low, ratio)
+		case i >= high && math.Abs(ratio-0.25) > 1e-6:
+			t.Errorf("dim %d (> %d): scaled/plain = %v, want 1/4", i, high, ratio)
+		case i > 0 && scaled[i] > scaled[i-1]:
+			t.Errorf("dim %d: frequency rises", i)
+		}
+	}
+	r, err := NewRope(dim, 8, theta, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.tab[0] != attn || r.tab[dim/2] != 0 {
+		t.Errorf("position 0: cos %v sin %v, want %v and 0", r.tab[0], r.tab[dim/2], attn)
+	}
+	for _, bad := range []*YaRN{{Factor: 1, OriginalMaxPositionEmbeddings: 4096}, {Factor: 4}} {
+		if _, err := NewRope(dim, 8, theta, bad); err == nil {
+			t.Errorf("NewRope accepted %+v", *bad)
+		}
+	}
+	if _, err := NewRope(7, 8, theta, nil); err == nil {
+		t.Error("NewRope accepted an odd head_dim")
+	}
+}
