@@ -92,7 +92,7 @@ func TestQwenVocabMask(t *testing.T) {
 				continue
 			}
 			n++
-			probe := &Matcher{alts: c.m.alts}
+			probe := &Matcher{alts: c.m.alts, ws: c.m.ws}
 			if !probe.Feed(v.tokens[id]) {
 				t.Fatalf("after %q: token %d %q allowed but rejected", tc.prefix, id, v.tokens[id])
 			}

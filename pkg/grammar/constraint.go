@@ -10,6 +10,26 @@ import (
 // Matcher follows a grammar byte by byte.
 type Matcher struct {
 	alts, buf []*frame
+	ws        int // whitespace bytes just read between tokens of JSON
+}
+
+// MaxSpace bounds a run of whitespace between JSON tokens (enough for
+// pretty-printed, deeply nested output): a model cannot stall a constrained
+// generation by emitting spaces forever.
+const MaxSpace = 64
+
+// spaceRun returns the length of the whitespace run after byte c read from
+// alts, and false if it is too long.
+func spaceRun(alts []*frame, ws int, c byte) (int, bool) {
+	if !isSpace(c) {
+		return 0, true
+	}
+	for _, f := range alts {
+		if f.n.kind == kString || f.n.kind == kKey || f.st == stLit {
+			return 0, true // text, not layout
+		}
+	}
+	return ws + 1, ws < MaxSpace
 }
 
 // Matcher returns a matcher at the start of a document.
@@ -44,15 +64,19 @@ func advance(alts []*frame, c byte, out []*frame) []*frame {
 // text read so far as the beginning of a document. On false the matcher is
 // unchanged.
 func (m *Matcher) Feed(b []byte) bool {
-	alts := m.alts
+	alts, ws := m.alts, m.ws
 	for _, c := range b {
+		var ok bool
+		if ws, ok = spaceRun(alts, ws, c); !ok {
+			return false
+		}
 		m.buf = advance(alts, c, m.buf[:0])
 		if len(m.buf) == 0 {
 			return false
 		}
 		alts = slices.Clone(m.buf)
 	}
-	m.alts = alts
+	m.alts, m.ws = alts, ws
 	return true
 }
 
@@ -195,7 +219,7 @@ func (c *Constraint) Mask(allowed []uint64) {
 		copy(c.mine, c.v.plain)
 		t = c.v.nonPlain
 	}
-	c.walk(t, 0, c.m.alts, 0)
+	c.walk(t, 0, c.m.alts, c.m.ws, 0)
 	c.apply(allowed)
 }
 
@@ -220,11 +244,15 @@ func inPlainString(alts []*frame) bool {
 	return true
 }
 
-func (c *Constraint) walk(t *trie, node int32, alts []*frame, depth int) {
+func (c *Constraint) walk(t *trie, node int32, alts []*frame, ws, depth int) {
 	if depth == len(c.bufs) {
 		c.bufs = append(c.bufs, nil)
 	}
 	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
+		nws, ok := spaceRun(alts, ws, t.edgeByte[e])
+		if !ok {
+			continue
+		}
 		next := advance(alts, t.edgeByte[e], c.bufs[depth][:0])
 		c.bufs[depth] = next
 		if len(next) == 0 {
@@ -234,7 +262,7 @@ func (c *Constraint) walk(t *trie, node int32, alts []*frame, depth int) {
 		for _, id := range t.toks[t.tokLo[child]:t.tokHi[child]] {
 			c.mine[id/64] |= 1 << (id % 64)
 		}
-		c.walk(t, child, next, depth+1)
+		c.walk(t, child, next, nws, depth+1)
 	}
 }
 

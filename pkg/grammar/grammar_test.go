@@ -73,6 +73,9 @@ func TestSchemas(t *testing.T) {
 		{`{"type":"object","additionalProperties":{"type":"integer"}}`, `{"x":1,"y":2}`, true, true},
 		{`{"type":"object","additionalProperties":{"type":"integer"}}`, `{"x":"1"}`, false, false},
 		{`{"type":"array","items":{"type":"integer"}}`, `[ ]`, true, true},
+		{`{"type":"array","items":{"type":"integer"}}`, "[" + strings.Repeat(" ", MaxSpace) + "1]", true, true},
+		{`{"type":"array","items":{"type":"integer"}}`, "[" + strings.Repeat(" ", MaxSpace+1), false, false},
+		{`{"type":"string"}`, `"` + strings.Repeat(" ", 2*MaxSpace) + `"`, true, true},
 	} {
 		g := mustCompile(t, tc.schema)
 		prefix, whole := matches(g, tc.text)
@@ -151,7 +154,7 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 			case v.tokens[id] == nil:
 				want = false
 			default:
-				probe := &Matcher{alts: m.alts}
+				probe := &Matcher{alts: m.alts, ws: m.ws}
 				want = probe.Feed(toks[id])
 			}
 			if got != want {

@@ -85,8 +85,15 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 		}
 		p.gen.TopLogprobs = *req.TopLogprobs
 	}
-	if p.gen.Constraint, err = s.chatConstraint(req.ResponseFormat, choice, p.tools); err != nil {
+	g, err := s.chatGrammar(req.ResponseFormat, choice, p.tools)
+	if err != nil {
 		return nil, err
+	}
+	if g != nil {
+		p.gen.Constraint = s.constraint(g)
+		if p.conv.Kwargs, err = withoutThinking(p.conv.Kwargs); err != nil {
+			return nil, err
+		}
 	}
 	var text string
 	p.prompt, text, err = s.chatPrompt(p.conv, p.session)

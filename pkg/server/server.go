@@ -12,9 +12,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/grammar"
 )
 
 // Options configure a Server.
@@ -49,6 +51,9 @@ type Server struct {
 	endIDs   []int32
 	metrics  *metrics
 	sessions *sessionStore
+
+	vocabOnce sync.Once // the grammar vocabulary is built on first use
+	vocab     *grammar.Vocab
 }
 
 // New returns a server for eng.
