@@ -60,7 +60,6 @@ type moeScratch struct {
 	order    []int32   // assignments (t·k + rank) grouped by expert [M·k]
 	gathered []float32 // one expert's input rows [M, H]
 	outRows  []float32 // one expert's output rows [M, H]
-	outs     []float32 // every assignment's expert output [M·k, H]
 }
 
 func newMoEScratch(m, h, e, k int) moeScratch {
@@ -68,12 +67,12 @@ func newMoEScratch(m, h, e, k int) moeScratch {
 		logits: make([]float32, m*e), probs: make([]float32, e),
 		topVal: make([]float32, m*k), topIdx: make([]int32, m*k),
 		count: make([]int, e+1), order: make([]int32, m*k),
-		gathered: make([]float32, m*h), outRows: make([]float32, m*h), outs: make([]float32, m*k*h),
+		gathered: make([]float32, m*h), outRows: make([]float32, m*h),
 	}
 }
 
 func (s *moeScratch) floats() int {
-	return len(s.logits) + len(s.probs) + len(s.topVal) + len(s.gathered) + len(s.outRows) + len(s.outs)
+	return len(s.logits) + len(s.probs) + len(s.topVal) + len(s.gathered) + len(s.outRows)
 }
 
 // sparseMoE is Qwen3MoeSparseMoeBlock.forward, r.xn → r.y.
@@ -81,8 +80,10 @@ func (s *moeScratch) floats() int {
 // Tokens are grouped by expert so that each expert's weights are streamed
 // once per pass, however many tokens chose it; experts nobody chose are not
 // read at all (a decode step reads only the top-k experts of its tokens).
-// Each token's output sums its k expert outputs in top-k rank order, so it
-// does not depend on which other tokens shared the pass.
+// Each token's k weighted expert outputs are added to its zeroed output in
+// ascending expert index, as HF's loop over experts does: an order fixed by
+// the token's own choice, so its result does not depend on which other
+// tokens shared the pass.
 func (r *Runner) sparseMoE(l int, lw *layer, m int) {
 	cfg := r.m.Config
 	H, E, K, I := cfg.HiddenSize, cfg.NumExperts, cfg.NumExpertsPerTok, cfg.MoEIntermediateSize
@@ -111,8 +112,8 @@ func (r *Runner) sparseMoE(l int, lw *layer, m int) {
 	if r.Trace != nil {
 		r.Trace.Router(l, r.row[:m], s.logits[:m*E], s.topIdx[:m*K], s.topVal[:m*K])
 	}
-	// Counting sort of the m·k assignments by expert: order[count[e]:count[e+1]]
-	// are expert e's, in token order.
+	// Counting sort of the m·k assignments by expert: after it, expert e's
+	// assignments, in token order, are order[count[e-1]:count[e]].
 	clear(s.count)
 	for _, e := range s.topIdx[:m*K] {
 		s.count[e+1]++
@@ -124,7 +125,9 @@ func (r *Runner) sparseMoE(l int, lw *layer, m int) {
 		s.order[s.count[e]] = int32(a)
 		s.count[e]++
 	}
-	// count[e] is now the end of expert e's run; the start is count[e-1].
+	// final_hidden_states = torch.zeros(...)
+	y := r.y[:m*H]
+	clear(y)
 	start := 0
 	for e := range E {
 		run := s.order[start:s.count[e]]
@@ -138,25 +141,17 @@ func (r *Runner) sparseMoE(l int, lw *layer, m int) {
 			t := int(a) / K
 			copy(s.gathered[i*H:(i+1)*H], xn[t*H:(t+1)*H])
 		}
-		// current_hidden_states = expert_layer(current_state)
+		// current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
 		ex := &lw.experts[e]
 		h := r.h[:n*I]
 		r.mm.SwiGLU(h, s.gathered[:n*H], n, ex.gate, ex.up)
 		r.mm.MatMul(s.outRows[:n*H], h, n, ex.down)
+		// final_hidden_states.index_add_(0, top_x, current_hidden_states)
 		for i, a := range run {
-			copy(s.outs[int(a)*H:(int(a)+1)*H], s.outRows[i*H:(i+1)*H])
-		}
-	}
-	// final_hidden_states.index_add_(0, top_x, current_hidden_states * routing_weights[top_x, idx, None])
-	y := r.y[:m*H]
-	clear(y)
-	for t := range m {
-		yt := y[t*H : (t+1)*H]
-		for j := range K {
-			w := s.topVal[t*K+j]
-			o := s.outs[(t*K+j)*H : (t*K+j+1)*H]
-			for i := range yt {
-				yt[i] += float32(o[i] * w)
+			t, w := int(a)/K, s.topVal[a]
+			yt, o := y[t*H:(t+1)*H], s.outRows[i*H:(i+1)*H]
+			for j := range yt {
+				yt[j] += float32(o[j] * w)
 			}
 		}
 	}
