@@ -1,0 +1,63 @@
+package model
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/synth"
+)
+
+type routerLayers struct{ layers []int }
+
+func (r *routerLayers) Hidden(int, []Row, []float32) {}
+func (r *routerLayers) Router(l int, _ []Row, _ []float32, _ []int32, _ []float32) {
+	if !slices.Contains(r.layers, l) {
+		r.layers = append(r.layers, l)
+	}
+}
+
+// TestMixedMoEConfig runs a synthetic MoE model with decoder_sparse_step,
+// mlp_only_layers, YaRN rope scaling and a sharded checkpoint: the sparse
+// block runs exactly on the layers transformers makes sparse.
+func TestMixedMoEConfig(t *testing.T) {
+	cfg, err := modelcfg.Parse([]byte(`{"architectures":["Qwen3MoeForCausalLM"],"vocab_size":300,"hidden_size":32,
+		"intermediate_size":48,"moe_intermediate_size":16,"num_experts":6,"num_experts_per_tok":3,"norm_topk_prob":false,
+		"decoder_sparse_step":2,"mlp_only_layers":[3],"num_hidden_layers":6,"num_attention_heads":4,"num_key_value_heads":2,
+		"head_dim":8,"rope_theta":10000,"max_position_embeddings":256,
+		"rope_scaling":{"rope_type":"yarn","factor":4,"original_max_position_embeddings":64}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := synth.Generate(cfg, dir, synth.Options{Seed: 7, ShardBytes: 20000}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	r := newRunner(t, m, kvcache.BF16, 2, 200, RunnerOptions{MaxTokens: 64})
+	rec := &routerLayers{}
+	r.Trace = rec
+	ids := make([]int32, 150)
+	for i := range ids {
+		ids[i] = int32(i*37) % 300
+	}
+	if err := r.Forward([]Segment{{Slot: 1, Tokens: ids, Logits: LogitsLast}}); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(rec.layers)
+	if want := []int{1, 5}; !slices.Equal(rec.layers, want) {
+		t.Errorf("sparse layers %v, want %v (decoder_sparse_step 2, mlp_only_layers [3])", rec.layers, want)
+	}
+	last := slices.Clone(r.Logits(0))
+	// The same prompt in another slot: bit-identical.
+	r.Trace = nil
+	if err := r.Forward([]Segment{{Slot: 0, Tokens: ids, Logits: LogitsLast}}); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "slot 0 vs slot 1", r.Logits(0), last)
+}
