@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
@@ -216,5 +217,33 @@ func BenchmarkRenderQwen3(b *testing.B) {
 		if _, err := tmpl.Render(in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRenderConcurrent renders the reference conversations from several
+// goroutines at once with one Template, as the server does (run with -race).
+func TestRenderConcurrent(t *testing.T) {
+	dir := sharedtest.Path(t, "align", "tokenizer")
+	tmpl, err := Load(sharedtest.Path(t, "qwen3-tokenizer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := readCases(t, filepath.Join(dir, "chat-qwen3.jsonl"))
+	var wg sync.WaitGroup
+	errs := make(chan error, 4*len(cases))
+	for range 4 {
+		wg.Go(func() {
+			for _, c := range cases {
+				got, err := tmpl.Render(c.input())
+				if err != nil || c.Rendered == nil || got != *c.Rendered {
+					errs <- fmt.Errorf("render %q: %v", got, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
