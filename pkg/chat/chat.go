@@ -6,6 +6,12 @@
 // engine's ordered values, because key order and the int/float distinction
 // reach the output through tojson: decoding into Go maps would reorder keys
 // and turn 1 into 1.0.
+//
+// Known differences from Python jinja2, all on input a template cannot
+// render meaningfully: the engine renders where jinja2 raises a TypeError on
+// None (`'x' in None`, `'a' + None` renders "aNone"), so such conversations
+// are not rejected (Input.OpenAI turns a null content into "" first, as vLLM
+// does); integers beyond int64 become floats.
 package chat
 
 import (

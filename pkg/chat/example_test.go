@@ -17,7 +17,8 @@ func ExampleTemplate_Render() {
 
 {% endif %}{% endif %}`, chat.SpecialTokens{EOS: "<|im_end|>"})
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	out, err := tmpl.Render(chat.Input{
 		Messages:            json.RawMessage(`[{"role": "user", "content": "Hi"}]`),
