@@ -9,6 +9,7 @@ package ceiling
 
 import (
 	"fmt"
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -134,17 +135,57 @@ func (m *Meter) DRAM() Peak {
 
 type loopSet struct{ fma512, fma256, bf16, vnni *loop }
 
-// computeTask runs a loop on the first `active` workers.
+// computeTask runs a loop on the first `active` workers, each timing itself.
 type computeTask struct {
 	l      *loop
 	n      int
 	active int
+	cpu    [maxThreads]time.Duration
 }
+
+// maxThreads bounds the workers a measurement uses.
+const maxThreads = 64
 
 func (t *computeTask) Run(w, _ int) {
 	if w < t.active {
-		t.l.run(t.n)
+		t.cpu[w] = onThreadCPU(func() { t.l.run(t.n) })
 	}
+}
+
+// onThreadCPU runs f and returns the CPU time the thread spent in it. On a
+// shared machine wall time also counts the other processes the thread
+// waited for; CPU time is what the thread's own work took.
+func onThreadCPU(f func()) time.Duration {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	start := threadCPU()
+	f()
+	return threadCPU() - start
+}
+
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
+}
+
+// CPUTime is the CPU time this process has used, all threads together.
+// Dividing work by CPUTime/threads rates a kernel as the ceilings are rated:
+// by the time its own threads ran.
+func CPUTime() time.Duration {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts)
+	return time.Duration(ts.Nano())
+}
+
+// slowest is the longest of the first n CPU times: the time n threads
+// running side by side would have taken.
+func slowest(cpu []time.Duration) float64 {
+	var d time.Duration
+	for _, c := range cpu {
+		d = max(d, c)
+	}
+	return max(d, time.Microsecond).Seconds()
 }
 
 func computePeak(pool *threads.Pool, o Options, l *loop) Peak {
@@ -154,21 +195,19 @@ func computePeak(pool *threads.Pool, o Options, l *loop) Peak {
 	// Calibrate the iteration count to the interval on one thread.
 	n := 1 << 12
 	for {
-		start := time.Now()
-		l.run(n)
-		if d := time.Since(start); d > o.Interval/4 || n > 1<<30 {
+		d := onThreadCPU(func() { l.run(n) })
+		if d > o.Interval/4 || n > 1<<30 {
 			n = int(float64(n) * float64(o.Interval) / float64(max(d, time.Microsecond)))
 			break
 		}
 		n *= 4
 	}
 	rate := func(active int) float64 {
-		t := &computeTask{l: l, n: n, active: active}
+		t := &computeTask{l: l, n: n, active: min(active, maxThreads)}
 		best := 0.0
 		for range o.Reps {
-			start := time.Now()
 			pool.Run(t)
-			best = max(best, float64(n)*l.opsPerIter*float64(active)/time.Since(start).Seconds()/1e9)
+			best = max(best, float64(n)*l.opsPerIter*float64(t.active)/slowest(t.cpu[:t.active])/1e9)
 		}
 		return best
 	}
@@ -178,27 +217,25 @@ func computePeak(pool *threads.Pool, o Options, l *loop) Peak {
 type readTask struct {
 	buf    []byte
 	active int
-	sink   [maxReaders]uint64
+	sink   [maxThreads]uint64
+	cpu    [maxThreads]time.Duration
 }
-
-const maxReaders = 64
 
 func (t *readTask) Run(w, _ int) {
 	if w >= t.active {
 		return
 	}
 	lo, hi := threads.Split(len(t.buf), 1<<16, w, t.active)
-	t.sink[w] = readSum(t.buf[lo:hi])
+	t.cpu[w] = onThreadCPU(func() { t.sink[w] = readSum(t.buf[lo:hi]) })
 }
 
 func dramPeak(pool *threads.Pool, o Options, buf []byte) Peak {
 	rate := func(active int) float64 {
-		t := &readTask{buf: buf, active: min(active, maxReaders)}
+		t := &readTask{buf: buf, active: min(active, maxThreads)}
 		best := 0.0
 		for range o.Reps {
-			start := time.Now()
 			pool.Run(t)
-			best = max(best, float64(len(buf))/time.Since(start).Seconds()/1e9)
+			best = max(best, float64(len(buf))/slowest(t.cpu[:t.active])/1e9)
 		}
 		return best
 	}

@@ -159,45 +159,50 @@ const (
 type task struct {
 	c       *Context
 	op      op
-	phase   uint8 // 0: prepare activations (rows split), 1: multiply (panels split)
+	phase   uint8 // 0: prepare activations (row tiles split), 1: multiply (panels split)
+	form    form
 	m       int
 	y       []float32
 	x       []float32
 	w, w2   *Weight
 	xs      unsafe.Pointer // prepared activations
-	ldx     uintptr
+	rowSize uintptr        // bytes of one prepared row: tile r0 starts at xs + r0·rowSize
 	kernels *[maxRows + 1][maxPanels + 1]kernel
 }
+
+// form is how the kernels read activations: a tile of R rows is stored
+// step by step, the R rows' values of step 0, then of step 1…, so that a
+// kernel reads one sequential stream (a row alone is just the row).
+type form uint8
+
+const (
+	formF32   form = iota // f32, one per step (f32 weights)
+	formPairs             // f32 pairs, zero-padded to even K (bf16 weights, f32 paths)
+	formBF16              // bf16 pairs as uint32 (bf16 weights, avx512bf16 path)
+	formQuads             // u8 quads as uint32, per-row scale (int8 weights)
+)
 
 func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
 	t := &c.task
 	t.op, t.m, t.y, t.x, t.w, t.w2 = o, m, y, x, w, w2
-	switch w.kind {
-	case kindF32:
-		t.kernels = &c.set.f32
-		t.xs, t.ldx = unsafe.Pointer(&x[0]), uintptr(w.K*4)
-	case kindInt8:
-		t.kernels = &c.set.quads
-		t.xs, t.ldx = unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
+	switch {
+	case w.kind == kindF32:
+		t.form, t.kernels, t.xs, t.rowSize = formF32, &c.set.f32, unsafe.Pointer(&c.xf[0]), uintptr(w.K*4)
+	case w.kind == kindInt8:
+		t.form, t.kernels, t.xs, t.rowSize = formQuads, &c.set.quads, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
+	case c.set.bf16Act:
+		t.form, t.kernels, t.xs, t.rowSize = formBF16, &c.set.pairs, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
 	default:
-		t.kernels = &c.set.pairs
-		switch {
-		case c.set.bf16Act:
-			t.xs, t.ldx = unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
-		case w.K%2 == 1:
-			t.xs, t.ldx = unsafe.Pointer(&c.xf[0]), uintptr(w.steps*8)
-		default:
-			t.xs, t.ldx = unsafe.Pointer(&x[0]), uintptr(w.K*4)
-		}
+		t.form, t.kernels, t.xs, t.rowSize = formPairs, &c.set.pairs, unsafe.Pointer(&c.xf[0]), uintptr(w.steps*8)
 	}
-	if t.xs != unsafe.Pointer(&x[0]) {
+	switch {
+	case m == 1 && (t.form == formF32 || t.form == formPairs && w.K%2 == 0):
+		t.xs = unsafe.Pointer(&x[0]) // one row is already in form
+	case m == 1:
+		t.prepare(0, 1) // too little work to wake the pool for
+	default:
 		t.phase = 0
-		// One row is too little work to wake the pool for.
-		if m == 1 {
-			t.prepare(0, 1)
-		} else {
-			c.pool.Run(t)
-		}
+		c.pool.Run(t)
 	}
 	t.phase = 1
 	c.pool.Run(t)
@@ -206,28 +211,40 @@ func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
 
 func (t *task) Run(worker, workers int) {
 	if t.phase == 0 {
-		lo, hi := threads.Split(t.m, 1, worker, workers)
+		lo, hi := threads.Split(t.m, t.c.set.rows, worker, workers)
 		t.prepare(lo, hi)
 		return
 	}
 	t.multiply(worker, workers)
 }
 
-// prepare converts rows [lo, hi) of x into the form the kernels read.
+// prepare puts rows [lo, hi) of x, a whole number of tiles, in form.
 func (t *task) prepare(lo, hi int) {
 	c, w := t.c, t.w
-	k := w.K
-	for r := lo; r < hi; r++ {
-		x := t.x[r*k : r*k+k]
-		switch {
-		case w.kind == kindInt8:
-			c.sx[r] = quantizeRow(c.xp[r*w.steps:(r+1)*w.steps], x)
-		case c.set.bf16Act:
-			toBF16Pairs(c.xp[r*w.steps:(r+1)*w.steps], x)
-		default:
-			dst := c.xf[r*2*w.steps : (r+1)*2*w.steps]
-			copy(dst, x)
-			dst[k] = 0
+	k, steps := w.K, w.steps
+	for r0 := lo; r0 < hi; r0 += c.set.rows {
+		rows := min(c.set.rows, t.m-r0)
+		for r := range rows {
+			x := t.x[(r0+r)*k : (r0+r+1)*k]
+			switch t.form {
+			case formQuads:
+				c.sx[r0+r] = quantizeRow(c.xp[r0*steps+r:], rows, x)
+			case formBF16:
+				toBF16Pairs(c.xp[r0*steps+r:], rows, x)
+			case formF32:
+				dst := c.xf[r0*k+r:]
+				for kk, v := range x {
+					dst[kk*rows] = v
+				}
+			case formPairs:
+				dst := c.xf[2*(r0*steps+r):]
+				for q := range k / 2 {
+					dst[2*q*rows], dst[2*q*rows+1] = x[2*q], x[2*q+1]
+				}
+				if k%2 == 1 {
+					dst[2*(k/2)*rows], dst[2*(k/2)*rows+1] = x[k-1], 0
+				}
+			}
 		}
 	}
 }
@@ -263,7 +280,7 @@ func (t *task) multiply(worker, workers int) {
 // row 0, channel 16·p0), ldy bytes apart.
 func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr, p0, p1 int, add bool) {
 	a := &ws.a
-	a.ldx, a.ps, a.ks, a.ldy = t.ldx, w.panelBytes(), w.steps, ldy
+	a.ps, a.ks, a.ldy = w.panelBytes(), w.steps, ldy
 	a.add = 0
 	if add {
 		a.add = 1
@@ -279,7 +296,7 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 		b1 := min(b0+blockPanels, p1)
 		for r0 := 0; r0 < t.m; r0 += t.c.set.rows {
 			rows := min(t.c.set.rows, t.m-r0)
-			a.x = unsafe.Add(t.xs, uintptr(r0)*t.ldx)
+			a.x = unsafe.Add(t.xs, uintptr(r0)*t.rowSize)
 			for p := b0; p < b1; {
 				np := 1
 				for np < maxPanels && p+np*2 <= min(b1, full) && t.kernels[rows][np*2] != nil {

@@ -93,11 +93,16 @@ func (g *gen) reg(i int) int {
 	return n
 }
 
+// x is the address of row r's activations at byte off of the current step:
+// a tile's activations are interleaved, step by step, so that the kernel
+// reads one sequential stream (see Context.prepare).
+func (g *gen) x(r, off int) string { return fmt.Sprintf("%d(SI)", r*g.f.xstep+off) }
+
 var rowBase = []string{"SI", "DI", "R8"}
 
-// row is the address of row r's activations at byte off (rows 3 and 6 have
-// their own base registers; others are base + 1 or 2 strides).
-func row(r, off int) string {
+// y is the address of row r's output at byte off (rows 3 and 6 have their
+// own base registers; others are base + 1 or 2 strides).
+func y(r, off int) string {
 	b := rowBase[r/3]
 	if r%3 == 0 {
 		return fmt.Sprintf("%d(%s)", off, b)
@@ -129,8 +134,8 @@ func pairsF32(g *gen) {
 		}
 	}
 	for r := range g.r {
-		g.in("VBROADCASTSS %s, %s", row(r, 0), g.v(x0))
-		g.in("VBROADCASTSS %s, %s", row(r, 4), g.v(x1))
+		g.in("VBROADCASTSS %s, %s", g.x(r, 0), g.v(x0))
+		g.in("VBROADCASTSS %s, %s", g.x(r, 4), g.v(x1))
 		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(lo(j, h)), g.v(x0), g.v(g.acc(r, j, h))) })
 		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(hi(j, h)), g.v(x1), g.v(g.acc(r, j, h))) })
 	}
@@ -142,7 +147,7 @@ func singleF32(g *gen) {
 	w := func(j, h int) int { return g.reg(3 + j*g.halves() + h) }
 	g.each(func(j, h int) { g.in("VMOVUPS %s, %s", panel(j, 32*h), g.v(w(j, h))) })
 	for r := range g.r {
-		g.in("VBROADCASTSS %s, %s", row(r, 0), g.v(x))
+		g.in("VBROADCASTSS %s, %s", g.x(r, 0), g.v(x))
 		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(w(j, h)), g.v(x), g.v(g.acc(r, j, h))) })
 	}
 }
@@ -155,7 +160,7 @@ func dotBF16(g *gen) {
 		g.in("VMOVDQU32 %s, %s", panel(j, 0), g.v(w(j)))
 	}
 	for r := range g.r {
-		g.in("VPBROADCASTD %s, %s", row(r, 0), g.v(x))
+		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
 		for j := range g.p {
 			g.in("VDPBF16PS_Z(%d, %d, %d)", w(j), x, g.acc(r, j, 0))
 		}
@@ -170,7 +175,7 @@ func dotVNNI(g *gen) {
 		g.in("VMOVDQU32 %s, %s", panel(j, 0), g.v(w(j)))
 	}
 	for r := range g.r {
-		g.in("VPBROADCASTD %s, %s", row(r, 0), g.v(x))
+		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
 		for j := range g.p {
 			g.in("VPDPBUSD %s, %s, %s", g.v(w(j)), g.v(x), g.v(g.acc(r, j, 0)))
 		}
@@ -203,18 +208,16 @@ func (g *gen) name() string { return fmt.Sprintf("%sR%dP%d", g.f.name, g.r, g.p)
 
 // kargs offsets (generic.go).
 const (
-	offX, offLdx, offW, offPs, offKs, offY, offLdy, offAdd, offSx, offSw, offWc = 0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80
+	offX, offW, offPs, offKs, offY, offLdy, offAdd, offSx, offSw, offWc = 0, 8, 16, 24, 32, 40, 48, 56, 64, 72
 )
 
 func (g *gen) kernel() {
 	fmt.Fprintf(&g.buf, "\n// func %s(a *kargs)\nTEXT ·%s(SB), NOSPLIT, $0-8\n", g.name(), g.name())
 	g.in("MOVQ a+0(FP), AX")
 	g.in("MOVQ %d(AX), SI", offX)
-	g.in("MOVQ %d(AX), DX", offLdx)
 	g.in("MOVQ %d(AX), BX", offW)
 	g.in("MOVQ %d(AX), R10", offPs)
 	g.in("MOVQ %d(AX), CX", offKs)
-	g.rowBases()
 	if g.p > 3 {
 		g.in("LEAQ (BX)(R10*2), R9")
 		g.in("ADDQ R10, R9")
@@ -240,9 +243,7 @@ func (g *gen) kernel() {
 	}
 	fmt.Fprintf(&g.buf, "loop:\n")
 	g.f.body(g)
-	for i := 0; i*3 < g.r; i++ {
-		g.in("ADDQ $%d, %s", g.f.xstep, rowBase[i])
-	}
+	g.in("ADDQ $%d, SI", g.r*g.f.xstep)
 	g.in("ADDQ $64, BX")
 	if g.p > 3 {
 		g.in("ADDQ $64, R9")
@@ -250,7 +251,7 @@ func (g *gen) kernel() {
 	g.in("DECQ CX")
 	g.in("JNZ loop")
 
-	// Epilogue: the row bases now address y.
+	// Epilogue: SI, DI, R8 address rows 0, 3, 6 of y.
 	g.in("MOVQ %d(AX), SI", offY)
 	g.in("MOVQ %d(AX), DX", offLdy)
 	g.rowBases()
@@ -274,7 +275,7 @@ func (g *gen) kernel() {
 	g.in("CMPQ %d(AX), $0", offAdd)
 	g.in("JNE add")
 	for r := range g.r {
-		g.each(func(j, h int) { g.in("VMOVUPS %s, %s", g.v(g.acc(r, j, h)), row(r, 64*j+32*h)) })
+		g.each(func(j, h int) { g.in("VMOVUPS %s, %s", g.v(g.acc(r, j, h)), y(r, 64*j+32*h)) })
 	}
 	g.in("VZEROUPPER")
 	g.in("RET")
@@ -282,8 +283,8 @@ func (g *gen) kernel() {
 	for r := range g.r {
 		g.each(func(j, h int) {
 			a := g.v(g.acc(r, j, h))
-			g.in("VADDPS %s, %s, %s", row(r, 64*j+32*h), a, a)
-			g.in("VMOVUPS %s, %s", a, row(r, 64*j+32*h))
+			g.in("VADDPS %s, %s, %s", y(r, 64*j+32*h), a, a)
+			g.in("VMOVUPS %s, %s", a, y(r, 64*j+32*h))
 		})
 	}
 	g.in("VZEROUPPER")

@@ -14,8 +14,7 @@ import (
 // kargs is what a tile kernel reads. The asm kernels read it by offset
 // (see gen_amd64.go): keep the field order.
 type kargs struct {
-	x   unsafe.Pointer // row 0 of the prepared activations
-	ldx uintptr        // bytes between activation rows
+	x   unsafe.Pointer // the tile's prepared activations, rows interleaved step by step
 	w   unsafe.Pointer // first panel
 	ps  uintptr        // bytes between panels
 	ks  int            // reduction steps (pairs, singles or quads)
@@ -28,8 +27,6 @@ type kargs struct {
 	r   int            // rows (generic kernels only: asm kernels are specialised)
 	p   int            // panels (generic kernels only)
 }
-
-func (a *kargs) xrow(r int) unsafe.Pointer { return unsafe.Add(a.x, uintptr(r)*a.ldx) }
 
 func (a *kargs) panel(p int) unsafe.Pointer { return unsafe.Add(a.w, uintptr(p)*a.ps) }
 
@@ -48,13 +45,13 @@ func (a *kargs) out(r, p int, acc *[panelWidth]float32) {
 // genPairsF32 is the f32 path on bf16 weights: each bf16 widened exactly,
 // even k before odd k, products and sums rounded to f32 one by one.
 func genPairsF32(a *kargs) {
+	x := unsafe.Slice((*float32)(a.x), 2*a.ks*a.r)
 	for r := range a.r {
-		x := unsafe.Slice((*float32)(a.xrow(r)), 2*a.ks)
 		for p := range a.p {
 			w := unsafe.Slice((*uint32)(a.panel(p)), a.ks*panelWidth)
 			var acc [panelWidth]float32
 			for q := range a.ks {
-				x0, x1 := x[2*q], x[2*q+1]
+				x0, x1 := x[2*(q*a.r+r)], x[2*(q*a.r+r)+1]
 				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
 					acc[c] += float32(x0 * math.Float32frombits(v<<16))
 					acc[c] += float32(x1 * math.Float32frombits(v&0xffff0000))
@@ -67,12 +64,13 @@ func genPairsF32(a *kargs) {
 
 // genF32 is the f32 path on f32 weights.
 func genF32(a *kargs) {
+	x := unsafe.Slice((*float32)(a.x), a.ks*a.r)
 	for r := range a.r {
-		x := unsafe.Slice((*float32)(a.xrow(r)), a.ks)
 		for p := range a.p {
 			w := unsafe.Slice((*float32)(a.panel(p)), a.ks*panelWidth)
 			var acc [panelWidth]float32
-			for k, xk := range x {
+			for k := range a.ks {
+				xk := x[k*a.r+r]
 				for c, v := range w[k*panelWidth : k*panelWidth+panelWidth] {
 					acc[c] += float32(xk * v)
 				}
@@ -85,12 +83,13 @@ func genF32(a *kargs) {
 // genPairsBF16 is the exact emulation of the avx512bf16 kernel: one
 // VDPBF16PS per K pair on bf16-rounded activations (see toBF16Pairs).
 func genPairsBF16(a *kargs) {
+	x := unsafe.Slice((*uint32)(a.x), a.ks*a.r)
 	for r := range a.r {
-		x := unsafe.Slice((*uint32)(a.xrow(r)), a.ks)
 		for p := range a.p {
 			w := unsafe.Slice((*uint32)(a.panel(p)), a.ks*panelWidth)
 			var acc [panelWidth]float32
-			for q, xq := range x {
+			for q := range a.ks {
+				xq := x[q*a.r+r]
 				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
 					acc[c] = dpbf16(acc[c], v, xq)
 				}
@@ -138,14 +137,14 @@ func toBF16(v float32) uint16 {
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
-// toBF16Pairs rounds a row of activations to bf16 pairs (even k low),
-// the zero-padded odd tail included.
-func toBF16Pairs(dst []uint32, x []float32) {
+// toBF16Pairs rounds a row of activations to bf16 pairs (even k low), the
+// zero-padded odd tail included, into dst[0], dst[stride], dst[2·stride]…
+func toBF16Pairs(dst []uint32, stride int, x []float32) {
 	for q := range len(x) / 2 {
-		dst[q] = uint32(toBF16(x[2*q])) | uint32(toBF16(x[2*q+1]))<<16
+		dst[q*stride] = uint32(toBF16(x[2*q])) | uint32(toBF16(x[2*q+1]))<<16
 	}
 	if len(x)%2 == 1 {
-		dst[len(x)/2] = uint32(toBF16(x[len(x)-1]))
+		dst[len(x)/2*stride] = uint32(toBF16(x[len(x)-1]))
 	}
 }
 
@@ -154,14 +153,15 @@ func toBF16Pairs(dst []uint32, x []float32) {
 // correction, then scaled in f32: (f32(Σ) · sx) · sw.
 func genQuads(a *kargs) {
 	sx := unsafe.Slice((*float32)(a.sx), a.r)
+	x := unsafe.Slice((*uint32)(a.x), a.ks*a.r)
 	for r := range a.r {
-		x := unsafe.Slice((*uint32)(a.xrow(r)), a.ks)
 		for p := range a.p {
 			w := unsafe.Slice((*uint32)(a.panel(p)), a.ks*panelWidth)
 			sw := unsafe.Slice((*float32)(unsafe.Add(a.sw, p*panelWidth*4)), panelWidth)
 			wc := unsafe.Slice((*int32)(unsafe.Add(a.wc, p*panelWidth*4)), panelWidth)
 			var acc [panelWidth]int32
-			for q, xq := range x {
+			for q := range a.ks {
+				xq := x[q*a.r+r]
 				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
 					acc[c] += dot4(xq, v)
 				}
@@ -175,6 +175,20 @@ func genQuads(a *kargs) {
 	}
 }
 
+// quantize rounds v·inv to the nearest integer (ties to even) in [-127, 127].
+// Adding and subtracting 1.5·2^23 rounds an f32 below 2^22 in magnitude to
+// an integer in the current (nearest-even) mode; larger values are clamped.
+func quantize(v, inv float32) int32 {
+	f := v * inv
+	if !(f > -127) {
+		return -127 // also NaN: the row's scale is NaN anyway
+	}
+	if f > 127 {
+		return 127
+	}
+	return int32(float32(f+0x1.8p23) - 0x1.8p23)
+}
+
 // dot4 is one lane of VPDPBUSD: four unsigned × signed byte products.
 func dot4(u, s uint32) int32 {
 	return int32(uint8(u))*int32(int8(s)) + int32(uint8(u>>8))*int32(int8(s>>8)) +
@@ -182,9 +196,10 @@ func dot4(u, s uint32) int32 {
 }
 
 // quantizeRow quantizes a row of activations symmetrically to u8 quads
-// (q+128, q in [-127, 127]) and returns its scale. A row with Inf or NaN
-// gets a NaN scale, so its outputs are NaN rather than quietly finite.
-func quantizeRow(dst []uint32, x []float32) float32 {
+// (q+128, q in [-127, 127]) into dst[0], dst[stride]…, and returns its
+// scale. A row with Inf or NaN gets a NaN scale, so its outputs are NaN
+// rather than quietly finite.
+func quantizeRow(dst []uint32, stride int, x []float32) float32 {
 	var amax float32
 	for _, v := range x {
 		amax = max(amax, abs32(v))
@@ -197,11 +212,12 @@ func quantizeRow(dst []uint32, x []float32) float32 {
 	if s > 0 {
 		inv = 1 / s
 	}
-	clear(dst[:ceilDiv(len(x), 4)])
-	for k, v := range x {
-		q := int32(roundEven32(v * inv))
-		q = min(max(q, -127), 127)
-		dst[k/4] |= uint32(q+128) << (8 * (k % 4))
+	for q := range ceilDiv(len(x), 4) {
+		var quad uint32
+		for b, v := range x[4*q : min(4*q+4, len(x))] {
+			quad |= uint32(quantize(v, inv)+128) << (8 * b)
+		}
+		dst[q*stride] = quad
 	}
 	// Padding k ≥ len(x) holds byte 0, i.e. q = -128 against a zero weight: no contribution.
 	return s

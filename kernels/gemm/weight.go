@@ -104,8 +104,7 @@ func QuantizeInt8(w []uint16, n, k int) *Weight {
 		dst := p.quads[(ch/panelWidth)*p.steps*panelWidth+ch%panelWidth:]
 		var sum int32
 		for kk, b := range row {
-			q := int32(roundEven32(bf16ToF32(b) * inv))
-			q = min(max(q, -127), 127)
+			q := quantize(bf16ToF32(b), inv)
 			sum += q
 			dst[(kk/4)*panelWidth] |= uint32(uint8(int8(q))) << (8 * (kk % 4))
 		}
@@ -154,5 +153,3 @@ func bf16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 func isInf32(v float32) bool { return math.IsInf(float64(v), 0) }
-
-func roundEven32(v float32) float32 { return float32(math.RoundToEven(float64(v))) }

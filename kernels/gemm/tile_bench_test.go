@@ -1,0 +1,60 @@
+package gemm
+
+import (
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ceiling"
+	"github.com/ellm-dev/ellm/kernels/threads"
+)
+
+// BenchmarkTile runs one 8-row × 2-panel tile kernel over L2-resident data
+// on one thread and reports it as a fraction of the instruction's peak,
+// measured alternately with it.
+func BenchmarkTile(b *testing.B) {
+	if !kernels.CPU().Supports(kernels.AVX512BF16) {
+		b.Skip("needs avx512bf16")
+	}
+	pool := threads.New(1, false)
+	defer pool.Close()
+	meter, err := ceiling.NewMeter(pool, ceiling.Options{Interval: 5 * time.Millisecond, Reps: 2, NoDRAM: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	const ks = 512
+	x := alignedU32(8 * ks * 2)
+	w := alignedU32(2 * ks * 16 * 2)
+	y := make([]float32, 8*32)
+	for _, tc := range []struct {
+		name  string
+		k     kernel
+		flops float64 // per step per row per panel
+		peak  func(c ceiling.Ceilings) float64
+	}{
+		{"bf16", bf16x512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.BF16GFLOPS.Single }},
+		{"pairs-f32", pairs512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }},
+		{"f32", f32x512Kernels[8][2], 32, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }},
+		{"vnni", vnni512Kernels[8][2], 128, func(c ceiling.Ceilings) float64 { return c.VNNIGOPS.Single }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			sx := make([]float32, 8)
+			a := &kargs{x: unsafe.Pointer(&x[0]), w: unsafe.Pointer(&w[0]), ps: ks * 64, ks: ks,
+				y: unsafe.Pointer(&y[0]), ldy: 128, sx: unsafe.Pointer(&sx[0]), sw: unsafe.Pointer(&y[0]), wc: unsafe.Pointer(&y[0])}
+			var best, peak float64
+			for range 10 {
+				c := meter.Compute()
+				peak = max(peak, tc.peak(c))
+				const calls = 500
+				start := time.Now()
+				for range calls {
+					tc.k(a)
+				}
+				best = max(best, calls*ks*8*2*tc.flops/time.Since(start).Seconds()/1e9)
+			}
+			b.ReportMetric(best, "GFLOP/s")
+			b.ReportMetric(100*best/peak, "%peak")
+		})
+	}
+}
