@@ -110,6 +110,9 @@ var bpeWorkPool = sync.Pool{New: func() any { return new(bpeWork) }}
 // merge appends the BPE of the bytes of word to dst: repeatedly merge the
 // adjacent pair of lowest rank, leftmost first (Hugging Face's order).
 func (m *mergeTable) merge(dst []int32, word string, byteID *[256]int32) []int32 {
+	if word == "" {
+		return dst
+	}
 	w := bpeWorkPool.Get().(*bpeWork)
 	ids := w.ids[:0]
 	for i := 0; i < len(word); i++ {
