@@ -3,11 +3,16 @@ package engine
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ellm-dev/ellm/pkg/model"
+	"github.com/ellm-dev/ellm/pkg/sample"
 )
 
 func TestGreedyMatchesReference(t *testing.T) {
@@ -369,5 +374,48 @@ func waitIdle(t *testing.T, e *Engine) {
 			t.Fatalf("engine not idle: %+v", e.Stats())
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// rowBackend returns the same logits for every segment and records nothing:
+// what remains of a step's allocations is the engine's own.
+type rowBackend struct{ row []float32 }
+
+func (b *rowBackend) forward([]model.Segment) error          { return nil }
+func (b *rowBackend) logits(int) []float32                   { return b.row }
+func (b *rowBackend) exportSlot(io.Writer, int, int) error   { return nil }
+func (b *rowBackend) importSlot(io.Reader, int) (int, error) { return 0, nil }
+
+func TestDecodeStepAllocatesNothing(t *testing.T) {
+	const vocab = 151936
+	row := make([]float32, vocab)
+	for i := range row {
+		row[i] = float32(i%1000) / 100
+	}
+	row[7], row[11] = 20, 19.5 // peaked, as trained models are
+	o := withDefaults(Options{BatchSize: 2, SequenceLength: 2048})
+	e, err := newEngine(o, Info{}, &rowBackend{row: row}, vocab, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	seed := uint64(1)
+	mallocs := func(n int) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := e.Generate(context.Background(), Request{Tokens: []int32{1, 2, 3}, MaxTokens: n,
+			Sampling: sample.Params{Temperature: 0.8, TopP: 0.9, TopK: 40, Seed: &seed}, Logprobs: true, TopLogprobs: 2},
+			func(Event) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		return after.Mallocs - before.Mallocs
+	}
+	mallocs(10) // warm up
+	short, long := mallocs(20), mallocs(1020)
+	// The per-request allocations are the same; 1000 more tokens add none.
+	if long > short+20 {
+		t.Errorf("1000 more tokens cost %d more allocations (%d vs %d)", long-short, long, short)
 	}
 }

@@ -111,9 +111,13 @@ type Sampler struct {
 
 	allowed []uint64
 	cand    []cand
+	// Single-pass top-k buffers, for small k.
+	topIdx []int32
+	topVal []float32
 
 	// The processed logits of the last Sample and their log-softmax normaliser.
 	logits  []float32
+	best    int32 // first index of the largest processed logit
 	maxL    float32
 	logNorm float32
 	normed  bool // logNorm is computed on demand: greedy decoding never needs it
@@ -123,6 +127,10 @@ type cand struct {
 	id int32
 	v  float32 // logit, then probability
 }
+
+// smallTopK is the largest k selected by one insertion pass over the logits
+// (cost ≈ vocab compares); larger k use quickselect.
+const smallTopK = 64
 
 // New returns a sampler for a vocabulary of vocab logits.
 func New(vocab int) *Sampler {
@@ -135,6 +143,8 @@ func New(vocab int) *Sampler {
 		outIDs:  make([]int32, 0, 1024),
 		allowed: make([]uint64, words),
 		cand:    make([]cand, vocab),
+		topIdx:  make([]int32, smallTopK),
+		topVal:  make([]float32, smallTopK),
 	}
 }
 
@@ -204,7 +214,7 @@ func (s *Sampler) Sample(logits []float32) (int32, error) {
 	}
 	p := s.params
 	if p.Temperature == 0 {
-		return int32(ops.Argmax(logits)), nil
+		return s.best, nil
 	}
 	return s.draw(logits), nil
 }
@@ -241,14 +251,11 @@ func (s *Sampler) process(logits []float32) error {
 			logits[id] -= pp + fp*float32(s.counts[id])
 		}
 	}
-	maxL := negInf
-	for _, l := range logits {
-		maxL = max(maxL, l)
-	}
-	if math.IsInf(float64(maxL), -1) {
+	best := ops.Argmax(logits)
+	if best < 0 || math.IsInf(float64(logits[best]), -1) {
 		return ErrNoToken
 	}
-	s.logits, s.maxL, s.normed = logits, maxL, false
+	s.logits, s.best, s.maxL, s.normed = logits, int32(best), logits[best], false
 	return nil
 }
 
@@ -256,18 +263,33 @@ func (s *Sampler) process(logits []float32) error {
 func (s *Sampler) draw(logits []float32) int32 {
 	p := s.params
 	invT := 1 / p.Temperature
-	// Probabilities relative to the best token, unnormalised: truncation
-	// only compares and sums them.
+	// Sorting ~150k candidates per token would dominate a decode step, so
+	// only as many as the filters need are selected and sorted. Top-k works
+	// on the logits (the exponentials are then only taken of k tokens), with
+	// a single pass when k is small (Qwen3 recommends 20).
 	c := s.cand[:0]
-	for i, l := range logits {
-		if !math.IsInf(float64(l), -1) {
-			c = append(c, cand{int32(i), ops.Exp32((l - s.maxL) * invT)})
+	if k := p.TopK; k > 0 && k <= len(s.topIdx) {
+		idx, vals := s.topIdx[:k], s.topVal[:k]
+		ops.TopK(idx, vals, logits)
+		for i, id := range idx {
+			if !math.IsInf(float64(vals[i]), -1) {
+				c = append(c, cand{id, vals[i]})
+			}
+		}
+	} else {
+		for i, l := range logits {
+			if !math.IsInf(float64(l), -1) {
+				c = append(c, cand{int32(i), l})
+			}
+		}
+		if k > 0 && k < len(c) {
+			c = c[:selectTop(c, k)]
 		}
 	}
-	// Sorting ~150k candidates per token would dominate a decode step, so
-	// only as many as the filters need are selected and sorted.
-	if p.TopK > 0 && p.TopK < len(c) {
-		c = c[:selectTop(c, p.TopK)]
+	// Probabilities relative to the best token, unnormalised: the other
+	// filters and the draw only compare and sum them.
+	for i := range c {
+		c[i].v = ops.Exp32((c[i].v - s.maxL) * invT)
 	}
 	if p.TopP > 0 && p.TopP < 1 {
 		c = nucleus(c, p.TopP)
@@ -297,29 +319,57 @@ func (s *Sampler) draw(logits []float32) int32 {
 	return c[len(c)-1].id
 }
 
-// nucleus returns the top-p prefix of c, sorted best first. It sorts a
-// growing top slice until that slice alone reaches p, which is exact: the
-// nucleus of the whole set is a prefix of the sorted order.
+// nucleus returns the smallest set of most likely candidates whose mass
+// reaches topP of the total. Usually a few hundred tokens hold that mass: they
+// are selected and sorted, and the set is the shortest sorted prefix. When
+// the distribution is flat, sorting most of the vocabulary per token would
+// dominate a decode step, so the probability threshold is found by bisection
+// instead; the set is then every candidate at or above it (all tokens tied
+// at the threshold, in no particular order).
 func nucleus(c []cand, topP float32) []cand {
 	var total float64
 	for _, x := range c {
 		total += float64(x.v)
 	}
 	target := float64(topP) * total
-	k := len(c)
-	for m := min(k, 256); ; m = min(k, m*4) {
-		n := selectTop(c, m)
-		var acc float64
-		for i := range n {
-			acc += float64(c[i].v)
-			if acc >= target {
-				return c[:i+1]
-			}
-		}
-		if m == k {
-			return c[:m]
+	m := selectTop(c, min(len(c), 256))
+	var acc float64
+	for i := range m {
+		acc += float64(c[i].v)
+		if acc >= target {
+			return c[:i+1]
 		}
 	}
+	if m == len(c) {
+		return c
+	}
+	// The mass at or above lo always reaches the target; above hi it does not.
+	lo, hi := float32(0), c[0].v
+	for range 40 {
+		mid := lo + (hi-lo)/2
+		if mid <= lo || mid >= hi {
+			break
+		}
+		var mass float64
+		for _, x := range c {
+			if x.v >= mid {
+				mass += float64(x.v)
+			}
+		}
+		if mass >= target {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	n := 0
+	for _, x := range c {
+		if x.v >= lo {
+			c[n] = x
+			n++
+		}
+	}
+	return c[:n]
 }
 
 // selectTop moves the k largest candidates (by value, then lowest id) to the
