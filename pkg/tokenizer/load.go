@@ -144,7 +144,9 @@ func New(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 	if err := t.setAddedTokens(added); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: added_tokens: %w", err)
 	}
-	t.buildTokenBytes()
+	if err := t.buildTokenBytes(); err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
 	if cfg.present {
 		if err := t.setConfig(&cfg.configJSON); err != nil {
 			return nil, fmt.Errorf("tokenizer_config.json: %w", err)
@@ -419,12 +421,21 @@ func (t *Tokenizer) setAddedTokens(added []addedTokenJSON) error {
 }
 
 // buildTokenBytes lays out the bytes of every id in one arena.
-func (t *Tokenizer) buildTokenBytes() {
+func (t *Tokenizer) buildTokenBytes() error {
+	if n := len(t.vocab) + len(t.addedContent); t.vocabSize > 2*n+1024 {
+		return fmt.Errorf("ids up to %d for %d tokens: too sparse", t.vocabSize-1, n)
+	}
 	spell := make([]string, t.vocabSize)
 	for tok, id := range t.vocab {
+		if spell[id] != "" {
+			return fmt.Errorf("vocab: id %d is both %q and %q", id, spell[id], tok)
+		}
 		spell[id] = tok
 	}
 	for id, c := range t.addedContent {
+		if v := spell[id]; v != "" && v != c {
+			return fmt.Errorf("added token %q has the id %d of vocab entry %q", c, id, v)
+		}
 		spell[id] = c
 	}
 	t.tokenOff = make([]uint32, t.vocabSize+1)
@@ -433,6 +444,7 @@ func (t *Tokenizer) buildTokenBytes() {
 		t.tokenData = append(t.tokenData, byteLevelDecode(s)...)
 		t.tokenOff[id+1] = uint32(len(t.tokenData))
 	}
+	return nil
 }
 
 func (t *Tokenizer) setConfig(c *configJSON) error {
