@@ -6,6 +6,21 @@ import "github.com/ellm-dev/ellm/kernels"
 
 //go:generate go run gen_asm.go
 
+func init() {
+	if kernels.CPU().AVX512F {
+		simdPrep = &prepFuncs{absMaxBitsAVX512, quantizeQuadsAVX512, bf16PairsAVX512}
+	}
+}
+
+//go:noescape
+func absMaxBitsAVX512(x []float32) uint32
+
+//go:noescape
+func quantizeQuadsAVX512(dst *uint32, stride int, x []float32, inv float32)
+
+//go:noescape
+func bf16PairsAVX512(dst *uint32, stride int, x []float32)
+
 // asmKernels is the tile kernel set of path p on amd64. Int8 weights take the
 // generic integer kernels below the bf16 path (which needs VNNI anyway), and
 // f32 weights take the f32 FMA kernels on the bf16 path.

@@ -69,6 +69,7 @@ type Context struct {
 	pool       *threads.Pool
 	path       kernels.Path
 	set        kernelSet
+	prep       *prepFuncs // nil: activations prepared in Go
 	maxM, maxK int
 
 	xf     []float32 // activations padded to an even K (bf16 pairs read two at a time)
@@ -97,6 +98,9 @@ func NewContext(pool *threads.Pool, maxM, maxK int) *Context {
 	}
 	path := kernels.Active()
 	c := &Context{pool: pool, path: path, set: kernelsFor(path), maxM: maxM, maxK: maxK}
+	if path >= kernels.AVX512 {
+		c.prep = simdPrep
+	}
 	kpad := ceilDiv(maxK, 4) * 4
 	c.xf = alignedF32(maxM * kpad)
 	c.xp = alignedU32(maxM * kpad / 2)
@@ -228,9 +232,9 @@ func (t *task) prepare(lo, hi int) {
 			x := t.x[(r0+r)*k : (r0+r+1)*k]
 			switch t.form {
 			case formQuads:
-				c.sx[r0+r] = quantizeRow(c.xp[r0*steps+r:], rows, x)
+				c.sx[r0+r] = quantizeRow(c.xp[r0*steps+r:], rows, x, c.prep)
 			case formBF16:
-				toBF16Pairs(c.xp[r0*steps+r:], rows, x)
+				toBF16Pairs(c.xp[r0*steps+r:], rows, x, c.prep)
 			case formF32:
 				dst := c.xf[r0*k+r:]
 				for kk, v := range x {

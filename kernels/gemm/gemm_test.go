@@ -90,6 +90,7 @@ func checkGuards(t *testing.T, all []float32) {
 // emulation of path p's arithmetic where one exists.
 func emulation(pool *threads.Pool, p kernels.Path, maxM, maxK int) *Context {
 	c := NewContext(pool, maxM, maxK)
+	c.prep = nil
 	if p == kernels.AVX512BF16 {
 		c.set = genericSet(genPairsBF16, true)
 	} else {
@@ -422,6 +423,50 @@ func TestDPBF16(t *testing.T) {
 	} {
 		if got := dpbf16(tc.acc, tc.a, tc.b); math.Float32bits(got) != math.Float32bits(tc.want) {
 			t.Errorf("dpbf16(%g, %#x, %#x) = %g, want %g", tc.acc, tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// TestPrepSIMD: the assembly activation preparation writes the same bits as
+// the Go code, for every length and stride, special values included.
+func TestPrepSIMD(t *testing.T) {
+	if simdPrep == nil {
+		t.Skip("no assembly preparation on this CPU/build")
+	}
+	rng := rand.New(rand.NewPCG(13, 14))
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
+		math.Float32frombits(1), math.Float32frombits(0x807fffff), 0x1p-126, 3.0000002, 0x1.fffffep127}
+	for _, n := range []int{1, 15, 16, 17, 31, 32, 33, 64, 1000, 1024} {
+		for _, stride := range []int{1, 3, 8} {
+			for _, special := range []bool{false, true} {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64()) * 3
+					if special && rng.IntN(8) == 0 {
+						x[i] = specials[rng.IntN(len(specials))]
+					}
+				}
+				steps := ceilDiv(n, 2) * stride
+				got, want := make([]uint32, steps), make([]uint32, steps)
+				toBF16Pairs(got, stride, x, simdPrep)
+				toBF16Pairs(want, stride, x, nil)
+				for i := range want {
+					if got[i] != want[i] {
+						t.Fatalf("bf16 pairs n=%d stride=%d: [%d] = %#08x, want %#08x", n, stride, i, got[i], want[i])
+					}
+				}
+				clear(got)
+				clear(want)
+				sg, sw := quantizeRow(got, stride, x, simdPrep), quantizeRow(want, stride, x, nil)
+				if !sameBits(sg, sw) {
+					t.Fatalf("quantize n=%d stride=%d: scale %g, want %g", n, stride, sg, sw)
+				}
+				for i := range ceilDiv(n, 4) * stride {
+					if got[i] != want[i] {
+						t.Fatalf("quads n=%d stride=%d special=%v: [%d] = %#08x, want %#08x", n, stride, special, i, got[i], want[i])
+					}
+				}
+			}
 		}
 	}
 }

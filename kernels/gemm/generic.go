@@ -137,10 +137,27 @@ func toBF16(v float32) uint16 {
 	return uint16((b + 0x7fff + (b>>16)&1) >> 16)
 }
 
+// prepFuncs are assembly versions of the activation preparation, bit for
+// bit the Go code below; each handles the first len(x)/16·16 elements and
+// writes dst every stride bytes.
+type prepFuncs struct {
+	absMaxBits func(x []float32) uint32
+	quads      func(dst *uint32, stride int, x []float32, inv float32)
+	pairs      func(dst *uint32, stride int, x []float32)
+}
+
+// simdPrep is set where the CPU has the assembly (asm_amd64.go).
+var simdPrep *prepFuncs
+
 // toBF16Pairs rounds a row of activations to bf16 pairs (even k low), the
 // zero-padded odd tail included, into dst[0], dst[stride], dst[2·stride]…
-func toBF16Pairs(dst []uint32, stride int, x []float32) {
-	for q := range len(x) / 2 {
+func toBF16Pairs(dst []uint32, stride int, x []float32, simd *prepFuncs) {
+	n := 0
+	if simd != nil && len(x) >= 16 {
+		n = len(x) &^ 15
+		simd.pairs(&dst[0], stride*4, x[:n])
+	}
+	for q := n / 2; q < len(x)/2; q++ {
 		dst[q*stride] = uint32(toBF16(x[2*q])) | uint32(toBF16(x[2*q+1]))<<16
 	}
 	if len(x)%2 == 1 {
@@ -199,12 +216,19 @@ func dot4(u, s uint32) int32 {
 // (q+128, q in [-127, 127]) into dst[0], dst[stride]…, and returns its
 // scale. A row with Inf or NaN gets a NaN scale, so its outputs are NaN
 // rather than quietly finite.
-func quantizeRow(dst []uint32, stride int, x []float32) float32 {
-	var amax float32
-	for _, v := range x {
-		amax = max(amax, abs32(v))
+func quantizeRow(dst []uint32, stride int, x []float32, simd *prepFuncs) float32 {
+	// The largest |x| as bits: for non-negative floats the integer order is
+	// the float order, and any NaN is above +Inf.
+	var bits uint32
+	n := 0
+	if simd != nil && len(x) >= 16 {
+		n = len(x) &^ 15
+		bits = simd.absMaxBits(x[:n])
 	}
-	s := amax / 127
+	for _, v := range x[n:] {
+		bits = max(bits, math.Float32bits(v)&0x7fffffff)
+	}
+	s := math.Float32frombits(bits) / 127
 	if math.IsNaN(float64(s)) || isInf32(s) {
 		s = float32(math.NaN())
 	}
@@ -212,7 +236,10 @@ func quantizeRow(dst []uint32, stride int, x []float32) float32 {
 	if s > 0 {
 		inv = 1 / s
 	}
-	for q := range ceilDiv(len(x), 4) {
+	if n > 0 {
+		simd.quads(&dst[0], stride*4, x[:n], inv)
+	}
+	for q := n / 4; q < ceilDiv(len(x), 4); q++ {
 		var quad uint32
 		for b, v := range x[4*q : min(4*q+4, len(x))] {
 			quad |= uint32(quantize(v, inv)+128) << (8 * b)

@@ -1,0 +1,132 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Activation preparation with AVX-512F, bit for bit the Go functions in
+// generic.go (absMaxBits ~ the amax loop of quantizeRow, quantizeQuads ~
+// quantize, bf16Pairs ~ toBF16). Each handles len(x)/16 blocks of 16;
+// the caller does the rest. dst is written every `stride` bytes.
+
+// func absMaxBitsAVX512(x []float32) uint32
+TEXT ·absMaxBitsAVX512(SB), NOSPLIT, $0-28
+	MOVQ x_base+0(FP), SI
+	MOVQ x_len+8(FP), CX
+	SHRQ $4, CX
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z2
+	VPXORD Z1, Z1, Z1
+	TESTQ CX, CX
+	JZ reduce
+loop:
+	VPANDD (SI), Z2, Z0
+	VPMAXUD Z0, Z1, Z1
+	ADDQ $64, SI
+	DECQ CX
+	JNZ loop
+reduce:
+	VEXTRACTI64X4 $1, Z1, Y0
+	VPMAXUD Y0, Y1, Y1
+	VEXTRACTI128 $1, Y1, X0
+	VPMAXUD X0, X1, X1
+	VPSHUFD $0x4e, X1, X0
+	VPMAXUD X0, X1, X1
+	VPSHUFD $0xb1, X1, X0
+	VPMAXUD X0, X1, X1
+	VMOVD X1, AX
+	MOVL AX, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func quantizeQuadsAVX512(dst *uint32, stride int, x []float32, inv float32)
+// Per element: f = x·inv; NaN or f ≤ -127 → -127, f > 127 → 127, else
+// round to nearest even (VCVTPS2DQ in the default MXCSR mode); +128 as u8.
+TEXT ·quantizeQuadsAVX512(SB), NOSPLIT, $0-44
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), R8
+	MOVQ x_base+16(FP), SI
+	MOVQ x_len+24(FP), CX
+	SHRQ $4, CX
+	JZ done
+	LEAQ (R8)(R8*2), R9
+	LEAQ (R8*4), R10
+	VBROADCASTSS inv+40(FP), Z4
+	MOVL $0xc2fe0000, AX // -127
+	VPBROADCASTD AX, Z5
+	MOVL $0x42fe0000, AX // 127
+	VPBROADCASTD AX, Z6
+	MOVL $128, AX
+	VPBROADCASTD AX, Z7
+loop:
+	VMULPS (SI), Z4, Z0
+	VMAXPS Z5, Z0, Z0 // a NaN in Z0 gives the second source, -127
+	VMINPS Z6, Z0, Z0
+	VCVTPS2DQ Z0, Z0
+	VPADDD Z7, Z0, Z0
+	VPMOVDB Z0, X0
+	VMOVD X0, (DI)
+	VPEXTRD $1, X0, (DI)(R8*1)
+	VPEXTRD $2, X0, (DI)(R8*2)
+	VPEXTRD $3, X0, (DI)(R9*1)
+	ADDQ R10, DI
+	ADDQ $64, SI
+	DECQ CX
+	JNZ loop
+done:
+	VZEROUPPER
+	RET
+
+// func bf16PairsAVX512(dst *uint32, stride int, x []float32)
+// Per element b (f32 bits): NaN → b|0x00400000, zero or denormal → sign
+// only, else b + 0x7fff + (b>>16 & 1); the bf16 is then bits 16-31, and
+// VPMOVDW packs the 16 of them in order: pairs with the even k low.
+TEXT ·bf16PairsAVX512(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), R8
+	MOVQ x_base+16(FP), SI
+	MOVQ x_len+24(FP), CX
+	SHRQ $4, CX
+	JZ done
+	LEAQ (R8)(R8*2), R9
+	LEAQ (R8*4), R10
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z10
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z11
+	MOVL $1, AX
+	VPBROADCASTD AX, Z12
+	MOVL $0x7fff, AX
+	VPBROADCASTD AX, Z13
+	MOVL $0x00400000, AX
+	VPBROADCASTD AX, Z14
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z15
+loop:
+	VMOVDQU32 (SI), Z0
+	VPANDD Z10, Z0, Z1
+	VPCMPUD $6, Z11, Z1, K1 // |b| > Inf: NaN
+	VPTESTNMD Z11, Z0, K2   // exponent 0: zero or denormal
+	VPSRLD $16, Z0, Z2
+	VPANDD Z12, Z2, Z2
+	VPADDD Z13, Z2, Z2
+	VPADDD Z0, Z2, Z2
+	VPORD Z14, Z0, K1, Z2
+	VPANDD Z15, Z0, K2, Z2
+	VPSRLD $16, Z2, Z2
+	VPMOVDW Z2, Y2
+	VMOVD X2, (DI)
+	VPEXTRD $1, X2, (DI)(R8*1)
+	VPEXTRD $2, X2, (DI)(R8*2)
+	VPEXTRD $3, X2, (DI)(R9*1)
+	ADDQ R10, DI
+	VEXTRACTI128 $1, Y2, X2
+	VMOVD X2, (DI)
+	VPEXTRD $1, X2, (DI)(R8*1)
+	VPEXTRD $2, X2, (DI)(R8*2)
+	VPEXTRD $3, X2, (DI)(R9*1)
+	ADDQ R10, DI
+	ADDQ $64, SI
+	DECQ CX
+	JNZ loop
+done:
+	VZEROUPPER
+	RET
