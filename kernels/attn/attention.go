@@ -55,8 +55,11 @@ type scratch struct {
 	kt, vt []float32 // [Tile, headDim]
 	ml     []float32 // [blockRows·group, 2]: running max, running sum
 	acc    []float32 // [blockRows·group, headDim]
-	s      []float32 // [Tile] scores, then probabilities
-	_      [64]byte  // keep workers' slice headers on separate cache lines
+	s      []float32 // [groupQueries, Tile] scores, then probabilities
+	pend   [groupQueries]query
+	np, pn int // pending queries, their number of positions
+	refs   [groupQueries]qref
+	_      [64]byte // keep workers' slice headers on separate cache lines
 }
 
 // New sizes an Attention for calls of at most maxRows query rows in total.
@@ -77,7 +80,7 @@ func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention,
 		w.kt, w.vt = make([]float32, Tile*headDim), make([]float32, Tile*headDim)
 		w.ml = make([]float32, 2*blockRows*a.group)
 		w.acc = make([]float32, blockRows*a.group*headDim)
-		w.s = make([]float32, Tile)
+		w.s = make([]float32, groupQueries*Tile)
 	}
 	return a, nil
 }
@@ -109,6 +112,29 @@ func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
 	a.next.Store(0)
 	a.pool.Run(a)
 	a.out, a.q, a.c, a.seqs = nil, nil, nil, nil
+}
+
+// query is one query head's online-softmax state and input.
+type query struct{ ml, acc, q []float32 }
+
+// groupQueries is how many queries over the same positions one kernel call
+// takes: each K/V vector loaded then feeds that many FMAs.
+const groupQueries = 4
+
+// flush runs the pending queries over the tile (k, v): a full group in one
+// call where the path has a group kernel, else one call per query. Both give
+// the same bits, so grouping never changes a row's result.
+func (a *Attention) flush(w *scratch, k, v []float32) {
+	n := w.pn
+	if w.np == groupQueries && tileGroup(a.path, w, k, v, n, a.headDim, a.scale) {
+		w.np = 0
+		return
+	}
+	for i := range w.np {
+		p := &w.pend[i]
+		tile(a.path, p.ml, p.acc, p.q, k, v, w.s[:Tile], n, a.scale)
+	}
+	w.np = 0
 }
 
 func (a *Attention) check(out, q []float32, c *Cache, seqs []Seq) {
@@ -164,16 +190,26 @@ func (a *Attention) block(w *scratch, it item) {
 			k = widenK(a.path, w.kt, nil, c.K32[o0:o1], t1-t0, hd)
 			v = widenV(a.path, w.vt, nil, c.V32[o0:o1], t1-t0, hd)
 		}
-		// rows whose position precedes the tile are done with it
+		// Rows whose position precedes the tile are done with it. Queries
+		// over the same number of positions go to the kernel in groups.
+		w.np = 0
 		for r := max(lo, t0-s.Start); r < hi; r++ {
 			n := min(t1, s.Start+r+1) - t0
+			if w.np > 0 && n != w.pn {
+				a.flush(w, k, v)
+			}
+			w.pn = n
 			qrow := (s.Row + r) * a.qHeads * hd
 			for j := range g {
-				qh := int(it.head)*g + j
 				i := (r-lo)*g + j
-				tile(a.path, w.ml[2*i:2*i+2], w.acc[i*hd:(i+1)*hd], a.q[qrow+qh*hd:qrow+(qh+1)*hd], k, v, w.s, n, a.scale)
+				qh := (int(it.head)*g + j) * hd
+				w.pend[w.np] = query{ml: w.ml[2*i : 2*i+2], acc: w.acc[i*hd : (i+1)*hd], q: a.q[qrow+qh : qrow+qh+hd]}
+				if w.np++; w.np == len(w.pend) {
+					a.flush(w, k, v)
+				}
 			}
 		}
+		a.flush(w, k, v)
 	}
 	for r := lo; r < hi; r++ {
 		orow := (s.Row + r) * a.qHeads * hd

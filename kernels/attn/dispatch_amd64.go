@@ -19,6 +19,29 @@ import (
 func tileAVX512(ml, acc, q, k, v, s *float32, n, hd int, scale float32)
 
 //go:noescape
+func tile4AVX512(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)
+
+// qref is a query as tile4AVX512 reads it (offsets fixed in the assembly).
+type qref struct {
+	ml, acc, q, s *float32
+	corr          float32
+	_             [4]byte
+}
+
+// tileGroup runs the four pending queries of w through tile4AVX512.
+func tileGroup(p kernels.Path, w *scratch, k, v []float32, n, hd int, scale float32) bool {
+	if !useAVX512(p, hd) {
+		return false
+	}
+	for i := range w.pend {
+		q := &w.pend[i]
+		w.refs[i] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[i*Tile]}
+	}
+	tile4AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
+	return true
+}
+
+//go:noescape
 func widenKAVX512(dst *float32, src *uint16, rows, hd int)
 
 //go:noescape

@@ -22,3 +22,8 @@ func widenV(_ kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows
 	ops.ToF32(dst[:rows*hd], src16[:rows*hd])
 	return dst[:rows*hd]
 }
+
+// qref is only used by the assembly group kernel.
+type qref struct{}
+
+func tileGroup(kernels.Path, *scratch, []float32, []float32, int, int, float32) bool { return false }

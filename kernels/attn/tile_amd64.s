@@ -2,88 +2,165 @@
 
 #include "textflag.h"
 
-// Exp32 of kernels/ops, 16 lanes: the same operations in the same order
-// (separate multiplies and adds), so the result is bit-identical to the Go
-// function (TestExpMatchesOps). Constants in Z21..Z31 and the -87 bound in
-// Z20 (LOADEXP); x is replaced by e^x; n and t are scratch; K2 is clobbered.
-#define LOADEXP \
-	VBROADCASTSS explo<>(SB), Z20 \
-	VBROADCASTSS exphi<>(SB), Z21 \
-	VBROADCASTSS explog2e<>(SB), Z22 \
-	VBROADCASTSS expln2hi<>(SB), Z23 \
-	VBROADCASTSS expln2lo<>(SB), Z24 \
-	VBROADCASTSS expp0<>(SB), Z25 \
-	VBROADCASTSS expp1<>(SB), Z26 \
-	VBROADCASTSS expp2<>(SB), Z27 \
-	VBROADCASTSS expp3<>(SB), Z28 \
-	VBROADCASTSS expp4<>(SB), Z29 \
-	VBROADCASTSS expp5<>(SB), Z30 \
-	VBROADCASTSS expone<>(SB), Z31
-
+// Exp32 of kernels/ops on 16 lanes: a copy of ops_amd64.s's EXP512 (assembly
+// cannot share macros across packages), the same operations in the same
+// order, so the result is bit-identical to ops.Exp32 (TestExpMatchesOps).
+// x is replaced by e^x; n, t, u are scratch; K2 is clobbered.
 #define EXP(x, n, t, u) \
-	VCMPPS $13, Z20, x, K2 \
-	VMINPS Z21, x, x \
-	VMULPS Z22, x, n \
+	VCMPPS $13, c_lo<>(SB), x, K2 \
+	VMINPS c_hi<>(SB), x, x \
+	VMULPS c_log2e<>(SB), x, n \
 	VRNDSCALEPS $0, n, n \
-	VMULPS Z23, n, t \
+	VMULPS c_ln2hi<>(SB), n, t \
 	VSUBPS t, x, x \
-	VMULPS Z24, n, t \
+	VMULPS c_ln2lo<>(SB), n, t \
 	VSUBPS t, x, x \
-	VMULPS Z25, x, t \
-	VADDPS Z26, t, t \
+	VMULPS c_p0<>(SB), x, t \
+	VADDPS c_p1<>(SB), t, t \
 	VMULPS x, t, t \
-	VADDPS Z27, t, t \
+	VADDPS c_p2<>(SB), t, t \
 	VMULPS x, t, t \
-	VADDPS Z28, t, t \
+	VADDPS c_p3<>(SB), t, t \
 	VMULPS x, t, t \
-	VADDPS Z29, t, t \
+	VADDPS c_p4<>(SB), t, t \
 	VMULPS x, t, t \
-	VADDPS Z30, t, t \
+	VADDPS c_p5<>(SB), t, t \
 	VCVTPS2DQ n, n \
 	VPSLLD $23, n, n \
-	VPADDD expbias<>(SB), n, n \
+	VPADDD c_bias<>(SB), n, n \
 	VMULPS x, x, u \
 	VMULPS u, t, t \
 	VADDPS x, t, t \
-	VADDPS Z31, t, t \
+	VADDPS c_one<>(SB), t, t \
 	VMULPS n, t, x \
 	VMOVAPS.Z x, K2, x
 
-DATA explo<>+0(SB)/4, $0xc2ae0000
-GLOBL explo<>(SB), RODATA|NOPTR, $4
-DATA exphi<>+0(SB)/4, $0x42b00000
-GLOBL exphi<>(SB), RODATA|NOPTR, $4
-DATA explog2e<>+0(SB)/4, $0x3fb8aa3b
-GLOBL explog2e<>(SB), RODATA|NOPTR, $4
-DATA expln2hi<>+0(SB)/4, $0x3f318000
-GLOBL expln2hi<>(SB), RODATA|NOPTR, $4
-DATA expln2lo<>+0(SB)/4, $0xb95e8083
-GLOBL expln2lo<>(SB), RODATA|NOPTR, $4
-DATA expp0<>+0(SB)/4, $0x39506967
-GLOBL expp0<>(SB), RODATA|NOPTR, $4
-DATA expp1<>+0(SB)/4, $0x3ab743ce
-GLOBL expp1<>(SB), RODATA|NOPTR, $4
-DATA expp2<>+0(SB)/4, $0x3c088908
-GLOBL expp2<>(SB), RODATA|NOPTR, $4
-DATA expp3<>+0(SB)/4, $0x3d2aa9c1
-GLOBL expp3<>(SB), RODATA|NOPTR, $4
-DATA expp4<>+0(SB)/4, $0x3e2aaaaa
-GLOBL expp4<>(SB), RODATA|NOPTR, $4
-DATA expp5<>+0(SB)/4, $0x3f000000
-GLOBL expp5<>(SB), RODATA|NOPTR, $4
-DATA expone<>+0(SB)/4, $0x3f800000
-GLOBL expone<>(SB), RODATA|NOPTR, $4
-
-// 127 << 23 in every lane: adding it to n << 23 builds 2^n.
-DATA expbias<>+0(SB)/8, $0x3f8000003f800000
-DATA expbias<>+8(SB)/8, $0x3f8000003f800000
-DATA expbias<>+16(SB)/8, $0x3f8000003f800000
-DATA expbias<>+24(SB)/8, $0x3f8000003f800000
-DATA expbias<>+32(SB)/8, $0x3f8000003f800000
-DATA expbias<>+40(SB)/8, $0x3f8000003f800000
-DATA expbias<>+48(SB)/8, $0x3f8000003f800000
-DATA expbias<>+56(SB)/8, $0x3f8000003f800000
-GLOBL expbias<>(SB), RODATA|NOPTR, $64
+DATA c_lo<>+0(SB)/8, $0xc2ae0000c2ae0000
+DATA c_lo<>+8(SB)/8, $0xc2ae0000c2ae0000
+DATA c_lo<>+16(SB)/8, $0xc2ae0000c2ae0000
+DATA c_lo<>+24(SB)/8, $0xc2ae0000c2ae0000
+DATA c_lo<>+32(SB)/8, $0xc2ae0000c2ae0000
+DATA c_lo<>+40(SB)/8, $0xc2ae0000c2ae0000
+DATA c_lo<>+48(SB)/8, $0xc2ae0000c2ae0000
+DATA c_lo<>+56(SB)/8, $0xc2ae0000c2ae0000
+GLOBL c_lo<>(SB), RODATA|NOPTR, $64
+DATA c_hi<>+0(SB)/8, $0x42b0000042b00000
+DATA c_hi<>+8(SB)/8, $0x42b0000042b00000
+DATA c_hi<>+16(SB)/8, $0x42b0000042b00000
+DATA c_hi<>+24(SB)/8, $0x42b0000042b00000
+DATA c_hi<>+32(SB)/8, $0x42b0000042b00000
+DATA c_hi<>+40(SB)/8, $0x42b0000042b00000
+DATA c_hi<>+48(SB)/8, $0x42b0000042b00000
+DATA c_hi<>+56(SB)/8, $0x42b0000042b00000
+GLOBL c_hi<>(SB), RODATA|NOPTR, $64
+DATA c_log2e<>+0(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA c_log2e<>+8(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA c_log2e<>+16(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA c_log2e<>+24(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA c_log2e<>+32(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA c_log2e<>+40(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA c_log2e<>+48(SB)/8, $0x3fb8aa3b3fb8aa3b
+DATA c_log2e<>+56(SB)/8, $0x3fb8aa3b3fb8aa3b
+GLOBL c_log2e<>(SB), RODATA|NOPTR, $64
+DATA c_ln2hi<>+0(SB)/8, $0x3f3180003f318000
+DATA c_ln2hi<>+8(SB)/8, $0x3f3180003f318000
+DATA c_ln2hi<>+16(SB)/8, $0x3f3180003f318000
+DATA c_ln2hi<>+24(SB)/8, $0x3f3180003f318000
+DATA c_ln2hi<>+32(SB)/8, $0x3f3180003f318000
+DATA c_ln2hi<>+40(SB)/8, $0x3f3180003f318000
+DATA c_ln2hi<>+48(SB)/8, $0x3f3180003f318000
+DATA c_ln2hi<>+56(SB)/8, $0x3f3180003f318000
+GLOBL c_ln2hi<>(SB), RODATA|NOPTR, $64
+DATA c_ln2lo<>+0(SB)/8, $0xb95e8083b95e8083
+DATA c_ln2lo<>+8(SB)/8, $0xb95e8083b95e8083
+DATA c_ln2lo<>+16(SB)/8, $0xb95e8083b95e8083
+DATA c_ln2lo<>+24(SB)/8, $0xb95e8083b95e8083
+DATA c_ln2lo<>+32(SB)/8, $0xb95e8083b95e8083
+DATA c_ln2lo<>+40(SB)/8, $0xb95e8083b95e8083
+DATA c_ln2lo<>+48(SB)/8, $0xb95e8083b95e8083
+DATA c_ln2lo<>+56(SB)/8, $0xb95e8083b95e8083
+GLOBL c_ln2lo<>(SB), RODATA|NOPTR, $64
+DATA c_p0<>+0(SB)/8, $0x3950696739506967
+DATA c_p0<>+8(SB)/8, $0x3950696739506967
+DATA c_p0<>+16(SB)/8, $0x3950696739506967
+DATA c_p0<>+24(SB)/8, $0x3950696739506967
+DATA c_p0<>+32(SB)/8, $0x3950696739506967
+DATA c_p0<>+40(SB)/8, $0x3950696739506967
+DATA c_p0<>+48(SB)/8, $0x3950696739506967
+DATA c_p0<>+56(SB)/8, $0x3950696739506967
+GLOBL c_p0<>(SB), RODATA|NOPTR, $64
+DATA c_p1<>+0(SB)/8, $0x3ab743ce3ab743ce
+DATA c_p1<>+8(SB)/8, $0x3ab743ce3ab743ce
+DATA c_p1<>+16(SB)/8, $0x3ab743ce3ab743ce
+DATA c_p1<>+24(SB)/8, $0x3ab743ce3ab743ce
+DATA c_p1<>+32(SB)/8, $0x3ab743ce3ab743ce
+DATA c_p1<>+40(SB)/8, $0x3ab743ce3ab743ce
+DATA c_p1<>+48(SB)/8, $0x3ab743ce3ab743ce
+DATA c_p1<>+56(SB)/8, $0x3ab743ce3ab743ce
+GLOBL c_p1<>(SB), RODATA|NOPTR, $64
+DATA c_p2<>+0(SB)/8, $0x3c0889083c088908
+DATA c_p2<>+8(SB)/8, $0x3c0889083c088908
+DATA c_p2<>+16(SB)/8, $0x3c0889083c088908
+DATA c_p2<>+24(SB)/8, $0x3c0889083c088908
+DATA c_p2<>+32(SB)/8, $0x3c0889083c088908
+DATA c_p2<>+40(SB)/8, $0x3c0889083c088908
+DATA c_p2<>+48(SB)/8, $0x3c0889083c088908
+DATA c_p2<>+56(SB)/8, $0x3c0889083c088908
+GLOBL c_p2<>(SB), RODATA|NOPTR, $64
+DATA c_p3<>+0(SB)/8, $0x3d2aa9c13d2aa9c1
+DATA c_p3<>+8(SB)/8, $0x3d2aa9c13d2aa9c1
+DATA c_p3<>+16(SB)/8, $0x3d2aa9c13d2aa9c1
+DATA c_p3<>+24(SB)/8, $0x3d2aa9c13d2aa9c1
+DATA c_p3<>+32(SB)/8, $0x3d2aa9c13d2aa9c1
+DATA c_p3<>+40(SB)/8, $0x3d2aa9c13d2aa9c1
+DATA c_p3<>+48(SB)/8, $0x3d2aa9c13d2aa9c1
+DATA c_p3<>+56(SB)/8, $0x3d2aa9c13d2aa9c1
+GLOBL c_p3<>(SB), RODATA|NOPTR, $64
+DATA c_p4<>+0(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA c_p4<>+8(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA c_p4<>+16(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA c_p4<>+24(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA c_p4<>+32(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA c_p4<>+40(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA c_p4<>+48(SB)/8, $0x3e2aaaaa3e2aaaaa
+DATA c_p4<>+56(SB)/8, $0x3e2aaaaa3e2aaaaa
+GLOBL c_p4<>(SB), RODATA|NOPTR, $64
+DATA c_p5<>+0(SB)/8, $0x3f0000003f000000
+DATA c_p5<>+8(SB)/8, $0x3f0000003f000000
+DATA c_p5<>+16(SB)/8, $0x3f0000003f000000
+DATA c_p5<>+24(SB)/8, $0x3f0000003f000000
+DATA c_p5<>+32(SB)/8, $0x3f0000003f000000
+DATA c_p5<>+40(SB)/8, $0x3f0000003f000000
+DATA c_p5<>+48(SB)/8, $0x3f0000003f000000
+DATA c_p5<>+56(SB)/8, $0x3f0000003f000000
+GLOBL c_p5<>(SB), RODATA|NOPTR, $64
+DATA c_one<>+0(SB)/8, $0x3f8000003f800000
+DATA c_one<>+8(SB)/8, $0x3f8000003f800000
+DATA c_one<>+16(SB)/8, $0x3f8000003f800000
+DATA c_one<>+24(SB)/8, $0x3f8000003f800000
+DATA c_one<>+32(SB)/8, $0x3f8000003f800000
+DATA c_one<>+40(SB)/8, $0x3f8000003f800000
+DATA c_one<>+48(SB)/8, $0x3f8000003f800000
+DATA c_one<>+56(SB)/8, $0x3f8000003f800000
+GLOBL c_one<>(SB), RODATA|NOPTR, $64
+DATA c_bias<>+0(SB)/8, $0x3f8000003f800000
+DATA c_bias<>+8(SB)/8, $0x3f8000003f800000
+DATA c_bias<>+16(SB)/8, $0x3f8000003f800000
+DATA c_bias<>+24(SB)/8, $0x3f8000003f800000
+DATA c_bias<>+32(SB)/8, $0x3f8000003f800000
+DATA c_bias<>+40(SB)/8, $0x3f8000003f800000
+DATA c_bias<>+48(SB)/8, $0x3f8000003f800000
+DATA c_bias<>+56(SB)/8, $0x3f8000003f800000
+GLOBL c_bias<>(SB), RODATA|NOPTR, $64
+DATA c_ninf<>+0(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+8(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+16(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+24(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+32(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+40(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+48(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+56(SB)/8, $0xff800000ff800000
+GLOBL c_ninf<>(SB), RODATA|NOPTR, $64
 
 // After the score tree, lane 4k+j holds key k+4j: this puts key i in lane i.
 DATA keyperm<>+0(SB)/4, $0
@@ -109,7 +186,6 @@ TEXT ·expAVX512(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ n+16(FP), CX
-	LOADEXP
 expl:
 	TESTQ CX, CX
 	JLE   expdone
@@ -209,8 +285,7 @@ TEXT ·tileAVX512(SB), NOSPLIT, $0-68
 	MOVQ hd+56(FP), R9
 	VBROADCASTSS scale+64(FP), Z19
 	VMOVDQU32 keyperm<>(SB), Z18
-	MOVL  $0xff800000, R10  // -inf
-	VPBROADCASTD R10, Z20   // running max of valid scores
+	VBROADCASTSS c_ninf<>(SB), Z20 // running max of valid scores
 
 	// Scores, 16 keys per block g: Z0..Z15 accumulate key i over the head_dim chunks.
 	XORQ R11, R11           // g·16: first key of the block
@@ -307,7 +382,6 @@ scorechunk:
 	VBROADCASTSS X1, Z18    // m' in every lane
 	VBROADCASTSS X3, Z19
 
-	LOADEXP
 	EXP(Z19, Z0, Z1, Z2)    // corr = e^(m−m') in every lane
 
 	// p = e^(s − m'), summed per lane over the blocks of valid keys
@@ -436,5 +510,273 @@ v16t:
 vnext:
 	CMPQ R11, R10
 	JLT  vblock
+	VZEROUPPER
+	RET
+
+// One row of the 4×4 FMA block: query q against keys in Z20..Z23.
+#define FMA4(q, a0, a1, a2, a3) \
+	VFMADD231PS Z20, q, a0 \
+	VFMADD231PS Z21, q, a1 \
+	VFMADD231PS Z22, q, a2 \
+	VFMADD231PS Z23, q, a3
+
+// acc[0:64] of one query, scaled by its correction, into four registers.
+#define LOADACC64(off, corr, a0, a1, a2, a3) \
+	MOVQ off(AX), DI \
+	VMULPS 0(DI)(BX*1), corr, a0 \
+	VMULPS 64(DI)(BX*1), corr, a1 \
+	VMULPS 128(DI)(BX*1), corr, a2 \
+	VMULPS 192(DI)(BX*1), corr, a3
+
+#define STOREACC64(off, a0, a1, a2, a3) \
+	MOVQ off(AX), DI \
+	VMOVUPS a0, 0(DI)(BX*1) \
+	VMOVUPS a1, 64(DI)(BX*1) \
+	VMOVUPS a2, 128(DI)(BX*1) \
+	VMOVUPS a3, 192(DI)(BX*1)
+
+// func tile4AVX512(qs *[4]qref, k, v *float32, n, hd int, scale float32)
+//
+// tileAVX512 for four queries over the same n positions at once: each K and
+// V vector loaded feeds four FMAs. Per query the operations are exactly
+// tileAVX512's — the score of (query, key) is the same FMA chain and fold
+// tree, only the assignment of chains to registers differs — so results are
+// bit-identical to four single calls (TestTile4MatchesTile).
+// qref is {ml, acc, q, s *float32; corr float32}: 40 bytes.
+TEXT ·tile4AVX512(SB), NOSPLIT, $0-44
+	MOVQ qs+0(FP), AX
+	MOVQ k+8(FP), DX
+	MOVQ v+16(FP), SI
+	MOVQ n+24(FP), R13
+	MOVQ hd+32(FP), R14
+	VBROADCASTSS scale+40(FP), Z29
+	VMOVDQU32 keyperm<>(SB), Z28
+	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 4q+j: query q, key ≡ j mod 4
+
+	// Scores in blocks of 4 keys: Z(4q+j) accumulates query q · key BX+j.
+	XORQ BX, BX
+t4block:
+	VPXORD Z0, Z0, Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VMOVAPS Z0, Z8
+	VMOVAPS Z0, Z9
+	VMOVAPS Z0, Z10
+	VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12
+	VMOVAPS Z0, Z13
+	VMOVAPS Z0, Z14
+	VMOVAPS Z0, Z15
+	MOVQ 16(AX), R8
+	MOVQ 56(AX), R9
+	MOVQ 96(AX), R10
+	MOVQ 136(AX), R11
+	MOVQ BX, R12
+	SHLQ $6, R12
+	ADDQ DX, R12
+	MOVQ R14, CX
+	SHRQ $4, CX
+t4chunk:
+	VMOVUPS (R8), Z16
+	VMOVUPS (R9), Z17
+	VMOVUPS (R10), Z18
+	VMOVUPS (R11), Z19
+	VMOVUPS 0(R12), Z20
+	VMOVUPS 64(R12), Z21
+	VMOVUPS 128(R12), Z22
+	VMOVUPS 192(R12), Z23
+	FMA4(Z16, Z0, Z1, Z2, Z3)
+	FMA4(Z17, Z4, Z5, Z6, Z7)
+	FMA4(Z18, Z8, Z9, Z10, Z11)
+	FMA4(Z19, Z12, Z13, Z14, Z15)
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	ADDQ $4096, R12
+	DECQ CX
+	JNZ  t4chunk
+
+	FOLD256(Z0, Z1)
+	FOLD256(Z2, Z3)
+	FOLD256(Z4, Z5)
+	FOLD256(Z6, Z7)
+	FOLD256(Z8, Z9)
+	FOLD256(Z10, Z11)
+	FOLD256(Z12, Z13)
+	FOLD256(Z14, Z15)
+	FOLD128(Z0, Z2)
+	FOLD128(Z4, Z6)
+	FOLD128(Z8, Z10)
+	FOLD128(Z12, Z14)
+	FOLD64(Z0, Z4)
+	FOLD64(Z8, Z12)
+	FOLD32(Z0, Z8)
+	VPERMPS Z0, Z28, Z0     // lane 4q+j: query q, key BX+j
+	VMULPS Z29, Z0, Z0
+	MOVQ 24(AX), DI
+	VEXTRACTF32X4 $0, Z0, (DI)(BX*4)
+	MOVQ 64(AX), DI
+	VEXTRACTF32X4 $1, Z0, (DI)(BX*4)
+	MOVQ 104(AX), DI
+	VEXTRACTF32X4 $2, Z0, (DI)(BX*4)
+	MOVQ 144(AX), DI
+	VEXTRACTF32X4 $3, Z0, (DI)(BX*4)
+
+	MOVQ R13, DI
+	SUBQ BX, DI
+	MOVL $15, R15
+	BZHIL DI, R15, R15
+	IMUL3L $0x1111, R15, R15
+	KMOVW R15, K1
+	VMAXPS Z0, Z30, K1, Z30
+
+	ADDQ $4, BX
+	CMPQ BX, R13
+	JLT  t4block
+
+	// Each query's tile max in every lane of its 128-bit lane.
+	VPERMILPS $0xB1, Z30, Z31
+	VMAXPS Z31, Z30, Z30
+	VPERMILPS $0x4E, Z30, Z31
+	VMAXPS Z31, Z30, Z30
+
+	// Per query, as tileAVX512: m', corr (kept in the qref), p, l.
+	MOVQ AX, R9
+	MOVQ $4, R10
+t4q:
+	MOVQ 0(R9), R15         // ml
+	VMOVAPS X30, X1
+	VMOVSS (R15), X3
+	VMAXSS X3, X1, X1
+	VMOVSS X1, (R15)
+	VSUBSS X1, X3, X3
+	VBROADCASTSS X1, Z18
+	VBROADCASTSS X3, Z19
+	EXP(Z19, Z0, Z1, Z2)
+	VMOVSS X19, 32(R9)
+	MOVQ 24(R9), DI         // s
+	VPXORD Z17, Z17, Z17
+	XORQ R11, R11
+t4exp:
+	VMOVUPS (DI)(R11*4), Z3
+	VSUBPS Z18, Z3, Z3
+	EXP(Z3, Z0, Z1, Z2)
+	VMOVUPS Z3, (DI)(R11*4)
+	MOVQ R13, R12
+	SUBQ R11, R12
+	MOVL $0xffff, R8
+	BZHIL R12, R8, R8
+	KMOVW R8, K1
+	VADDPS Z3, Z17, K1, Z17
+	ADDQ $16, R11
+	CMPQ R11, R13
+	JLT  t4exp
+	VEXTRACTF32X8 $1, Z17, Y1
+	VADDPS Y1, Y17, Y1
+	VEXTRACTF128 $1, Y1, X2
+	VADDPS X2, X1, X1
+	VMOVHLPS X1, X1, X2
+	VADDPS X2, X1, X1
+	VMOVSHDUP X1, X2
+	VADDSS X2, X1, X1
+	VMOVSS 4(R15), X2
+	VMULSS X19, X2, X2
+	VADDSS X1, X2, X2
+	VMOVSS X2, 4(R15)
+	VSHUFF32X4 $0x39, Z30, Z30, Z30 // next query's max into lane 0
+	ADDQ $40, R9
+	DECQ R10
+	JNZ  t4q
+
+	// acc = acc·corr + Σ_t p_t·v_t, 64 dims of four queries at a time.
+	MOVQ 24(AX), R8
+	MOVQ 64(AX), R9
+	MOVQ 104(AX), R10
+	MOVQ 144(AX), R11
+	VBROADCASTSS 32(AX), Z24
+	VBROADCASTSS 72(AX), Z25
+	VBROADCASTSS 112(AX), Z26
+	VBROADCASTSS 152(AX), Z27
+	SHLQ $2, R14            // row stride in bytes
+	XORQ BX, BX
+t4v:
+	MOVQ R14, R12
+	SUBQ BX, R12
+	CMPQ R12, $256
+	JLT  t4v16
+	LOADACC64(8, Z24, Z0, Z1, Z2, Z3)
+	LOADACC64(48, Z25, Z4, Z5, Z6, Z7)
+	LOADACC64(88, Z26, Z8, Z9, Z10, Z11)
+	LOADACC64(128, Z27, Z12, Z13, Z14, Z15)
+	LEAQ (SI)(BX*1), R12
+	XORQ CX, CX
+t4v64t:
+	VBROADCASTSS (R8)(CX*4), Z16
+	VBROADCASTSS (R9)(CX*4), Z17
+	VBROADCASTSS (R10)(CX*4), Z18
+	VBROADCASTSS (R11)(CX*4), Z19
+	VMOVUPS 0(R12), Z20
+	VMOVUPS 64(R12), Z21
+	VMOVUPS 128(R12), Z22
+	VMOVUPS 192(R12), Z23
+	FMA4(Z16, Z0, Z1, Z2, Z3)
+	FMA4(Z17, Z4, Z5, Z6, Z7)
+	FMA4(Z18, Z8, Z9, Z10, Z11)
+	FMA4(Z19, Z12, Z13, Z14, Z15)
+	ADDQ R14, R12
+	INCQ CX
+	CMPQ CX, R13
+	JLT  t4v64t
+	STOREACC64(8, Z0, Z1, Z2, Z3)
+	STOREACC64(48, Z4, Z5, Z6, Z7)
+	STOREACC64(88, Z8, Z9, Z10, Z11)
+	STOREACC64(128, Z12, Z13, Z14, Z15)
+	ADDQ $256, BX
+	JMP  t4vnext
+
+t4v16:
+	MOVQ 8(AX), DI
+	VMULPS (DI)(BX*1), Z24, Z0
+	MOVQ 48(AX), DI
+	VMULPS (DI)(BX*1), Z25, Z1
+	MOVQ 88(AX), DI
+	VMULPS (DI)(BX*1), Z26, Z2
+	MOVQ 128(AX), DI
+	VMULPS (DI)(BX*1), Z27, Z3
+	LEAQ (SI)(BX*1), R12
+	XORQ CX, CX
+t4v16t:
+	VBROADCASTSS (R8)(CX*4), Z16
+	VBROADCASTSS (R9)(CX*4), Z17
+	VBROADCASTSS (R10)(CX*4), Z18
+	VBROADCASTSS (R11)(CX*4), Z19
+	VMOVUPS 0(R12), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	ADDQ R14, R12
+	INCQ CX
+	CMPQ CX, R13
+	JLT  t4v16t
+	MOVQ 8(AX), DI
+	VMOVUPS Z0, (DI)(BX*1)
+	MOVQ 48(AX), DI
+	VMOVUPS Z1, (DI)(BX*1)
+	MOVQ 88(AX), DI
+	VMOVUPS Z2, (DI)(BX*1)
+	MOVQ 128(AX), DI
+	VMOVUPS Z3, (DI)(BX*1)
+	ADDQ $64, BX
+
+t4vnext:
+	CMPQ BX, R14
+	JLT  t4v
 	VZEROUPPER
 	RET

@@ -10,8 +10,8 @@ import (
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
-// BenchmarkTileAVX512 is the inner kernel alone on one thread, one query head
-// over a full tile of 64 positions at head_dim 128 (2·2·64·128 flops), best
+// BenchmarkTileAVX512 is the inner kernel alone on one thread, 100 query heads
+// (one at a time, or in groups of four) over a full tile of 64 positions at head_dim 128 (2·2·64·128 flops), best
 // of b.N runs of 100 calls, against
 // the single-thread FMA peak measured just before.
 func BenchmarkTileAVX512(b *testing.B) {
@@ -31,12 +31,29 @@ func BenchmarkTileAVX512(b *testing.B) {
 		k[i], v[i] = float32(i%13)*0.01, float32(i%5)*0.1
 	}
 	ml := []float32{0, 1}
-	best := timeBest(b, func() {
-		for range 100 {
-			tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], Tile, hd, 0.1)
+	var w scratch
+	w.s = make([]float32, groupQueries*Tile)
+	for i := range w.pend {
+		w.pend[i] = query{ml: []float32{0, 1}, acc: make([]float32, hd), q: q}
+	}
+	for _, group := range []bool{false, true} {
+		name, calls := "single", 100
+		if group {
+			name, calls = "group4", 25
 		}
-	})
-	gf := 4 * Tile * hd * 100 / best / 1e9
-	b.ReportMetric(gf, "GFLOP/s")
-	b.ReportMetric(gf/peak.FMAGFLOPS.Single, "of-fma-peak")
+		b.Run(name, func(b *testing.B) {
+			best := timeBest(b, func() {
+				for range calls {
+					if group {
+						tileGroup(kernels.AVX512, &w, k, v, Tile, hd, 0.1)
+					} else {
+						tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], Tile, hd, 0.1)
+					}
+				}
+			})
+			gf := 4 * Tile * hd * 100 / best / 1e9
+			b.ReportMetric(gf, "GFLOP/s")
+			b.ReportMetric(gf/peak.FMAGFLOPS.Single, "of-fma-peak")
+		})
+	}
 }
