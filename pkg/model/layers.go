@@ -2,6 +2,7 @@ package model
 
 import (
 	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
 // attention is Qwen3Attention.forward for rows [0, m): it reads r.xn and
@@ -60,6 +61,7 @@ type moeScratch struct {
 	order    []int32   // assignments (t·k + rank) grouped by expert [M·k]
 	gathered []float32 // one expert's input rows [M, H]
 	outRows  []float32 // one expert's output rows [M, H]
+	copier   moeCopier
 }
 
 func newMoEScratch(m, h, e, k int) moeScratch {
@@ -137,22 +139,64 @@ func (r *Runner) sparseMoE(l int, lw *layer, m int) {
 			continue
 		}
 		// current_state = hidden_states[None, top_x].reshape(-1, hidden_dim)
-		for i, a := range run {
-			t := int(a) / K
-			copy(s.gathered[i*H:(i+1)*H], xn[t*H:(t+1)*H])
-		}
+		r.moeCopy(moeGather, run, K, H)
 		// current_hidden_states = expert_layer(current_state) * routing_weights[top_x, idx, None]
 		ex := &lw.experts[e]
 		h := r.h[:n*I]
 		r.mm.SwiGLU(h, s.gathered[:n*H], n, ex.gate, ex.up)
 		r.mm.MatMul(s.outRows[:n*H], h, n, ex.down)
 		// final_hidden_states.index_add_(0, top_x, current_hidden_states)
-		for i, a := range run {
-			t, w := int(a)/K, s.topVal[a]
-			yt, o := y[t*H:(t+1)*H], s.outRows[i*H:(i+1)*H]
-			for j := range yt {
-				yt[j] += float32(o[j] * w)
-			}
+		r.moeCopy(moeScatter, run, K, H)
+	}
+}
+
+const (
+	moeGather = iota
+	moeScatter
+)
+
+// parallelCopyFloats is the size from which gathering or scattering an
+// expert's rows is worth a pool barrier (a decode step's few rows are not).
+// A variable so that tests can force the parallel path on tiny models.
+var parallelCopyFloats = 1 << 15
+
+// moeCopy gathers the rows of run's tokens from r.xn into s.gathered, or
+// adds each of s.outRows times its routing weight to its token's row of r.y.
+func (r *Runner) moeCopy(op int, run []int32, k, h int) {
+	c := &r.moe.copier
+	c.op, c.run, c.k, c.h = op, run, k, h
+	c.xn, c.y, c.s = r.xn, r.y, &r.moe
+	if len(run)*h < parallelCopyFloats {
+		c.Run(0, 1)
+	} else {
+		r.pool.Run(c)
+	}
+	c.run, c.xn, c.y, c.s = nil, nil, nil, nil
+}
+
+// moeCopier is the pool task of moeCopy. Every row is one token's (an expert
+// is chosen at most once per token), so workers never share an output row.
+type moeCopier struct {
+	op, k, h int
+	run      []int32
+	xn, y    []float32
+	s        *moeScratch
+}
+
+func (c *moeCopier) Run(worker, workers int) {
+	lo, hi := threads.Split(len(c.run), 1, worker, workers)
+	h := c.h
+	for i := lo; i < hi; i++ {
+		a := int(c.run[i])
+		t := a / c.k
+		if c.op == moeGather {
+			copy(c.s.gathered[i*h:(i+1)*h], c.xn[t*h:(t+1)*h])
+			continue
+		}
+		w := c.s.topVal[a]
+		yt, o := c.y[t*h:(t+1)*h], c.s.outRows[i*h:(i+1)*h]
+		for j := range yt {
+			yt[j] += float32(o[j] * w)
 		}
 	}
 }

@@ -60,4 +60,12 @@ func TestMixedMoEConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameBits(t, "slot 0 vs slot 1", r.Logits(0), last)
+
+	// The MoE gather/scatter split over the pool gives the same bits.
+	defer func(v int) { parallelCopyFloats = v }(parallelCopyFloats)
+	parallelCopyFloats = 0
+	if err := r.Forward([]Segment{{Slot: 0, Tokens: ids, Logits: LogitsLast}}); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "parallel MoE copies", r.Logits(0), last)
 }
