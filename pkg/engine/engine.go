@@ -293,7 +293,15 @@ func New(opts Options) (*Engine, error) {
 		SessionStore: opts.SessionStore,
 	}
 	be := &modelBackend{runner: runner, cache: cache}
-	e, err := newEngine(opts, info, be, cfg.VocabSize, modelcfg.EOSTokens(cfg, gen), storeIdentity(dir, cfg, info))
+	// Either file's eos ids end a generation (Qwen3's config names
+	// <|endoftext|>, its generation_config also <|im_end|>).
+	eos := modelcfg.EOSTokens(cfg, gen)
+	for _, id := range modelcfg.EOSTokens(cfg, nil) {
+		if !slices.Contains(eos, id) {
+			eos = append(eos, id)
+		}
+	}
+	e, err := newEngine(opts, info, be, cfg.VocabSize, eos, storeIdentity(dir, cfg, info))
 	if err != nil {
 		return fail(err)
 	}

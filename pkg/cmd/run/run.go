@@ -385,7 +385,7 @@ func (c *conversation) endReasoning(in *bool) {
 }
 
 func (c *conversation) maxTokens(prompt int) int {
-	room := c.opts.SequenceLength - prompt
+	room := c.eng.Info().SequenceLength - prompt
 	if c.opts.MaxTokens > 0 {
 		return min(c.opts.MaxTokens, max(room, 1))
 	}
