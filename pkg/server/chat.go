@@ -45,6 +45,9 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 	if err := checkN(req.N); err != nil {
 		return nil, err
 	}
+	if s.tmpl == nil {
+		return nil, errNoTemplate
+	}
 	p := &chatPlan{req: req, session: sessionID(r, req.SessionID)}
 	msgs, err := openai.NormalizeMessages(req.Messages)
 	if err != nil {
@@ -113,8 +116,13 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 	return p, nil
 }
 
+var errNoTemplate = invalid("messages", "this model has no chat template: use /v1/completions")
+
 // render renders a conversation with the model's chat template.
 func (s *Server) render(c conversation, addGenerationPrompt bool) (string, error) {
+	if s.tmpl == nil {
+		return "", errNoTemplate
+	}
 	msgs, err := json.Marshal(c.Messages)
 	if err != nil {
 		return "", err

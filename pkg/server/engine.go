@@ -20,6 +20,8 @@ type Engine interface {
 	Tokenizer() Tokenizer
 	ChatTemplate() *chat.Template
 	GenerationDefaults() modelcfg.GenerationConfig
+	// EOS are the tokens that end a reply (the default stop tokens).
+	EOS() []int32
 }
 
 // Tokenizer is what the server uses of pkg/tokenizer.
@@ -73,7 +75,7 @@ type Info struct {
 // Stats is the engine's live state.
 type Stats struct {
 	SlotsBusy, Slots                       int
-	KVUsed, KVCapacity                     int64
+	KVUsed, KVCapacity                     int
 	QueueDepth                             int
 	PrefixHits, PrefixMisses, ReusedTokens int64
 	SessionsStored                         int

@@ -100,6 +100,7 @@ func newFakeEngine(t testing.TB, reply func(prompt string) string) *fakeEngine {
 }
 
 func (f *fakeEngine) Tokenizer() Tokenizer         { return fakeTokenizer{} }
+func (f *fakeEngine) EOS() []int32                 { return []int32{fakeEnd, fakeEnd + 1} }
 func (f *fakeEngine) ChatTemplate() *chat.Template { return f.tmpl }
 func (f *fakeEngine) GenerationDefaults() modelcfg.GenerationConfig {
 	zero := 0.0
@@ -190,6 +191,10 @@ func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) e
 		}
 		res.Tokens = append(res.Tokens, next)
 		res.CompletionTokens++
+		if next == fakeEnd || next == fakeEnd+1 {
+			res.FinishReason = "stop" // like the engine: no event for a stop token
+			break
+		}
 		ev := Event{Token: next, Logprob: -0.5}
 		if req.TopLogprobs > 0 {
 			ev.Top = []sample.TokenLogprob{{Token: next, Logprob: -0.5}}
@@ -202,14 +207,10 @@ func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) e
 		if err != nil {
 			return res, err
 		}
-		if next == fakeEnd || next == fakeEnd+1 {
-			res.FinishReason = "stop"
-			break
-		}
 	}
 	res.Total = time.Since(start)
 	f.mu.Lock()
-	f.cache = append(f.cache, res.Tokens)
+	f.cache = append(f.cache, res.Tokens[:len(res.Tokens)-1]) // the last token was sampled, never fed
 	f.mu.Unlock()
 	return res, nil
 }

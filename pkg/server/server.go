@@ -75,11 +75,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if s.model == "" {
 		s.model = eng.Info().ModelName
 	}
-	for _, t := range []string{"<|im_end|>", "<|endoftext|>"} {
-		if id, ok := s.tok.TokenID(t); ok {
-			s.endIDs = append(s.endIDs, id)
-		}
-	}
+	s.endIDs = eng.EOS()
 	s.metrics = newMetrics(eng)
 	sessions, err := newSessionStore(opts.SessionDir, opts.MaxSessions)
 	if err != nil {

@@ -43,10 +43,10 @@ func (s *Server) chatPrompt(c conversation, sessionID string) (prompt []int32, t
 	}
 	if sessionID != "" {
 		if sess, ok := s.sessions.get(sessionID); ok {
-			if suffix, ok := s.sessionSuffix(sess, c, text); ok {
+			if prompt, ok := s.sessionPrompt(sess, c, text); ok {
 				s.metrics.sessionHits.Inc()
 				s.metrics.sessionReused.Add(float64(len(sess.Transcript)))
-				return append(slices.Clip(sess.Transcript), s.tok.Encode(suffix)...), text, nil
+				return prompt, text, nil
 			}
 		}
 		s.metrics.sessionMisses.Inc()
@@ -54,42 +54,57 @@ func (s *Server) chatPrompt(c conversation, sessionID string) (prompt []int32, t
 	return s.tok.Encode(text), text, nil
 }
 
-// sessionSuffix returns the text the new messages add to the rendered
-// conversation after the end of the assistant turn that stands for the
-// session's last reply, if c extends the session.
-func (s *Server) sessionSuffix(sess *session, c conversation, full string) (string, bool) {
+// sessionSuffix returns the prompt that continues the session's transcript
+// with c's new messages, if c extends the session: the transcript, the end
+// token closing the reply when generation did not (max_tokens, a stop
+// string), then the tokens of the text the new messages add to the rendered
+// conversation after the end of the assistant turn standing for the reply.
+func (s *Server) sessionPrompt(sess *session, c conversation, full string) ([]int32, bool) {
 	k := len(sess.Conv.Messages)
 	t := sess.Transcript
-	if len(c.Messages) < k+2 || len(t) == 0 || !slices.Contains(s.endIDs, t[len(t)-1]) ||
-		!jsonEqual(sess.Conv.Tools, c.Tools) || !jsonEqual(sess.Conv.Kwargs, c.Kwargs) {
-		return "", false
+	if len(c.Messages) < k+2 || len(t) == 0 || !jsonEqual(sess.Conv.Tools, c.Tools) || !jsonEqual(sess.Conv.Kwargs, c.Kwargs) {
+		return nil, false
 	}
 	for i := range k {
 		if !jsonEqual(sess.Conv.Messages[i], c.Messages[i]) {
-			return "", false
+			return nil, false
 		}
 	}
 	var m struct{ Role string }
 	if json.Unmarshal(c.Messages[k], &m) != nil || m.Role != "assistant" {
-		return "", false
+		return nil, false
 	}
-	// The reply's turn ends with the end token the model generated; count
-	// the turns up to it and cut the full rendering after as many.
-	end := string(s.tok.TokenBytes(t[len(t)-1]))
 	upto, err := s.render(conversation{Messages: c.Messages[:k+1], Tools: c.Tools, Kwargs: c.Kwargs}, false)
-	if err != nil || !strings.HasSuffix(strings.TrimRight(upto, " \n"), end) {
-		return "", false
+	if err != nil {
+		return nil, false
 	}
-	n := strings.Count(upto, end)
-	pos := 0
-	for range n {
-		i := strings.Index(full[pos:], end)
-		if i < 0 {
-			return "", false
+	// The turn ends with one of the end tokens; count the turns up to it
+	// and cut the full rendering after as many.
+	end, endText := int32(-1), ""
+	for _, id := range s.endIDs {
+		if txt := string(s.tok.TokenBytes(id)); txt != "" && strings.HasSuffix(strings.TrimRight(upto, " \n"), txt) {
+			end, endText = id, txt
 		}
-		pos += i + len(end)
 	}
-	return full[pos:], true
+	if end < 0 {
+		return nil, false
+	}
+	prompt := slices.Clip(t)
+	if last := t[len(t)-1]; last != end {
+		if slices.Contains(s.endIDs, last) {
+			return nil, false // ended with another end token than the template's
+		}
+		prompt = append(prompt, end)
+	}
+	pos := 0
+	for range strings.Count(upto, endText) {
+		i := strings.Index(full[pos:], endText)
+		if i < 0 {
+			return nil, false
+		}
+		pos += i + len(endText)
+	}
+	return append(prompt, s.tok.Encode(full[pos:])...), true
 }
 
 func jsonEqual(a, b json.RawMessage) bool {

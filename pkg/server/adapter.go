@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
+
+// FromEngine adapts a pkg/engine Engine to the server's Engine.
+func FromEngine(e *engine.Engine) Engine { return engineAdapter{e} }
+
+type engineAdapter struct{ e *engine.Engine }
+
+func (a engineAdapter) Tokenizer() Tokenizer         { return a.e.Tokenizer() }
+func (a engineAdapter) ChatTemplate() *chat.Template { return a.e.ChatTemplate() }
+func (a engineAdapter) GenerationDefaults() modelcfg.GenerationConfig {
+	return a.e.GenerationDefaults()
+}
+func (a engineAdapter) EOS() []int32 { return a.e.EOS() }
+
+func (a engineAdapter) Info() Info {
+	i := a.e.Info()
+	return Info{ModelName: i.ModelName, Synthetic: i.Synthetic, KernelPath: i.KernelPath, Threads: i.Threads,
+		Slots: i.Slots, SequenceLength: i.SequenceLength, WeightBytes: i.WeightBytes, KVBytes: i.KVBytes,
+		ScratchBytes: i.ScratchBytes, LoadTime: i.LoadTime}
+}
+
+func (a engineAdapter) Stats() Stats {
+	s := a.e.Stats()
+	return Stats{SlotsBusy: s.SlotsBusy, Slots: s.Slots, KVUsed: s.KVUsed, KVCapacity: s.KVCapacity,
+		QueueDepth: s.QueueDepth, PrefixHits: s.PrefixHits, PrefixMisses: s.PrefixMisses,
+		ReusedTokens: s.ReusedTokens, SessionsStored: s.SessionsStored}
+}
+
+func (a engineAdapter) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+	res, err := a.e.Generate(ctx, engine.Request{Tokens: req.Tokens, SessionID: req.SessionID, MaxTokens: req.MaxTokens,
+		Sampling: req.Sampling, StopTokens: req.StopTokens, Constraint: req.Constraint, Logprobs: req.Logprobs,
+		TopLogprobs: req.TopLogprobs}, func(ev engine.Event) error {
+		err := fn(Event{Token: ev.Token, Logprob: ev.Logprob, Top: ev.Top})
+		if errors.Is(err, ErrStop) {
+			return engine.ErrStop
+		}
+		return err
+	})
+	out := Result{PromptTokens: res.PromptTokens, CachedTokens: res.CachedTokens, CompletionTokens: res.CompletionTokens,
+		FinishReason: res.FinishReason, Tokens: res.Tokens, TTFT: res.TTFT, Total: res.Total}
+	switch {
+	case err == nil:
+	case errors.Is(err, engine.ErrTooLong):
+		err = fmt.Errorf("%w: %w", ErrTooLong, err)
+	case errors.Is(err, engine.ErrQueueFull), errors.Is(err, engine.ErrClosed):
+		err = fmt.Errorf("%w: %w", ErrQueueFull, err)
+	case errors.Is(err, engine.ErrInvalid):
+		err = invalid("", "%v", err)
+	}
+	return out, err
+}
