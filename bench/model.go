@@ -63,8 +63,18 @@ func (s ModelSource) Resolve() (string, *Model, error) {
 		return "", nil, fmt.Errorf("synthetic %s: %w", s.Preset, err)
 	}
 	dir := filepath.Join(cache, "ellm", "bench", s.Preset+"-"+hex.EncodeToString(sum[:6]))
-	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
-		if err := synth.Generate(cfg, dir, synth.Options{Seed: s.Seed}); err != nil {
+	if _, err := os.Stat(dir); err != nil {
+		// Generate beside the final name and rename, so that an interrupted
+		// run never leaves a half-written model to be reused.
+		tmp := fmt.Sprintf("%s.tmp-%d", dir, os.Getpid())
+		_ = os.RemoveAll(tmp)
+		opts := synth.Options{Seed: s.Seed, Tokenizer: synth.TokenizerBytes, Name: s.Preset + " (synthetic)"}
+		if err := synth.Generate(cfg, tmp, opts); err != nil {
+			_ = os.RemoveAll(tmp)
+			return "", nil, fmt.Errorf("synthetic %s: %w", s.Preset, err)
+		}
+		if err := os.Rename(tmp, dir); err != nil {
+			_ = os.RemoveAll(tmp)
 			return "", nil, fmt.Errorf("synthetic %s: %w", s.Preset, err)
 		}
 	}

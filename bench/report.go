@@ -201,11 +201,9 @@ func WriteFile(path string, r Report) error {
 	return f.Close()
 }
 
-// MeasureCeilings measures this machine's peaks on a pool of threads workers.
+// MeasureCeilings measures this machine's peaks on pool's workers.
 // A peak the CPU lacks stays 0, and so do the fractions computed from it.
-func MeasureCeilings(threadCount int) (*Ceilings, error) {
-	pool := threads.New(threadCount, true)
-	defer pool.Close()
+func MeasureCeilings(pool *threads.Pool) (*Ceilings, error) {
 	c, err := ceiling.Measure(pool, ceiling.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("measure ceilings: %w", err)

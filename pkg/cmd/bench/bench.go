@@ -10,6 +10,7 @@ import (
 
 	"github.com/ellm-dev/ellm/bench"
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -44,7 +45,7 @@ keeps only the first N layers of a deep model (times are scaled to the full dept
 labelled so). Every result is also given as a fraction of this machine's own ceilings
 (FMA / VDPBF16PS / VPDPBUSD peak, DRAM read bandwidth) measured in the same run.`,
 	}
-	cmd.AddCommand(newCmdPrefill(f, nil), newCmdDecode(f, nil), newCmdSession(f, nil))
+	cmd.AddCommand(newCmdPrefill(f, nil), newCmdDecode(f, nil), newCmdSession(f, nil), newCmdKernels(f, nil))
 	return cmd
 }
 
@@ -121,7 +122,10 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	m := bench.DescribeMachine(info.Threads)
 	if !c.NoCeilings {
 		fmt.Fprintln(c.IO.ErrOut, "measuring this machine's ceilings…")
-		if m.Ceilings, err = bench.MeasureCeilings(info.Threads); err != nil {
+		pool := threads.New(info.Threads, true)
+		m.Ceilings, err = bench.MeasureCeilings(pool)
+		pool.Close()
+		if err != nil {
 			e.Close()
 			return nil, err
 		}
