@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -110,5 +111,23 @@ func TestWeightDTypes(t *testing.T) {
 	}
 	if !(bytes["int8"] < bytes["bf16"] && bytes["bf16"] < bytes["f32"]) {
 		t.Errorf("weight bytes int8 %d, bf16 %d, f32 %d: want increasing", bytes["int8"], bytes["bf16"], bytes["f32"])
+	}
+}
+
+func TestF16ToF32(t *testing.T) {
+	tests := []struct {
+		h    uint16
+		want float32
+	}{
+		{0x3c00, 1}, {0xc000, -2}, {0x3555, 0.333251953125}, {0x7bff, 65504},
+		{0x0001, 5.960464477539063e-08}, {0x8000, float32(math.Copysign(0, -1))}, {0x7c00, float32(math.Inf(1))},
+	}
+	for _, tt := range tests {
+		if got := f16ToF32(tt.h); math.Float32bits(got) != math.Float32bits(tt.want) {
+			t.Errorf("f16ToF32(%#04x) = %v, want %v", tt.h, got, tt.want)
+		}
+	}
+	if got := f16ToF32(0x7e00); got == got {
+		t.Errorf("f16ToF32(NaN) = %v", got)
 	}
 }
