@@ -185,6 +185,9 @@ func (t *Tokenizer) setModel(m *modelJSON) error {
 		t.vocab[tok] = int32(id)
 		t.vocabSize = max(t.vocabSize, int(id)+1)
 	}
+	if err := t.checkDense(len(t.vocab)); err != nil {
+		return err
+	}
 	for b := range 256 {
 		id, ok := t.vocab[string(byteToRune[b])]
 		if !ok {
@@ -411,6 +414,9 @@ func (t *Tokenizer) setAddedTokens(added []addedTokenJSON) error {
 			t.specialIDs = append(t.specialIDs, id)
 		}
 	}
+	if err := t.checkDense(len(t.vocab) + len(t.addedContent)); err != nil {
+		return err
+	}
 	t.rawAdded = newAddedMatcher(raw)
 	t.normAdded = newAddedMatcher(norm)
 	t.special = make([]bool, t.vocabSize)
@@ -420,11 +426,17 @@ func (t *Tokenizer) setAddedTokens(added []addedTokenJSON) error {
 	return nil
 }
 
+// checkDense rejects ids far beyond the token count: tables are indexed by
+// id, and a corrupted id must not cost gigabytes.
+func (t *Tokenizer) checkDense(tokens int) error {
+	if t.vocabSize > 2*tokens+1024 {
+		return fmt.Errorf("ids up to %d for %d tokens: too sparse", t.vocabSize-1, tokens)
+	}
+	return nil
+}
+
 // buildTokenBytes lays out the bytes of every id in one arena.
 func (t *Tokenizer) buildTokenBytes() error {
-	if n := len(t.vocab) + len(t.addedContent); t.vocabSize > 2*n+1024 {
-		return fmt.Errorf("ids up to %d for %d tokens: too sparse", t.vocabSize-1, n)
-	}
 	spell := make([]string, t.vocabSize)
 	for tok, id := range t.vocab {
 		if spell[id] != "" {
