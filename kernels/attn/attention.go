@@ -17,7 +17,7 @@ const Tile = 64
 
 // blockRows is how many query rows of one sequence share a pass over the K/V
 // tiles: together with the group's heads they reuse each tile from cache.
-const blockRows = 32
+const blockRows = 64
 
 // Seq is one sequence's part of a Forward call: N query rows of cache slot
 // Slot at absolute positions Start..Start+N-1, stored at rows Row..Row+N-1 of

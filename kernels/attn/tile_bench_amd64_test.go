@@ -42,7 +42,7 @@ func BenchmarkTileAVX512(b *testing.B) {
 			name, calls = "group4", 25
 		}
 		b.Run(name, func(b *testing.B) {
-			best := timeBest(b, func() {
+			best, _ := timeBest(b, func() {
 				for range calls {
 					if group {
 						tileGroup(kernels.AVX512, &w, k, v, Tile, hd, 0.1)
