@@ -138,9 +138,6 @@ func runRun(opts *Options) error {
 		return err
 	}
 	defer eng.Close()
-	if info := eng.Info(); info.Synthetic {
-		fmt.Fprintf(opts.IO.ErrOut, "note: %s is a synthetic model with random weights; its output is not language\n", info.ModelName)
-	}
 	c, err := newConversation(opts, eng)
 	if err != nil {
 		return err
