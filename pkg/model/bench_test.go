@@ -42,7 +42,7 @@ func benchModel(b *testing.B, preset string, layers, vocab, experts int) *Model 
 // sequences (one row each) on the active kernel path.
 func BenchmarkForward(b *testing.B) {
 	for _, bm := range []struct {
-		preset                  string
+		preset                 string
 		layers, vocab, experts int
 	}{
 		{"qwen3-0.6b", 2, 8192, 0},

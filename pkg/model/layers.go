@@ -14,16 +14,19 @@ func (r *Runner) attention(l int, lw *layer, m int) error {
 	xn, q, k, v := r.xn[:m*cfg.HiddenSize], r.q[:m*qd], r.k[:m*kvd], r.v[:m*kvd]
 	// query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape))
 	r.mm.MatMul(q, xn, m, lw.q)
+	addBias(q, lw.qBias)
 	if err := ops.HeadRMSNorm(q, lw.qNorm, r.eps); err != nil {
 		return err
 	}
 	// key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape))
 	r.mm.MatMul(k, xn, m, lw.k)
+	addBias(k, lw.kBias)
 	if err := ops.HeadRMSNorm(k, lw.kNorm, r.eps); err != nil {
 		return err
 	}
 	// value_states = self.v_proj(hidden_states).view(hidden_shape)
 	r.mm.MatMul(v, xn, m, lw.v)
+	addBias(v, lw.vBias)
 	// query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
 	if err := r.rope.Apply(q, hq, r.pos[:m]); err != nil {
 		return err
@@ -40,7 +43,21 @@ func (r *Runner) attention(l int, lw *layer, m int) error {
 	r.att.Forward(r.ao[:m*qd], q, c, r.seqs)
 	// attn_output = self.o_proj(attn_output)
 	r.mm.MatMul(r.y[:m*cfg.HiddenSize], r.ao[:m*qd], m, lw.o)
+	addBias(r.y[:m*cfg.HiddenSize], lw.oBias)
 	return nil
+}
+
+// addBias adds b to every row of y (nn.Linear's bias); nil b is no bias.
+func addBias(y, b []float32) {
+	if b == nil {
+		return
+	}
+	for o := 0; o < len(y); o += len(b) {
+		row := y[o : o+len(b)]
+		for i, v := range b {
+			row[i] += v
+		}
+	}
 }
 
 // mlp is Qwen3MLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)), r.xn → r.y.

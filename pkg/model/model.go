@@ -52,6 +52,8 @@ type layer struct {
 
 	q, k, v, o   *gemm.Weight // self_attn.{q,k,v,o}_proj: [Hq·D, H], [Hkv·D, H] ×2, [H, Hq·D]
 	qNorm, kNorm []float32    // self_attn.{q,k}_norm.weight [head_dim]
+	// self_attn.{q,k,v,o}_proj.bias when config.json's attention_bias is set, else nil.
+	qBias, kBias, vBias, oBias []float32
 
 	// Dense MLP (nil on sparse layers): mlp.{gate,up,down}_proj.
 	gate, up, down *gemm.Weight
@@ -154,6 +156,12 @@ func bindLayer(b *binder, cfg *modelcfg.Config, i int) layer {
 		o:         b.linear(p+"self_attn.o_proj.weight", h, qd),
 		qNorm:     b.norm(p+"self_attn.q_norm.weight", hd),
 		kNorm:     b.norm(p+"self_attn.k_norm.weight", hd),
+	}
+	if cfg.AttentionBias {
+		l.qBias = b.norm(p+"self_attn.q_proj.bias", qd)
+		l.kBias = b.norm(p+"self_attn.k_proj.bias", kvd)
+		l.vBias = b.norm(p+"self_attn.v_proj.bias", kvd)
+		l.oBias = b.norm(p+"self_attn.o_proj.bias", h)
 	}
 	if !cfg.IsSparseLayer(i) {
 		l.gate = b.linear(p+"mlp.gate_proj.weight", cfg.IntermediateSize, h)

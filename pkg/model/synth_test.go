@@ -1,11 +1,14 @@
 package model
 
 import (
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/safetensors"
 	"github.com/ellm-dev/ellm/pkg/synth"
 )
 
@@ -68,4 +71,45 @@ func TestMixedMoEConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameBits(t, "parallel MoE copies", r.Logits(0), last)
+}
+
+// TestAttentionBias loads a checkpoint with attention_bias and checks that
+// the biases reach the output: zeroing them changes the logits.
+func TestAttentionBias(t *testing.T) {
+	cfg, err := modelcfg.Parse([]byte(`{"architectures":["Qwen3ForCausalLM"],"vocab_size":64,"hidden_size":16,
+		"intermediate_size":32,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":4,
+		"attention_bias":true,"tie_word_embeddings":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logits := func(zeroBias bool) []float32 {
+		entries := synth.Entries(cfg, 3, synth.DefaultInit)
+		for i := range entries {
+			if zeroBias && strings.HasSuffix(entries[i].Name, ".bias") {
+				fill := entries[i].Fill
+				entries[i].Fill = func(dst []byte) error { err := fill(dst); clear(dst); return err }
+			}
+		}
+		dir := t.TempDir()
+		if err := safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), entries, nil); err != nil {
+			t.Fatal(err)
+		}
+		ck, err := safetensors.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := New(cfg, ck, LoadOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		r := newRunner(t, m, kvcache.F32, 1, 8, RunnerOptions{MaxTokens: 8})
+		if err := r.Forward([]Segment{{Tokens: []int32{1, 2, 3}, Logits: LogitsLast}}); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(r.Logits(0))
+	}
+	if d := maxAbsDiff(logits(false), logits(true)); d == 0 {
+		t.Error("zeroing the attention biases did not change the logits")
+	}
 }

@@ -79,7 +79,7 @@ func missing(layer int, name string) error {
 	return fmt.Errorf("missing %s", name)
 }
 
-// norm returns an RMSNorm weight widened to f32.
+// norm returns an RMSNorm weight (or a bias) widened to f32.
 func (b *binder) norm(name string, n int) []float32 {
 	bf, f, ok := b.data(name, n)
 	if !ok {
