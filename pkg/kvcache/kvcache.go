@@ -4,8 +4,9 @@
 // Layout per layer and per tensor (K or V): [slots][kv_heads][seq_len][head_dim],
 // so that the keys of one (slot, head) are contiguous in position order, the
 // order attention reads them. The whole cache is one anonymous mapping with
-// MADV_HUGEPAGE: a decode step touches every layer's cache, and 2 MiB pages
-// keep the TLB out of the way.
+// MADV_HUGEPAGE, committed (and locked, where RLIMIT_MEMLOCK allows) at
+// start-up: a decode step touches every layer's cache, 2 MiB pages keep the
+// TLB out of the way, and no request pays for page faults or swap.
 package kvcache
 
 import (
@@ -82,7 +83,11 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kv cache: mmap %d bytes (%d layers × %d slots × %d positions): %w", total, c.Layers, slots, seqLen, err)
 	}
-	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE) // a hint: kernels without THP still work
+	// Hints, best effort: kernels without THP, or a container with a small
+	// RLIMIT_MEMLOCK, still get a working cache.
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	prefault(mem)
+	_ = unix.Mlock(mem)
 	c.mem = mem
 	c.layers = make([]attn.Cache, c.Layers)
 	for l := range c.layers {
@@ -103,6 +108,16 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 }
 
 func (c *Cache) tensorElems() int { return c.Slots * c.KVHeads * c.SeqLen * c.HeadDim }
+
+// prefault touches every page now, after MADV_HUGEPAGE, so that the cache's
+// memory (in huge pages where the kernel has them) is committed at start-up
+// rather than page by page during the first long prompts.
+func prefault(mem []byte) {
+	page := unix.Getpagesize()
+	for i := 0; i < len(mem); i += page {
+		mem[i] = 0
+	}
+}
 
 // Layer returns layer l's view, which kernels/attn reads and writes in place.
 func (c *Cache) Layer(l int) *attn.Cache { return &c.layers[l] }
