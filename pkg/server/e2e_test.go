@@ -1,0 +1,274 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+	"github.com/ellm-dev/ellm/pkg/tokenizer"
+)
+
+// tinyModel is the tiny dense Qwen3 of the shared data set. Its tokenizer
+// files hold a relative path to the real ones (git symlinks checked out as
+// files), which the loaders do not follow: the test links a directory.
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	src := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range entries {
+		target := filepath.Join(src, ent.Name())
+		if b, err := os.ReadFile(target); err == nil && len(b) < 200 && strings.HasPrefix(string(b), "../") {
+			target = filepath.Join(src, strings.TrimSpace(string(b)))
+		}
+		if err := os.Symlink(target, filepath.Join(dst, ent.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// tinyEngine loads the tiny dense Qwen3 from the shared data set.
+func tinyEngine(t *testing.T, opts engine.Options) *engine.Engine {
+	t.Helper()
+	opts.ModelPath = tinyModel(t)
+	if opts.SequenceLength == 0 {
+		opts.SequenceLength = 2048
+	}
+	if opts.BatchSize == 0 {
+		opts.BatchSize = 2
+	}
+	opts.Threads = 1
+	e, err := engine.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func greedyChat(msgs ...openai.ChatCompletionMessageParamUnion) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{Messages: msgs, Temperature: openai.Float(0), MaxTokens: openai.Int(12)}
+}
+
+func TestRealEngineChat(t *testing.T) {
+	e := tinyEngine(t, engine.Options{})
+	defer e.Close()
+	_, base := startServer(t, FromEngine(e), Options{})
+	c := newClient(base)
+	params := greedyChat(openai.UserMessage("Hello, who are you?"))
+	resp, err := c.Chat.Completions.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := c.Chat.Completions.NewStreaming(context.Background(), params)
+	acc := openai.ChatCompletionAccumulator{}
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Usage.CompletionTokens == 0 || resp.Choices[0].FinishReason == "" {
+		t.Fatalf("response %+v", resp)
+	}
+	if acc.Choices[0].Message.Content != resp.Choices[0].Message.Content {
+		t.Errorf("streamed %q, not streamed %q", acc.Choices[0].Message.Content, resp.Choices[0].Message.Content)
+	}
+	// The second identical request reuses the prompt's KV.
+	if resp2, err := c.Chat.Completions.New(context.Background(), params); err != nil || resp2.Usage.PromptTokensDetails.CachedTokens == 0 {
+		t.Errorf("no prefix reuse: %v %+v", err, resp2)
+	}
+	comp, err := c.Completions.New(context.Background(), openai.CompletionNewParams{
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("The capital of France is")}, MaxTokens: openai.Int(5), Temperature: openai.Float(0)})
+	if err != nil || comp.Usage.CompletionTokens == 0 {
+		t.Fatalf("completions: %v %+v", err, comp)
+	}
+}
+
+// TestRealEngineConcurrency runs more requests than slots at once: each
+// reply equals the same request's reply run alone (greedy), and a client
+// that disconnects frees its slot.
+func TestRealEngineConcurrency(t *testing.T) {
+	e := tinyEngine(t, engine.Options{BatchSize: 2})
+	defer e.Close()
+	_, base := startServer(t, FromEngine(e), Options{})
+	c := newClient(base)
+	const n = 5
+	alone := make([]string, n)
+	for i := range n {
+		resp, err := c.Chat.Completions.New(context.Background(), greedyChat(openai.UserMessage(fmt.Sprintf("question number %d", i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		alone[i] = resp.Choices[0].Message.Content
+	}
+	var wg sync.WaitGroup
+	got := make([]string, n)
+	for i := range n {
+		wg.Go(func() {
+			resp, err := c.Chat.Completions.New(context.Background(), greedyChat(openai.UserMessage(fmt.Sprintf("question number %d", i))))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got[i] = resp.Choices[0].Message.Content
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if got[i] != alone[i] {
+			t.Errorf("request %d: batched %q, alone %q", i, got[i], alone[i])
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := greedyChat(openai.UserMessage("a long answer please"))
+	p.MaxTokens = openai.Int(1500)
+	stream := c.Chat.Completions.NewStreaming(ctx, p)
+	if !stream.Next() {
+		t.Fatal(stream.Err())
+	}
+	cancel()
+	stream.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Stats().SlotsBusy != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("slot still busy after the client left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// userTurns plays a conversation of user questions, re-sending the whole
+// history each turn, and returns each turn's usage, finish reason and the
+// text its new user message adds to the rendered prompt.
+func userTurns(t *testing.T, c openai.Client, turns int, opts ...option.RequestOption) (usages []turnUsage, finishes []string, msgs []openai.ChatCompletionMessageParamUnion) {
+	t.Helper()
+	msgs = []openai.ChatCompletionMessageParamUnion{openai.SystemMessage("You are terse.")}
+	for turn := range turns {
+		q := fmt.Sprintf("Question %d: what comes next?", turn)
+		msgs = append(msgs, openai.UserMessage(q))
+		p := greedyChat(msgs...)
+		p.MaxTokens = openai.Int(8)
+		resp, err := c.Chat.Completions.New(context.Background(), p, opts...)
+		if err != nil {
+			t.Fatalf("turn %d: %v", turn, err)
+		}
+		u := resp.Usage
+		usages = append(usages, turnUsage{prompt: int(u.PromptTokens), cached: int(u.PromptTokensDetails.CachedTokens), completion: int(u.CompletionTokens),
+			content: resp.Choices[0].Message.Content, added: "\n<|im_start|>user\n" + q + "<|im_end|>\n<|im_start|>assistant\n"})
+		finishes = append(finishes, resp.Choices[0].FinishReason)
+		msgs = append(msgs, resp.Choices[0].Message.ToParam())
+	}
+	return usages, finishes, msgs
+}
+
+func TestRealEngineSessions(t *testing.T) {
+	const turns = 20
+	tok, err := tokenizer.Load(tinyModel(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := tinyEngine(t, engine.Options{BatchSize: 2})
+	defer e.Close()
+	_, base := startServer(t, FromEngine(e), Options{})
+	c := newClient(base)
+	sess, finishes, _ := userTurns(t, c, turns, option.WithHeader("X-Session-ID", "real"))
+	for i := 1; i < turns; i++ {
+		prev, u := sess[i-1], sess[i]
+		// Prefilled: the new message, the reply's last token (sampled,
+		// never fed) and, when max_tokens cut the reply, its <|im_end|>.
+		want := len(tok.Encode(u.added)) + 1
+		if finishes[i-1] == "length" {
+			want++
+		}
+		if got := u.prompt - u.cached; got != want {
+			t.Errorf("turn %d: prefilled %d, want %d (prev finish %s)", i, got, want, finishes[i-1])
+		}
+		if u.prompt != prev.prompt+prev.completion+want-1 {
+			t.Errorf("turn %d: prompt %d is not the transcript %d + the new tokens", i, u.prompt, prev.prompt+prev.completion)
+		}
+	}
+
+	e2 := tinyEngine(t, engine.Options{BatchSize: 2})
+	defer e2.Close()
+	_, base2 := startServer(t, FromEngine(e2), Options{})
+	c2 := newClient(base2)
+	plain, _, msgs := userTurns(t, c2, turns)
+	for i := 1; i < turns; i++ {
+		prev, u := plain[i-1], plain[i]
+		if got, limit := u.prompt-u.cached, len(tok.Encode(u.added))+prev.completion+2; got > limit {
+			t.Errorf("turn %d: prefix mode prefilled %d > new message + last reply (%d)", i, got, limit)
+		}
+	}
+	// A cold server answers the last request exactly as prefix mode did.
+	e3 := tinyEngine(t, engine.Options{BatchSize: 1})
+	defer e3.Close()
+	_, base3 := startServer(t, FromEngine(e3), Options{})
+	c3 := newClient(base3)
+	p := greedyChat(msgs[:len(msgs)-1]...)
+	p.MaxTokens = openai.Int(8)
+	resp, err := c3.Chat.Completions.New(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Usage.PromptTokensDetails.CachedTokens != 0 || resp.Choices[0].Message.Content != plain[turns-1].content {
+		t.Errorf("cold reply %q (cached %d), prefix-mode reply %q", resp.Choices[0].Message.Content, resp.Usage.PromptTokensDetails.CachedTokens, plain[turns-1].content)
+	}
+}
+
+func TestRealEngineSessionRestart(t *testing.T) {
+	store := t.TempDir()
+	sess := option.WithHeader("X-Session-ID", "restart")
+	e := tinyEngine(t, engine.Options{BatchSize: 1, SessionStore: store})
+	ctx, stop := context.WithCancel(context.Background())
+	s, err := New(FromEngine(e), Options{SessionDir: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	usages, _, msgs := userTurns(t, newClient("http://"+ln.Addr().String()), 2, sess)
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil { // writes the session's KV to the store
+		t.Fatal(err)
+	}
+
+	e2 := tinyEngine(t, engine.Options{BatchSize: 1, SessionStore: store})
+	defer e2.Close()
+	_, base := startServer(t, FromEngine(e2), Options{SessionDir: store})
+	c := newClient(base)
+	p := greedyChat(append(msgs, openai.UserMessage("And after a restart?"))...)
+	resp, err := c.Chat.Completions.New(context.Background(), p, sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := usages[len(usages)-1]
+	transcript := last.prompt + last.completion
+	if hits := metric(t, base, "ellm_session_hits_total"); hits != "1" {
+		t.Errorf("transcript session not found after restart (hits %s)", hits)
+	}
+	if got := int(resp.Usage.PromptTokensDetails.CachedTokens); got != transcript-1 {
+		t.Errorf("after restart %d tokens reused, want the stored transcript's %d", got, transcript-1)
+	}
+}
