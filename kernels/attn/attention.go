@@ -121,16 +121,12 @@ type query struct{ ml, acc, q []float32 }
 // takes: each K/V vector loaded then feeds that many FMAs.
 const groupQueries = 4
 
-// flush runs the pending queries over the tile (k, v): a full group in one
-// call where the path has a group kernel, else one call per query. Both give
-// the same bits, so grouping never changes a row's result.
+// flush runs the pending queries over the tile (k, v): in groups where the
+// path has group kernels, the rest one call per query. Both give the same
+// bits, so grouping never changes a row's result.
 func (a *Attention) flush(w *scratch, k, v []float32) {
 	n := w.pn
-	if w.np == groupQueries && tileGroup(a.path, w, k, v, n, a.headDim, a.scale) {
-		w.np = 0
-		return
-	}
-	for i := range w.np {
+	for i := tileGroup(a.path, w, 0, k, v, n, a.headDim, a.scale); i < w.np; i++ {
 		p := &w.pend[i]
 		tile(a.path, p.ml, p.acc, p.q, k, v, w.s[:Tile], n, a.scale)
 	}

@@ -21,6 +21,9 @@ func tileAVX512(ml, acc, q, k, v, s *float32, n, hd int, scale float32)
 //go:noescape
 func tile4AVX512(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)
 
+//go:noescape
+func tile2AVX512(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)
+
 // qref is a query as tile4AVX512 reads it (offsets fixed in the assembly).
 type qref struct {
 	ml, acc, q, s *float32
@@ -28,17 +31,27 @@ type qref struct {
 	_             [4]byte
 }
 
-// tileGroup runs the four pending queries of w through tile4AVX512.
-func tileGroup(p kernels.Path, w *scratch, k, v []float32, n, hd int, scale float32) bool {
+// tileGroup runs the pending queries of w from index i on through the group
+// kernels, four or two at a time, and returns how many it took.
+func tileGroup(p kernels.Path, w *scratch, i int, k, v []float32, n, hd int, scale float32) int {
 	if !useAVX512(p, hd) {
-		return false
+		return 0
 	}
-	for i := range w.pend {
-		q := &w.pend[i]
-		w.refs[i] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[i*Tile]}
+	done := 0
+	for size := groupQueries; size >= 2; size /= 2 {
+		for ; w.np-i-done >= size; done += size {
+			for j := range size {
+				q := &w.pend[i+done+j]
+				w.refs[j] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[j*Tile]}
+			}
+			if size == 4 {
+				tile4AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
+			} else {
+				tile2AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
+			}
+		}
 	}
-	tile4AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
-	return true
+	return done
 }
 
 //go:noescape

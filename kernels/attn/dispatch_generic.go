@@ -26,4 +26,4 @@ func widenV(_ kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows
 // qref is only used by the assembly group kernel.
 type qref struct{}
 
-func tileGroup(kernels.Path, *scratch, []float32, []float32, int, int, float32) bool { return false }
+func tileGroup(kernels.Path, *scratch, int, []float32, []float32, int, int, float32) int { return 0 }

@@ -541,7 +541,7 @@ vnext:
 // V vector loaded feeds four FMAs. Per query the operations are exactly
 // tileAVX512's — the score of (query, key) is the same FMA chain and fold
 // tree, only the assignment of chains to registers differs — so results are
-// bit-identical to four single calls (TestTile4MatchesTile).
+// bit-identical to four single calls (TestGroupKernelsMatchTile).
 // qref is {ml, acc, q, s *float32; corr float32}: 40 bytes.
 TEXT ·tile4AVX512(SB), NOSPLIT, $0-44
 	MOVQ qs+0(FP), AX
@@ -778,5 +778,238 @@ t4v16t:
 t4vnext:
 	CMPQ BX, R14
 	JLT  t4v
+	VZEROUPPER
+	RET
+
+// One row of the 2×8 FMA block: query q against keys in Z20..Z27.
+#define FMA8(q, a0, a1, a2, a3, a4, a5, a6, a7) \
+	VFMADD231PS Z20, q, a0 \
+	VFMADD231PS Z21, q, a1 \
+	VFMADD231PS Z22, q, a2 \
+	VFMADD231PS Z23, q, a3 \
+	VFMADD231PS Z24, q, a4 \
+	VFMADD231PS Z25, q, a5 \
+	VFMADD231PS Z26, q, a6 \
+	VFMADD231PS Z27, q, a7
+
+// func tile2AVX512(qs *[4]qref, k, v *float32, n, hd int, scale float32)
+//
+// tile4AVX512 for two queries (decode with two query heads per kv head):
+// blocks of 8 keys in the score phase, 128 dims per pass in the V phase.
+// Per query the operations are tileAVX512's (TestGroupKernelsMatchTile).
+TEXT ·tile2AVX512(SB), NOSPLIT, $0-44
+	MOVQ qs+0(FP), AX
+	MOVQ k+8(FP), DX
+	MOVQ v+16(FP), SI
+	MOVQ n+24(FP), R13
+	MOVQ hd+32(FP), R14
+	VBROADCASTSS scale+40(FP), Z29
+	VMOVDQU32 keyperm<>(SB), Z28
+	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 8q+j: query q, key ≡ j mod 8
+
+	XORQ BX, BX
+t2block:
+	VPXORD Z0, Z0, Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VMOVAPS Z0, Z8
+	VMOVAPS Z0, Z9
+	VMOVAPS Z0, Z10
+	VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12
+	VMOVAPS Z0, Z13
+	VMOVAPS Z0, Z14
+	VMOVAPS Z0, Z15
+	MOVQ 16(AX), R8
+	MOVQ 56(AX), R9
+	MOVQ BX, R12
+	SHLQ $6, R12
+	ADDQ DX, R12
+	MOVQ R14, CX
+	SHRQ $4, CX
+t2chunk:
+	VMOVUPS (R8), Z16
+	VMOVUPS (R9), Z17
+	VMOVUPS 0(R12), Z20
+	VMOVUPS 64(R12), Z21
+	VMOVUPS 128(R12), Z22
+	VMOVUPS 192(R12), Z23
+	VMOVUPS 256(R12), Z24
+	VMOVUPS 320(R12), Z25
+	VMOVUPS 384(R12), Z26
+	VMOVUPS 448(R12), Z27
+	FMA8(Z16, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	FMA8(Z17, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $4096, R12
+	DECQ CX
+	JNZ  t2chunk
+
+	FOLD256(Z0, Z1)
+	FOLD256(Z2, Z3)
+	FOLD256(Z4, Z5)
+	FOLD256(Z6, Z7)
+	FOLD256(Z8, Z9)
+	FOLD256(Z10, Z11)
+	FOLD256(Z12, Z13)
+	FOLD256(Z14, Z15)
+	FOLD128(Z0, Z2)
+	FOLD128(Z4, Z6)
+	FOLD128(Z8, Z10)
+	FOLD128(Z12, Z14)
+	FOLD64(Z0, Z4)
+	FOLD64(Z8, Z12)
+	FOLD32(Z0, Z8)
+	VPERMPS Z0, Z28, Z0     // lane 8q+j: query q, key BX+j
+	VMULPS Z29, Z0, Z0
+	MOVQ 24(AX), DI
+	VEXTRACTF32X8 $0, Z0, (DI)(BX*4)
+	MOVQ 64(AX), DI
+	VEXTRACTF32X8 $1, Z0, (DI)(BX*4)
+
+	MOVQ R13, DI
+	SUBQ BX, DI
+	MOVL $0xff, R15
+	BZHIL DI, R15, R15
+	IMUL3L $0x101, R15, R15
+	KMOVW R15, K1
+	VMAXPS Z0, Z30, K1, Z30
+
+	ADDQ $8, BX
+	CMPQ BX, R13
+	JLT  t2block
+
+	// Each query's tile max in every lane of its 256-bit half.
+	VPERMILPS $0xB1, Z30, Z31
+	VMAXPS Z31, Z30, Z30
+	VPERMILPS $0x4E, Z30, Z31
+	VMAXPS Z31, Z30, Z30
+	VSHUFF32X4 $0xB1, Z30, Z30, Z31
+	VMAXPS Z31, Z30, Z30
+
+	MOVQ AX, R9
+	MOVQ $2, R10
+t2q:
+	MOVQ 0(R9), R15         // ml
+	VMOVAPS X30, X1
+	VMOVSS (R15), X3
+	VMAXSS X3, X1, X1
+	VMOVSS X1, (R15)
+	VSUBSS X1, X3, X3
+	VBROADCASTSS X1, Z18
+	VBROADCASTSS X3, Z19
+	EXP(Z19, Z0, Z1, Z2)
+	VMOVSS X19, 32(R9)
+	MOVQ 24(R9), DI         // s
+	VPXORD Z17, Z17, Z17
+	XORQ R11, R11
+t2exp:
+	VMOVUPS (DI)(R11*4), Z3
+	VSUBPS Z18, Z3, Z3
+	EXP(Z3, Z0, Z1, Z2)
+	VMOVUPS Z3, (DI)(R11*4)
+	MOVQ R13, R12
+	SUBQ R11, R12
+	MOVL $0xffff, R8
+	BZHIL R12, R8, R8
+	KMOVW R8, K1
+	VADDPS Z3, Z17, K1, Z17
+	ADDQ $16, R11
+	CMPQ R11, R13
+	JLT  t2exp
+	VEXTRACTF32X8 $1, Z17, Y1
+	VADDPS Y1, Y17, Y1
+	VEXTRACTF128 $1, Y1, X2
+	VADDPS X2, X1, X1
+	VMOVHLPS X1, X1, X2
+	VADDPS X2, X1, X1
+	VMOVSHDUP X1, X2
+	VADDSS X2, X1, X1
+	VMOVSS 4(R15), X2
+	VMULSS X19, X2, X2
+	VADDSS X1, X2, X2
+	VMOVSS X2, 4(R15)
+	VSHUFF32X4 $0x4E, Z30, Z30, Z30 // the other query's max into lane 0
+	ADDQ $40, R9
+	DECQ R10
+	JNZ  t2q
+
+	// acc = acc·corr + Σ_t p_t·v_t, 128 (else 16) dims of both queries at a time.
+	MOVQ 24(AX), R8
+	MOVQ 64(AX), R9
+	VBROADCASTSS 32(AX), Z28
+	VBROADCASTSS 72(AX), Z29
+	SHLQ $2, R14
+	XORQ BX, BX
+t2v:
+	MOVQ R14, R12
+	SUBQ BX, R12
+	CMPQ R12, $512
+	JLT  t2v16
+	LOADACC64(8, Z28, Z0, Z1, Z2, Z3)
+	LOADACC64(48, Z29, Z8, Z9, Z10, Z11)
+	ADDQ $256, BX
+	LOADACC64(8, Z28, Z4, Z5, Z6, Z7)
+	LOADACC64(48, Z29, Z12, Z13, Z14, Z15)
+	SUBQ $256, BX
+	LEAQ (SI)(BX*1), R12
+	XORQ CX, CX
+t2v128t:
+	VBROADCASTSS (R8)(CX*4), Z16
+	VBROADCASTSS (R9)(CX*4), Z17
+	VMOVUPS 0(R12), Z20
+	VMOVUPS 64(R12), Z21
+	VMOVUPS 128(R12), Z22
+	VMOVUPS 192(R12), Z23
+	VMOVUPS 256(R12), Z24
+	VMOVUPS 320(R12), Z25
+	VMOVUPS 384(R12), Z26
+	VMOVUPS 448(R12), Z27
+	FMA8(Z16, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7)
+	FMA8(Z17, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+	ADDQ R14, R12
+	INCQ CX
+	CMPQ CX, R13
+	JLT  t2v128t
+	STOREACC64(8, Z0, Z1, Z2, Z3)
+	STOREACC64(48, Z8, Z9, Z10, Z11)
+	ADDQ $256, BX
+	STOREACC64(8, Z4, Z5, Z6, Z7)
+	STOREACC64(48, Z12, Z13, Z14, Z15)
+	ADDQ $256, BX
+	JMP  t2vnext
+
+t2v16:
+	MOVQ 8(AX), DI
+	VMULPS (DI)(BX*1), Z28, Z0
+	MOVQ 48(AX), DI
+	VMULPS (DI)(BX*1), Z29, Z1
+	LEAQ (SI)(BX*1), R12
+	XORQ CX, CX
+t2v16t:
+	VBROADCASTSS (R8)(CX*4), Z16
+	VBROADCASTSS (R9)(CX*4), Z17
+	VMOVUPS 0(R12), Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	ADDQ R14, R12
+	INCQ CX
+	CMPQ CX, R13
+	JLT  t2v16t
+	MOVQ 8(AX), DI
+	VMOVUPS Z0, (DI)(BX*1)
+	MOVQ 48(AX), DI
+	VMOVUPS Z1, (DI)(BX*1)
+	ADDQ $64, BX
+
+t2vnext:
+	CMPQ BX, R14
+	JLT  t2v
 	VZEROUPPER
 	RET

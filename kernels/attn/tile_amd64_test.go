@@ -5,6 +5,7 @@ package attn
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -32,8 +33,8 @@ func TestExpMatchesOps(t *testing.T) {
 	}
 }
 
-// The group kernel must give each query exactly the bits of the single one.
-func TestTile4MatchesTile(t *testing.T) {
+// The group kernels must give each query exactly the bits of the single one.
+func TestGroupKernelsMatchTile(t *testing.T) {
 	if !kernels.CPU().Supports(kernels.AVX512) {
 		t.Skip("no AVX-512")
 	}
@@ -45,27 +46,41 @@ func TestTile4MatchesTile(t *testing.T) {
 		}
 		return x
 	}
-	for _, hd := range []int{16, 64, 80, 128} {
-		for _, n := range []int{1, 3, 5, 16, 17, 63, 64} {
+	for _, hd := range []int{16, 64, 80, 128, 144} {
+		for _, n := range []int{1, 3, 5, 8, 9, 16, 17, 63, 64} {
 			k, v := rnd(Tile*hd), rnd(Tile*hd)
-			var w scratch
-			w.s = make([]float32, groupQueries*Tile)
-			var single [groupQueries]query
-			for i := range w.pend {
+			var start [groupQueries]query
+			for i := range start {
 				ml := []float32{float32(r.NormFloat64()), float32(r.Float64() * 10)}
 				if i == 0 {
 					ml[0], ml[1] = float32(math.Inf(-1)), 0 // a first tile
 				}
-				w.pend[i] = query{ml: ml, acc: rnd(hd), q: rnd(hd)}
-				single[i] = query{ml: append([]float32(nil), ml...), acc: append([]float32(nil), w.pend[i].acc...), q: w.pend[i].q}
+				start[i] = query{ml: ml, acc: rnd(hd), q: rnd(hd)}
 			}
-			if !tileGroup(kernels.AVX512, &w, k, v, n, hd, 0.125) {
-				t.Fatal("tileGroup declined")
+			clone := func() (w scratch) {
+				w.s = make([]float32, groupQueries*Tile)
+				for i, q := range start {
+					w.pend[i] = query{ml: slices.Clone(q.ml), acc: slices.Clone(q.acc), q: q.q}
+				}
+				return w
 			}
-			for i, q := range single {
-				tileAVX512(&q.ml[0], &q.acc[0], &q.q[0], &k[0], &v[0], &w.s[0], n, hd, 0.125)
-				if !bitsEqual(q.ml, w.pend[i].ml) || !bitsEqual(q.acc, w.pend[i].acc) {
-					t.Fatalf("hd %d n %d query %d: group kernel differs from single", hd, n, i)
+			want := clone()
+			for _, q := range want.pend {
+				tileAVX512(&q.ml[0], &q.acc[0], &q.q[0], &k[0], &v[0], &want.s[0], n, hd, 0.125)
+			}
+			for _, c := range []struct {
+				name  string
+				np, i int
+			}{{"four", 4, 0}, {"pair", 2, 0}, {"pair after two", 4, 2}} {
+				got := clone()
+				got.np = c.np
+				if took := tileGroup(kernels.AVX512, &got, c.i, k, v, n, hd, 0.125); took != c.np-c.i {
+					t.Fatalf("%s: tileGroup took %d queries", c.name, took)
+				}
+				for i := c.i; i < c.np; i++ {
+					if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
+						t.Fatalf("hd %d n %d %s: query %d differs from the single kernel", hd, n, c.name, i)
+					}
 				}
 			}
 		}

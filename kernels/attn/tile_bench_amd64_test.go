@@ -45,7 +45,8 @@ func BenchmarkTileAVX512(b *testing.B) {
 			best, _ := timeBest(b, func() {
 				for range calls {
 					if group {
-						tileGroup(kernels.AVX512, &w, k, v, Tile, hd, 0.1)
+						w.np = groupQueries
+						tileGroup(kernels.AVX512, &w, 0, k, v, Tile, hd, 0.1)
 					} else {
 						tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], Tile, hd, 0.1)
 					}
