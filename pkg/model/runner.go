@@ -68,7 +68,7 @@ type Runner struct {
 	x   []float32 // residual stream [M, H]
 	xn  []float32 // normed input of the current sublayer [M, H]
 	y   []float32 // sublayer output before the residual add [M, H]
-	q   []float32 // [M, Hq·D], attention output reuses it
+	q   []float32 // queries [M, Hq·D]
 	k   []float32 // [M, Hkv·D]
 	v   []float32 // [M, Hkv·D]
 	ao  []float32 // attention output [M, Hq·D]
@@ -81,7 +81,7 @@ type Runner struct {
 
 	moe moeScratch
 
-	lmIn    []float32 // final-normed rows that need logits [MaxLogits, H]
+	lmIn    []float32 // final-normed rows that need logits [min(MaxLogits, M), H]
 	logits  []float32 // [MaxLogits, V]
 	nLogits int
 	base    []int // first logits row of each segment of the current Forward
