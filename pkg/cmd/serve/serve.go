@@ -1,34 +1,150 @@
-// Package serve implements `ellm serve`.
+// Package serve implements `ellm serve`: the OpenAI/vLLM-compatible HTTP
+// server (pkg/server) on an engine in this process.
 package serve
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/server"
 )
 
 // Options are the inputs of `ellm serve`.
 type Options struct {
-	IO cmdutil.IOStreams
+	IO      cmdutil.IOStreams
+	Ctx     context.Context
+	Version string
+
+	ModelPath      string
+	DType, KVDType string
+	Threads        int
+	SequenceLength int
+	BatchSize      int
+	ChunkSize      int
+
+	Host            string
+	Port            int
+	ServedModelName string
+	APIKey          string
+	MaxQueue        int
+	QueueTimeout    time.Duration
+	SessionStore    string
+	MaxBodyBytes    int64
+	DrainTimeout    time.Duration
+	Verbose         bool
+
+	// Listen opens the listener (tests pass port 0 and learn the address
+	// from Ready); nil is net.Listen.
+	Listen func(network, address string) (net.Listener, error)
+	// Ready, if set, is called with the address once the server accepts
+	// connections.
+	Ready func(net.Addr)
 }
 
 // NewCmdServe returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdServe(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO}
-	return &cobra.Command{
+	opts := &Options{IO: f.IO, Version: f.Version}
+	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve an OpenAI/vLLM-compatible HTTP API",
+		Long: `Serve the model over an OpenAI/vLLM-compatible HTTP API:
+/v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize,
+/health, /version and /metrics (Prometheus).
+
+Requests naming a session (header X-Session-ID or body field session_id)
+keep their exact token transcript: the next request that extends the
+conversation prefills only its new messages. See docs/server.md.
+
+The server listens once the model is loaded; SIGINT or SIGTERM stops
+accepting requests, lets those in flight finish, then exits.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Ctx = cmd.Context()
 			if runF != nil {
 				return runF(opts)
 			}
 			return serveRun(opts)
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.ModelPath, "model-path", "", "Hugging Face model directory (default: the built-in synthetic model)")
+	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
+	fl.StringVar(&opts.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
+	fl.IntVar(&opts.Threads, "threads", 0, "compute threads (default: physical cores)")
+	fl.IntVar(&opts.SequenceLength, "sequence-length", 4096, "KV positions per slot: the longest prompt + reply")
+	fl.IntVar(&opts.BatchSize, "batch-size", 4, "KV cache slots: requests generated at once")
+	fl.IntVar(&opts.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
+	fl.StringVar(&opts.Host, "host", "0.0.0.0", "address to listen on")
+	fl.IntVar(&opts.Port, "port", 8000, "port to listen on")
+	fl.StringVar(&opts.ServedModelName, "served-model-name", "", "model name in the API (default: the model's)")
+	fl.StringVar(&opts.APIKey, "api-key", "", "require Authorization: Bearer KEY")
+	fl.IntVar(&opts.MaxQueue, "max-queue", 1024, "requests waiting for a slot before new ones get 503")
+	fl.DurationVar(&opts.QueueTimeout, "queue-timeout", 0, "longest wait for a slot before a 503 (0 = no limit)")
+	fl.StringVar(&opts.SessionStore, "session-store", "", "directory keeping sessions (KV and transcripts) across eviction and restarts")
+	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted (413 beyond)")
+	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
+	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "log every request failure and engine detail")
+	return cmd
 }
 
 func serveRun(opts *Options) error {
-	return fmt.Errorf("ellm serve: %w", cmdutil.ErrNotBuilt)
+	ctx := opts.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	level := slog.LevelInfo
+	if opts.Verbose {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: level}))
+	if opts.Port < 0 || opts.Port > 65535 {
+		return fmt.Errorf("--port %d: not a port", opts.Port)
+	}
+	eng, err := engine.New(engine.Options{
+		ModelPath: opts.ModelPath, DType: opts.DType, KVDType: opts.KVDType, Threads: opts.Threads,
+		SequenceLength: opts.SequenceLength, BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize,
+		SessionStore: opts.SessionStore, MaxQueue: opts.MaxQueue, QueueTimeout: opts.QueueTimeout, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.FromEngine(eng), server.Options{
+		ModelName: opts.ServedModelName, APIKey: opts.APIKey, MaxBodyBytes: opts.MaxBodyBytes, Version: opts.Version,
+		SessionDir: opts.SessionStore, DrainTimeout: opts.DrainTimeout, Logger: log,
+	})
+	if err != nil {
+		return errors.Join(err, eng.Close())
+	}
+	listen := opts.Listen
+	if listen == nil {
+		listen = net.Listen
+	}
+	ln, err := listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
+	if err != nil {
+		return errors.Join(fmt.Errorf("listen: %w", err), eng.Close())
+	}
+	info := eng.Info()
+	log.Info("serving", "addr", ln.Addr().String(), "model", info.ModelName, "served_as", opts.ServedModelName,
+		"slots", info.Slots, "sequence_length", info.SequenceLength, "kernels", info.KernelPath, "auth", opts.APIKey != "")
+	if opts.Ready != nil {
+		opts.Ready(ln.Addr())
+	}
+	err = srv.Serve(ctx, ln)
+	// Closing the engine writes the sessions held in slots to the store.
+	if cerr := eng.Close(); cerr != nil {
+		err = errors.Join(err, fmt.Errorf("close engine: %w", cerr))
+	}
+	if err == nil {
+		log.Info("stopped")
+	}
+	return err
 }

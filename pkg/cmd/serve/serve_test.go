@@ -1,0 +1,117 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+)
+
+func TestFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want func(o *Options) bool
+	}{
+		{nil, nil, func(o *Options) bool {
+			return o.Host == "0.0.0.0" && o.Port == 8000 && o.BatchSize == 4 && o.SequenceLength == 4096 && o.APIKey == ""
+		}},
+		{[]string{"--model-path", "/m", "--chunk-size", "64", "--sequence-length", "1024", "--batch-size", "8", "--port", "9000",
+			"--host", "127.0.0.1", "--api-key", "k", "--served-model-name", "qwen", "--queue-timeout", "2s", "--session-store", "/s", "--dtype", "int8"},
+			nil, func(o *Options) bool {
+				return o.ModelPath == "/m" && o.ChunkSize == 64 && o.SequenceLength == 1024 && o.BatchSize == 8 && o.Port == 9000 &&
+					o.Host == "127.0.0.1" && o.APIKey == "k" && o.ServedModelName == "qwen" && o.QueueTimeout == 2*time.Second &&
+					o.SessionStore == "/s" && o.DType == "int8"
+			}},
+		{[]string{"--port", "1"}, map[string]string{"ELLM_PORT": "2", "ELLM_API_KEY": "env-key"}, func(o *Options) bool {
+			return o.Port == 1 && o.APIKey == "env-key"
+		}},
+	} {
+		var got *Options
+		f := &cmdutil.Factory{IO: cmdutil.IOStreams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard},
+			Getenv: func(k string) string { return tc.env[k] }}
+		cmd := NewCmdServe(f, func(o *Options) error { got = o; return nil })
+		cmd.SetArgs(tc.args)
+		cmd.PreRunE = func(c *cobra.Command, _ []string) error { return cmdutil.ApplyConfig(c, viper.New(), f.Getenv) }
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if !tc.want(got) {
+			t.Errorf("%v %v: options %+v", tc.args, tc.env, got)
+		}
+	}
+}
+
+// tinyModel links the tiny Qwen3's files into a directory, resolving the
+// tokenizer files that hold a relative path to the real ones.
+func tinyModel(t *testing.T) string {
+	t.Helper()
+	src := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range entries {
+		target := filepath.Join(src, ent.Name())
+		if b, err := os.ReadFile(target); err == nil && len(b) < 200 && strings.HasPrefix(string(b), "../") {
+			target = filepath.Join(src, strings.TrimSpace(string(b)))
+		}
+		if err := os.Symlink(target, filepath.Join(dst, ent.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestServeRun starts the server on the tiny model, answers a request,
+// then drains and exits when the context is cancelled.
+func TestServeRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log bytes.Buffer
+	addr := make(chan net.Addr, 1)
+	opts := &Options{IO: cmdutil.IOStreams{Out: io.Discard, ErrOut: &log}, Ctx: ctx, Version: "test",
+		ModelPath: tinyModel(t), DType: "bf16", KVDType: "bf16", Threads: 1, SequenceLength: 256, BatchSize: 1,
+		Host: "127.0.0.1", Port: 0, MaxQueue: 4, MaxBodyBytes: 1 << 20, DrainTimeout: 5 * time.Second,
+		Ready: func(a net.Addr) { addr <- a }}
+	done := make(chan error, 1)
+	go func() { done <- serveRun(opts) }()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("serveRun: %v\n%s", err, log.String())
+	}
+	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"Hello","max_tokens":3}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(`"completion_tokens":3`)) {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serveRun: %v", err)
+	}
+	for _, want := range []string{"engine ready", "weight_bytes", "kv_bytes", "scratch_bytes", "kernels", "serving", "stopped"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+}
