@@ -45,6 +45,8 @@ type Options struct {
 	ShardBytes int64
 	// Name is written as ellm_name in config.json (default: the config's name).
 	Name string
+	// Init sets the weight scales (nil = DefaultInit).
+	Init *Init
 }
 
 // Tokenizer choices besides a directory path.
@@ -53,13 +55,32 @@ const (
 	TokenizerBytes = "bytes"
 )
 
-// Init holds the scales of the random weights.
+// Init controls the random weights.
 type Init struct {
 	Gain        float64 // linear weights: std = Gain / √fan_in
 	RouterGain  float64 // router (mlp.gate) weights: std = RouterGain / √hidden
 	LogitStd    float64 // embeddings and lm_head: std = LogitStd / √hidden (logit spread for unit-RMS input)
 	NormNoise   float64 // norm weights: 1 + uniform noise of this std
 	OutputScale float64 // o_proj and down_proj are further scaled by OutputScale / √(2·layers) to keep the residual stream bounded
+	// Prior, if set (one value per vocabulary id), is a unigram prior added
+	// to the logits: every embedding carries a constant in hidden channel 0,
+	// which survives the residual stream and the final norm as a roughly
+	// constant positive value, and lm_head's column 0 turns it into
+	// Prior[v] for token v. Random weights then produce text-like output
+	// that ends, rather than arbitrary bytes. Needs untied embeddings.
+	Prior []float32
+}
+
+// priorEmbed is the constant every embedding carries in the prior channel.
+const priorEmbed = 1.0
+
+// priorNormalized estimates the prior channel's value after the final
+// RMSNorm, assuming the residual stream is still mostly the token's embedding
+// (true when OutputScale is small): priorEmbed over the embedding row's RMS.
+func priorNormalized(hidden int, in Init) float32 {
+	h := float64(hidden)
+	sigma := in.LogitStd / math.Sqrt(h)
+	return float32(priorEmbed / math.Sqrt((priorEmbed*priorEmbed+(h-1)*sigma*sigma)/h))
 }
 
 // DefaultInit are the scales Generate uses.
@@ -109,7 +130,15 @@ func Generate(cfg *modelcfg.Config, dir string, opts Options) error {
 			return err
 		}
 	}
-	entries := Entries(cfg, opts.Seed, DefaultInit)
+	in := DefaultInit
+	if opts.Init != nil {
+		in = *opts.Init
+	}
+	if in.Prior != nil && (len(in.Prior) != cfg.VocabSize || cfg.TieWordEmbeddings) {
+		return fmt.Errorf("synth: a logit prior needs untied embeddings and %d values, got tie_word_embeddings=%v and %d values",
+			cfg.VocabSize, cfg.TieWordEmbeddings, len(in.Prior))
+	}
+	entries := Entries(cfg, opts.Seed, in)
 	meta := map[string]string{"format": "pt", "ellm_synthetic": "true", "ellm_seed": strconv.FormatUint(opts.Seed, 10)}
 	if _, err := safetensors.WriteSharded(dir, entries, opts.ShardBytes, meta); err != nil {
 		return fmt.Errorf("synth: %w", err)
@@ -227,12 +256,33 @@ func Entries(cfg *modelcfg.Config, seed uint64, in Init) []safetensors.Entry {
 			center, std = 0, 0.02
 		}
 		stream := seed ^ nameHash(spec.Name)
+		kind := spec.Kind
 		entries = append(entries, safetensors.Entry{
 			Name: spec.Name, DType: safetensors.BF16, Shape: spec.Shape,
-			Fill: func(dst []byte) error { fillBF16(dst, stream, float32(center), float32(std)); return nil },
+			Fill: func(dst []byte) error {
+				fillBF16(dst, stream, float32(center), float32(std))
+				if in.Prior != nil {
+					applyPrior(dst, kind, cfg.HiddenSize, in.Prior, priorNormalized(cfg.HiddenSize, in))
+				}
+				return nil
+			},
 		})
 	}
 	return entries
+}
+
+// applyPrior writes the prior channel (see Init.Prior) into a filled
+// embedding or lm_head matrix [vocab, hidden].
+func applyPrior(dst []byte, kind modelcfg.Kind, hidden int, prior []float32, normalized float32) {
+	for v, p := range prior {
+		off := 2 * v * hidden
+		switch kind {
+		case modelcfg.KindEmbedding:
+			binary.LittleEndian.PutUint16(dst[off:], toBF16(priorEmbed))
+		case modelcfg.KindLMHead:
+			binary.LittleEndian.PutUint16(dst[off:], toBF16(p/normalized))
+		}
+	}
 }
 
 func isOutputProj(name string) bool {

@@ -159,6 +159,12 @@ func TestGenerateRejects(t *testing.T) {
 	if err := Generate(cfg, t.TempDir(), Options{Tokenizer: TokenizerBytes}); err == nil || !strings.Contains(err.Error(), "vocab_size >= 288") {
 		t.Errorf("small vocab with byte tokenizer: %v", err)
 	}
+	tied := DefaultConfig()
+	tied.TieWordEmbeddings = true
+	in := defaultInit()
+	if err := Generate(tied, t.TempDir(), Options{Init: &in}); err == nil || !strings.Contains(err.Error(), "untied embeddings") {
+		t.Errorf("prior with tied embeddings: %v", err)
+	}
 	if err := Generate(tinyMoE(t), t.TempDir(), Options{Tokenizer: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "no tokenizer files") {
 		t.Errorf("empty tokenizer dir: %v", err)
 	}
@@ -316,43 +322,68 @@ func TestDefaultModel(t *testing.T) {
 	}
 }
 
-// Logits of the default model's first position are spread, not flat: with
-// unit-RMS hidden states the tied embedding gives logits of std ≈ 3.
-func TestDefaultLogitsSpread(t *testing.T) {
+// The default model's logits, estimated with the residual stream taken as
+// the token's own embedding (its layers are scaled down to make that nearly
+// true), follow the prior and still vary with the context.
+func TestDefaultLogits(t *testing.T) {
 	cfg := DefaultConfig()
-	entries := Entries(cfg, defaultSeed, DefaultInit)
-	emb := entries[0]
-	data := make([]byte, emb.NumBytes())
-	if err := emb.Fill(data); err != nil {
-		t.Fatal(err)
-	}
-	h := cfg.HiddenSize
-	row := func(i int) []float64 {
-		r := make([]float64, h)
-		for j := range r {
-			r[j] = bf16ToF32(binary.LittleEndian.Uint16(data[2*(i*h+j):]))
+	in := defaultInit()
+	mats := map[string][]float64{}
+	for _, e := range Entries(cfg, defaultSeed, in) {
+		if e.Name != "model.embed_tokens.weight" && e.Name != "lm_head.weight" {
+			continue
 		}
-		return r
-	}
-	x := row('H') // the embedding of "H", normalised to unit RMS
-	var ss float64
-	for _, v := range x {
-		ss += v * v
-	}
-	scale := 1 / math.Sqrt(ss/float64(h))
-	var s, s2 float64
-	for v := 0; v < cfg.VocabSize; v++ {
-		var dot float64
-		for j, e := range row(v) {
-			dot += x[j] * scale * e
+		data := make([]byte, e.NumBytes())
+		if err := e.Fill(data); err != nil {
+			t.Fatal(err)
 		}
-		s += dot
-		s2 += dot * dot
+		m := make([]float64, len(data)/2)
+		for i := range m {
+			m[i] = bf16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+		mats[e.Name] = m
 	}
-	n := float64(cfg.VocabSize)
-	std := math.Sqrt(s2/n - (s/n)*(s/n))
-	if std < 1.5 || std > 6 {
-		t.Errorf("logit std %.2f, want about 3", std)
+	h, vocab := cfg.HiddenSize, cfg.VocabSize
+	emb, head := mats["model.embed_tokens.weight"], mats["lm_head.weight"]
+	logits := func(tok int) []float64 {
+		x := emb[tok*h : (tok+1)*h]
+		var ss float64
+		for _, v := range x {
+			ss += v * v
+		}
+		scale := 1 / math.Sqrt(ss/float64(h))
+		out := make([]float64, vocab)
+		for v := range out {
+			for j := 0; j < h; j++ {
+				out[v] += x[j] * scale * head[v*h+j]
+			}
+		}
+		return out
+	}
+	mean := make([]float64, vocab)
+	contexts := []int{'a', 'e', 't', ' ', 'H', '.', '\n', 258}
+	for _, c := range contexts {
+		l := logits(c)
+		var s, s2 float64
+		for v := 0; v < 256; v++ {
+			d := l[v] - float64(in.Prior[v])
+			s += d
+			s2 += d * d
+		}
+		if std := math.Sqrt(s2/256 - (s/256)*(s/256)); std < 0.7 || std > 3 {
+			t.Errorf("context %d: context-dependent logit std %.2f, want about 1.2", c, std)
+		}
+		for v := range l {
+			mean[v] += l[v] / float64(len(contexts))
+		}
+	}
+	for _, pair := range [][2]int{{' ', 'e'}, {'e', 'z'}, {'z', 0x80}, {258, 0x80}, {'e', 259}} {
+		if mean[pair[0]] <= mean[pair[1]] {
+			t.Errorf("mean logit of %d (%.2f) is not above %d (%.2f)", pair[0], mean[pair[0]], pair[1], mean[pair[1]])
+		}
+	}
+	if math.Abs(mean[' ']-float64(in.Prior[' '])) > 2 {
+		t.Errorf("mean logit of space %.2f, prior %.2f", mean[' '], in.Prior[' '])
 	}
 }
 
