@@ -8,7 +8,7 @@ import "github.com/ellm-dev/ellm/kernels"
 
 func init() {
 	if kernels.CPU().AVX512F {
-		simdPrep = &prepFuncs{absMaxBitsAVX512, quantizeQuadsAVX512, bf16PairsAVX512}
+		simdPrep = &prepFuncs{absMaxBitsAVX512, quantizeQuadsAVX512, bf16PairsAVX512, siluMulAVX512}
 	}
 }
 
@@ -44,3 +44,6 @@ func asmKernels(p kernels.Path) (kernelSet, bool) {
 	}
 	return s, true
 }
+
+//go:noescape
+func siluMulAVX512(h, u *float32, n int)

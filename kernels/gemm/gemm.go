@@ -10,7 +10,6 @@ package gemm
 
 import (
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -129,7 +128,8 @@ func (c *Context) MatMulAdd(y, x []float32, m int, w *Weight) {
 	c.run(opAdd, y, x, m, w, nil)
 }
 
-// SwiGLU sets h = silu(x·Gᵀ) ⊙ (x·Uᵀ), silu(g) = g/(1+exp(-g)) in f32.
+// SwiGLU sets h = silu(x·Gᵀ) ⊙ (x·Uᵀ), silu(g) = g/(1+exp(-g)) in f32
+// (exp as silu.go computes it).
 func (c *Context) SwiGLU(h, x []float32, m int, gate, up *Weight) {
 	c.check("SwiGLU", h, x, m, gate)
 	if up.N != gate.N || up.K != gate.K {
@@ -271,11 +271,7 @@ func (t *task) multiply(worker, workers int) {
 		t.panels(ws, t.w2, unsafe.Pointer(&ws.up[0]), swigluChunk*panelWidth*4, p0, p1, false)
 		cols := min(p1*panelWidth, n) - p0*panelWidth
 		for r := range t.m {
-			h := t.y[r*n+p0*panelWidth : r*n+p0*panelWidth+cols]
-			u := ws.up[r*swigluChunk*panelWidth:]
-			for j, g := range h {
-				h[j] = silu(g) * u[j]
-			}
+			siluMul(t.y[r*n+p0*panelWidth:r*n+p0*panelWidth+cols], ws.up[r*swigluChunk*panelWidth:], t.c.prep)
 		}
 	}
 }
@@ -353,9 +349,4 @@ func (t *task) setInt8(a *kargs, w *Weight, r0, p int) {
 		a.sw = unsafe.Pointer(&w.scale[p*panelWidth])
 		a.wc = unsafe.Pointer(&w.corr[p*panelWidth])
 	}
-}
-
-// silu is g/(1+exp(-g)) in f32 (exp rounded to f32 first).
-func silu(g float32) float32 {
-	return g / (1 + float32(math.Exp(float64(-g))))
 }

@@ -144,6 +144,7 @@ type prepFuncs struct {
 	absMaxBits func(x []float32) uint32
 	quads      func(dst *uint32, stride int, x []float32, inv float32)
 	pairs      func(dst *uint32, stride int, x []float32)
+	siluMul    func(h, u *float32, n int) // silu.go
 }
 
 // simdPrep is set where the CPU has the assembly (asm_amd64.go).
