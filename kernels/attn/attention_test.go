@@ -212,25 +212,35 @@ func TestRowInvariance(t *testing.T) {
 	}
 }
 
-// SIMD paths against the generic one on awkward sizes: same result within
-// f32 rounding (they accumulate in another order).
+// SIMD paths against the generic one on awkward sizes: the same result
+// within f32 rounding (they accumulate in another order); and the SIMD paths
+// against each other bit for bit (they share one arithmetic).
 func TestPathsAgree(t *testing.T) {
 	pool := threads.New(2, false)
 	defer pool.Close()
-	for _, hd := range []int{16, 64, 128} {
+	for _, hd := range []int{16, 64, 128, 24} {
 		for _, ratio := range []int{1, 2, 4, 8} {
 			s := shape{ratio * 2, 2, hd, ratio%2 == 0}
 			f := newFixture(s, 1, 300, uint64(hd*ratio))
-			var ref [][]float32
+			var ref, simd [][]float32
 			eachPath(t, func(t *testing.T, p kernels.Path) {
 				a := newAttention(t, pool, 300, s)
 				var got [][]float32
 				for _, T := range []int{1, 7, 63, 65, 300} {
 					got = append(got, f.run(a, []Seq{{Slot: 0, Start: 0, N: T}})[0])
 				}
-				if p == kernels.Generic {
+				switch {
+				case p == kernels.Generic:
 					ref = got
 					return
+				case simd == nil:
+					simd = got
+				default:
+					for i := range got {
+						if !bitsEqual(got[i], simd[i]) {
+							t.Errorf("%v: differs from the first SIMD path", s)
+						}
+					}
 				}
 				for i := range got {
 					for j := range got[i] {

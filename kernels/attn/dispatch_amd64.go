@@ -7,13 +7,14 @@ import (
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
-// The AVX-512 tile kernel computes the same steps as tileGo with FMA dot
+// The SIMD tile kernels compute the same steps as tileGo with FMA dot
 // products: each score is a 16-lane FMA accumulation over head_dim folded in
 // the fixed tree (i, i+8), (i, i+4), (i, i+2), (i, i+1); probabilities use
 // the exponential of kernels/ops (Exp32) bit for bit; the V accumulation is
-// one FMA per position in position order. It needs head_dim % 16 == 0 and
-// reads K in the chunk-major tile layout that widenK writes; other head
-// sizes, and the avx2 path for now, take the Go kernel.
+// one FMA per position in position order. The AVX2 kernel holds each 16-lane
+// accumulator in two registers, so both paths give the same bits. They need
+// head_dim % 16 == 0 and read K in the chunk-major tile layout that widenK
+// writes; other head sizes take the Go kernel.
 
 //go:noescape
 func tileAVX512(ml, acc, q, k, v, s *float32, n, hd int, scale float32)
@@ -63,30 +64,48 @@ func widenAVX512(dst *float32, src *uint16, n int)
 //go:noescape
 func expAVX512(dst, src *float32, n int)
 
+//go:noescape
+func tileAVX2(ml, acc, q, k, v, s *float32, n, hd int, scale float32)
+
+//go:noescape
+func widenKAVX2(dst *float32, src *uint16, rows, hd int)
+
+//go:noescape
+func widenAVX2(dst *float32, src *uint16, n int)
+
 func useAVX512(p kernels.Path, hd int) bool { return p >= kernels.AVX512 && hd%16 == 0 }
 
+// useSIMD reports whether path p has tile kernels for head size hd.
+func useSIMD(p kernels.Path, hd int) bool { return p >= kernels.AVX2 && hd%16 == 0 }
+
 func tile(p kernels.Path, ml, acc, q, k, v, s []float32, n int, scale float32) {
-	if useAVX512(p, len(q)) {
+	switch {
+	case useAVX512(p, len(q)):
 		tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], n, len(q), scale)
-		return
+	case useSIMD(p, len(q)):
+		tileAVX2(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], n, len(q), scale)
+	default:
+		tileGo(ml, acc, q, k, v, s, n, scale)
 	}
-	tileGo(ml, acc, q, k, v, s, n, scale)
 }
 
 // widenK fills the K tile dst from rows of bf16 (src16) or f32 (src32) keys.
-// For the AVX-512 kernel the layout is chunk-major, [hd/16][Tile][16], so
+// For the SIMD kernels the layout is chunk-major, [hd/16][Tile][16], so
 // that the 16 keys of a score block sit at fixed offsets; dst then always
 // spans a whole tile.
 func widenK(p kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
-	if !useAVX512(p, hd) {
+	switch {
+	case !useSIMD(p, hd):
 		if src32 != nil {
 			return src32[:rows*hd]
 		}
 		ops.ToF32(dst[:rows*hd], src16[:rows*hd])
 		return dst[:rows*hd]
-	}
-	if src16 != nil {
+	case src16 != nil && p >= kernels.AVX512:
 		widenKAVX512(&dst[0], &src16[0], rows, hd)
+		return dst
+	case src16 != nil:
+		widenKAVX2(&dst[0], &src16[0], rows, hd)
 		return dst
 	}
 	for t := range rows {
@@ -102,9 +121,12 @@ func widenV(p kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows
 	if src32 != nil {
 		return src32[:rows*hd]
 	}
-	if useAVX512(p, hd) {
+	switch {
+	case useAVX512(p, hd):
 		widenAVX512(&dst[0], &src16[0], rows*hd)
-	} else {
+	case useSIMD(p, hd):
+		widenAVX2(&dst[0], &src16[0], rows*hd)
+	default:
 		ops.ToF32(dst[:rows*hd], src16[:rows*hd])
 	}
 	return dst[:rows*hd]
