@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"slices"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -19,16 +20,20 @@ type addedToken struct {
 // automaton here.
 type addedMatcher struct {
 	byFirst [256][]*addedToken // longest first
+	first   int                // the first byte all tokens share, or -1
 }
 
 func newAddedMatcher(tokens []addedToken) *addedMatcher {
 	if len(tokens) == 0 {
 		return nil
 	}
-	m := &addedMatcher{}
+	m := &addedMatcher{first: int(tokens[0].content[0])}
 	for i := range tokens {
 		tok := &tokens[i]
 		m.byFirst[tok.content[0]] = append(m.byFirst[tok.content[0]], tok)
+		if int(tok.content[0]) != m.first {
+			m.first = -1
+		}
 	}
 	for b := range m.byFirst {
 		slices.SortStableFunc(m.byFirst[b], func(x, y *addedToken) int { return len(y.content) - len(x.content) })
@@ -39,6 +44,13 @@ func newAddedMatcher(tokens []addedToken) *addedMatcher {
 // find returns the leftmost-longest raw occurrence at or after from.
 func (m *addedMatcher) find(s string, from int) (*addedToken, int) {
 	for i := from; i < len(s); i++ {
+		if m.first >= 0 { // typically '<': let IndexByte skip the text between
+			j := strings.IndexByte(s[i:], byte(m.first))
+			if j < 0 {
+				break
+			}
+			i += j
+		}
 		for _, tok := range m.byFirst[s[i]] {
 			if len(s)-i >= len(tok.content) && s[i:i+len(tok.content)] == tok.content {
 				return tok, i

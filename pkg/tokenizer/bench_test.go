@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
 // benchText builds a deterministic mixed text of about size bytes: the
@@ -137,4 +139,14 @@ func BenchmarkStreamDecode(b *testing.B) {
 		}
 	}
 	m.stop()
+}
+
+func BenchmarkLoad(b *testing.B) {
+	dir := sharedtest.Path(b, "qwen3-tokenizer")
+	b.ReportAllocs()
+	for range b.N {
+		if _, err := Load(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // mergeTable maps a pair of token ids to its merge rank and the id of the
@@ -168,17 +169,20 @@ func (m *mergeTable) mergeLevels(w *bpeWork, ids []int32) (_ []int32, done bool)
 			i++
 		}
 		n = k
+		prevMerged := false
 		for k := 0; k < n; k++ {
 			if ranks[k] != recompute {
+				prevMerged = false
 				continue
 			}
-			if k > 0 {
+			if k > 0 && !prevMerged { // a merged left neighbour already did this pair
 				ranks[k-1], merged[k-1] = m.rank(ids[k-1], ids[k])
 			}
 			ranks[k] = noMerge
 			if k+1 < n {
 				ranks[k], merged[k] = m.rank(ids[k], ids[k+1])
 			}
+			prevMerged = true
 		}
 	}
 }
@@ -277,50 +281,51 @@ func (w *bpeWork) pop() (rank, pos int32) {
 	return int32(top >> 32), int32(uint32(top))
 }
 
-// wordCache remembers the BPE of recent pieces. It is sharded so concurrent
-// encoders rarely meet on a lock, and bounded by emptying a full shard, which
-// is cheaper than tracking recency and loses little on natural text.
+// wordCache remembers the BPE of recent pieces: a two-way set-associative
+// table of immutable entries behind atomic pointers, so lookups take no lock
+// and allocate nothing, concurrent encoders never wait, and the size is fixed
+// (a new entry evicts one of its set).
 type wordCache struct {
-	seed   maphash.Seed
-	shards [64]cacheShard
+	seed  maphash.Seed
+	slots []atomic.Pointer[cacheEntry]
 }
 
-type cacheShard struct {
-	mu sync.RWMutex
-	m  map[string][]int32
+type cacheEntry struct {
+	word string
+	ids  []int32
 }
 
 const (
-	cacheShardEntries = 2048
-	cacheMaxWordLen   = 256 // longer pieces rarely repeat (Hugging Face's limit too)
+	cacheSlots      = 1 << 16
+	cacheMaxWordLen = 256 // longer pieces rarely repeat (Hugging Face's limit too)
 )
 
 func newWordCache() *wordCache {
-	c := &wordCache{seed: maphash.MakeSeed()}
-	for i := range c.shards {
-		c.shards[i].m = make(map[string][]int32)
-	}
-	return c
+	return &wordCache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[cacheEntry], cacheSlots)}
 }
 
-func (c *wordCache) shard(word string) *cacheShard {
-	return &c.shards[maphash.String(c.seed, word)%uint64(len(c.shards))]
+// set returns the first slot of word's set and the hash.
+func (c *wordCache) set(word string) (int, uint64) {
+	h := maphash.String(c.seed, word)
+	return int(h) & (cacheSlots - 2), h
 }
 
 func (c *wordCache) get(word string) ([]int32, bool) {
-	s := c.shard(word)
-	s.mu.RLock()
-	ids, ok := s.m[word]
-	s.mu.RUnlock()
-	return ids, ok
+	i, _ := c.set(word)
+	for _, e := range [2]*cacheEntry{c.slots[i].Load(), c.slots[i+1].Load()} {
+		if e != nil && e.word == word {
+			return e.ids, true
+		}
+	}
+	return nil, false
 }
 
+// put stores ids for word, which must not be modified afterwards. It fills
+// an empty way of the set, else replaces the way the hash picks.
 func (c *wordCache) put(word string, ids []int32) {
-	s := c.shard(word)
-	s.mu.Lock()
-	if len(s.m) >= cacheShardEntries {
-		clear(s.m)
+	i, h := c.set(word)
+	if c.slots[i].Load() != nil {
+		i += int(h>>32) & 1
 	}
-	s.m[strings.Clone(word)] = ids // word may pin a large input
-	s.mu.Unlock()
+	c.slots[i].Store(&cacheEntry{word: strings.Clone(word), ids: ids}) // word may pin a large input
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // The subset of tokenizer.json this package reads. Fields that change the
@@ -35,8 +36,8 @@ type addedTokenJSON struct {
 
 type modelJSON struct {
 	Type                    string            `json:"type"`
-	Vocab                   map[string]int64  `json:"vocab"`
-	Merges                  []json.RawMessage `json:"merges"`
+	Vocab                   map[string]int32  `json:"vocab"`
+	Merges                  json.RawMessage   `json:"merges"` // parsed by parseMerges: 150k small values
 	Dropout                 *float64          `json:"dropout"`
 	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
 	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
@@ -177,12 +178,11 @@ func (t *Tokenizer) setModel(m *modelJSON) error {
 	if len(m.Vocab) == 0 {
 		return errors.New("empty vocab")
 	}
-	t.vocab = make(map[string]int32, len(m.Vocab))
+	t.vocab = m.Vocab
 	for tok, id := range m.Vocab {
 		if id < 0 || id >= maxVocab {
 			return fmt.Errorf("vocab %q: id %d out of range", tok, id)
 		}
-		t.vocab[tok] = int32(id)
 		t.vocabSize = max(t.vocabSize, int(id)+1)
 	}
 	if err := t.checkDense(len(t.vocab)); err != nil {
@@ -196,17 +196,17 @@ func (t *Tokenizer) setModel(m *modelJSON) error {
 		t.byteID[b] = id
 	}
 	t.ignoreMerges = m.IgnoreMerges
-	t.merges = newMergeTable(len(m.Merges))
-	for rank, raw := range m.Merges {
-		a, b, err := parseMerge(raw)
-		if err != nil {
-			return fmt.Errorf("merge %d: %w", rank, err)
-		}
-		ia, oka := t.vocab[a]
-		ib, okb := t.vocab[b]
-		im, okm := t.vocab[a+b]
+	merges, err := parseMerges(m.Merges)
+	if err != nil {
+		return err
+	}
+	t.merges = newMergeTable(len(merges))
+	for rank, mg := range merges {
+		ia, oka := t.vocab[mg[0]]
+		ib, okb := t.vocab[mg[1]]
+		im, okm := t.vocab[mg[0]+mg[1]]
 		if !oka || !okb || !okm {
-			return fmt.Errorf("merge %d (%q %q): token not in vocab", rank, a, b)
+			return fmt.Errorf("merge %d (%q %q): token not in vocab", rank, mg[0], mg[1])
 		}
 		t.merges.put(ia, ib, rank, im)
 	}
@@ -214,24 +214,100 @@ func (t *Tokenizer) setModel(m *modelJSON) error {
 	return nil
 }
 
-// parseMerge accepts both spellings of a merge: "a b" and ["a", "b"].
-func parseMerge(raw json.RawMessage) (string, string, error) {
-	var pair []string
-	if err := json.Unmarshal(raw, &pair); err == nil {
-		if len(pair) != 2 {
-			return "", "", fmt.Errorf("want 2 tokens, got %d", len(pair))
+// parseMerges reads the merges array, whose elements are spelled "a b" or
+// ["a", "b"]. It scans the JSON itself because decoding 150k small values
+// through encoding/json dominates the load time.
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	p := jsonScanner{b: raw}
+	if !p.consume('[') {
+		return nil, errors.New("merges: not an array")
+	}
+	var out [][2]string
+	for p.skipSpace(); !p.consume(']'); p.skipSpace() {
+		if len(out) > 0 && !p.consume(',') {
+			return nil, fmt.Errorf("merge %d: want ',' at byte %d", len(out), p.i)
 		}
-		return pair[0], pair[1], nil
+		var m [2]string
+		var err error
+		p.skipSpace()
+		switch {
+		case p.consume('['):
+			if m[0], err = p.str(); err == nil && p.consume(',') {
+				if m[1], err = p.str(); err == nil && !p.consume(']') {
+					err = errors.New("want [a, b]")
+				}
+			} else if err == nil {
+				err = errors.New("want [a, b]")
+			}
+		default:
+			var s string
+			if s, err = p.str(); err == nil {
+				parts := strings.Split(s, " ")
+				if len(parts) != 2 {
+					err = fmt.Errorf("%q is not two space-separated tokens", s)
+				} else {
+					m = [2]string{parts[0], parts[1]}
+				}
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("merge %d: %w", len(out), err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// jsonScanner reads the few JSON shapes of a merges array from well-formed
+// input (encoding/json has already validated the document).
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+func (p *jsonScanner) skipSpace() {
+	for p.i < len(p.b) && (p.b[p.i] == ' ' || p.b[p.i] == '\n' || p.b[p.i] == '\r' || p.b[p.i] == '\t') {
+		p.i++
+	}
+}
+
+func (p *jsonScanner) consume(c byte) bool {
+	p.skipSpace()
+	if p.i < len(p.b) && p.b[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// str reads a string literal; one with escapes or invalid UTF-8 goes through
+// encoding/json so it decodes exactly as the vocabulary keys did.
+func (p *jsonScanner) str() (string, error) {
+	p.skipSpace()
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return "", fmt.Errorf("want a string at byte %d", p.i)
+	}
+	start, plain := p.i, true
+	for p.i++; p.i < len(p.b) && p.b[p.i] != '"'; p.i++ {
+		if p.b[p.i] == '\\' {
+			plain = false
+			p.i++
+		}
+	}
+	if p.i >= len(p.b) {
+		return "", errors.New("unterminated string")
+	}
+	p.i++
+	lit := p.b[start:p.i]
+	if plain && utf8.Valid(lit) {
+		return string(lit[1 : len(lit)-1]), nil
 	}
 	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return "", "", fmt.Errorf("neither \"a b\" nor [a, b]: %s", truncate(raw))
-	}
-	parts := strings.Split(s, " ")
-	if len(parts) != 2 {
-		return "", "", fmt.Errorf("%q is not two space-separated tokens", s)
-	}
-	return parts[0], parts[1], nil
+	err := json.Unmarshal(lit, &s)
+	return s, err
 }
 
 func truncate(b []byte) string {

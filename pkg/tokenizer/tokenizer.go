@@ -73,14 +73,8 @@ func (t *Tokenizer) AppendEncodeOrdinary(dst []int32, text string) []int32 {
 // between: raw text is normalized next (and searched for normalized added
 // tokens), normalized text goes to the pre-tokenizer.
 func (t *Tokenizer) appendAdded(dst []int32, text string, m *addedMatcher, normalized bool) []int32 {
-	emit := func(dst []int32, seg string) []int32 {
-		if normalized {
-			return t.appendPieces(dst, seg)
-		}
-		return t.appendAdded(dst, t.normalize(seg), t.normAdded, true)
-	}
 	if m == nil {
-		return emit(dst, text)
+		return t.appendSegment(dst, text, normalized)
 	}
 	startOffset, pos := 0, 0
 	for pos < len(text) {
@@ -89,15 +83,23 @@ func (t *Tokenizer) appendAdded(dst []int32, text string, m *addedMatcher, norma
 			break
 		}
 		if startOffset < start {
-			dst = emit(dst, text[startOffset:start])
+			dst = t.appendSegment(dst, text[startOffset:start], normalized)
 		}
 		dst = append(dst, tok.id)
 		startOffset, pos = stop, resume
 	}
 	if startOffset < len(text) {
-		dst = emit(dst, text[startOffset:])
+		dst = t.appendSegment(dst, text[startOffset:], normalized)
 	}
 	return dst
+}
+
+// appendSegment encodes text between added tokens.
+func (t *Tokenizer) appendSegment(dst []int32, seg string, normalized bool) []int32 {
+	if normalized {
+		return t.appendPieces(dst, seg)
+	}
+	return t.appendAdded(dst, t.normalize(seg), t.normAdded, true)
 }
 
 func (t *Tokenizer) normalize(s string) string {
