@@ -35,14 +35,14 @@ type addedTokenJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string            `json:"type"`
-	Vocab                   map[string]int32  `json:"vocab"`
-	Merges                  json.RawMessage   `json:"merges"` // parsed by parseMerges: 150k small values
-	Dropout                 *float64          `json:"dropout"`
-	ContinuingSubwordPrefix *string           `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string           `json:"end_of_word_suffix"`
-	ByteFallback            bool              `json:"byte_fallback"`
-	IgnoreMerges            bool              `json:"ignore_merges"`
+	Type                    string           `json:"type"`
+	Vocab                   map[string]int32 `json:"vocab"`
+	Merges                  json.RawMessage  `json:"merges"` // parsed by parseMerges: 150k small values
+	Dropout                 *float64         `json:"dropout"`
+	ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
+	ByteFallback            bool             `json:"byte_fallback"`
+	IgnoreMerges            bool             `json:"ignore_merges"`
 }
 
 // componentJSON is any normalizer, pre-tokenizer, post-processor or decoder.
