@@ -324,14 +324,17 @@ func fillBF16(dst []byte, stream uint64, center, std float32) {
 				}
 				lo, hi := i*chunk, min((i+1)*chunk, n)
 				s := splitmix{state: stream ^ (uint64(i)+1)*0x9E3779B97F4A7C15}
-				for j := lo; j < hi; j += 2 {
+				// Two 24-bit uniforms per 64-bit draw, stored as one 32-bit word.
+				j := lo
+				for ; j+1 < hi; j += 2 {
 					r := s.next()
-					u0 := float32(uint32(r)>>8)*(1.0/(1<<24))*2 - 1
+					u0 := float32(uint32(r)>>8)*(2.0/(1<<24)) - 1
+					u1 := float32(r>>40)*(2.0/(1<<24)) - 1
+					binary.LittleEndian.PutUint32(dst[2*j:], uint32(toBF16(center+half*u0))|uint32(toBF16(center+half*u1))<<16)
+				}
+				if j < hi {
+					u0 := float32(uint32(s.next())>>8)*(2.0/(1<<24)) - 1
 					binary.LittleEndian.PutUint16(dst[2*j:], toBF16(center+half*u0))
-					if j+1 < hi {
-						u1 := float32(r>>40)*(1.0/(1<<24))*2 - 1
-						binary.LittleEndian.PutUint16(dst[2*j+2:], toBF16(center+half*u1))
-					}
 				}
 			}
 		}()

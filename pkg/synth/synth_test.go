@@ -440,3 +440,11 @@ func TestByteTokenizerLoads(t *testing.T) {
 		t.Errorf("EncodeOrdinary of special text = %v, want its bytes", ord)
 	}
 }
+
+func BenchmarkFillBF16(b *testing.B) {
+	dst := make([]byte, 2<<20)
+	b.SetBytes(int64(len(dst)))
+	for i := 0; i < b.N; i++ {
+		fillBF16(dst, uint64(i), 0, 0.02)
+	}
+}
