@@ -160,7 +160,11 @@ func (c *caseRun) withTensors(f func() error) error {
 	}
 	defer ref.close()
 	c.ref = ref
-	return f()
+	if err := f(); err != nil {
+		return err
+	}
+	c.dump.copyInputs(ref)
+	return nil
 }
 
 func (c *caseRun) add(r Row) { c.res.Rows = append(c.res.Rows, r) }

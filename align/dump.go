@@ -22,8 +22,16 @@ type dump struct {
 func newDump(m *Manifest, opts *Options) *dump {
 	d := &dump{dir: filepath.Join(opts.Dump, m.Model, m.Case), manifest: *m}
 	d.manifest.Tensors = map[string]TensorDesc{}
-	d.manifest.Tolerances = nil
-	d.manifest.ModelPath = ""
+	if m.ModelPath != "" || opts.ModelPath != "" {
+		mp := opts.ModelPath
+		if mp == "" {
+			mp = m.path(m.ModelPath)
+		}
+		if abs, err := filepath.Abs(mp); err == nil {
+			mp = abs
+		}
+		d.manifest.ModelPath = mp
+	}
 	d.manifest.GeneratedBy = fmt.Sprintf("ellm align --dump (kernel path %s, weights %s)", opts.Path, opts.DType)
 	return d
 }
@@ -54,6 +62,28 @@ func (d *dump) i32(name string, shape []int, v []int32) {
 	b := make([]byte, 4*len(v))
 	copy(b, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), len(b)))
 	d.add(name, safetensors.I32, shape, b)
+}
+
+// inputNames are the reference tensors a case reads as inputs. The dump
+// carries them over, so that it is itself a case: ellm on one kernel path
+// can be aligned against ellm's dump from another.
+var inputNames = []string{
+	"positions", "q", "k", "x", "weight", "fused_x", "fused_residual_in", "head_x", "head_weight",
+	"token_ids", "lengths", "offsets", "prompt_ids", "prompt_lengths", "prompt_offsets",
+}
+
+// copyInputs adds the input tensors of ref that the case has not dumped.
+func (d *dump) copyInputs(ref *refTensors) {
+	if d == nil {
+		return
+	}
+	for _, name := range inputNames {
+		if _, done := d.manifest.Tensors[name]; done || !ref.has(name) {
+			continue
+		}
+		t, _ := ref.ck.Tensor(name)
+		d.add(name, t.DType, t.Shape, append([]byte(nil), t.Bytes()...))
+	}
 }
 
 func (d *dump) write() error {

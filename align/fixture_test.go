@@ -140,3 +140,31 @@ func TestDumpModelCase(t *testing.T) {
 		}
 	}
 }
+
+// TestDumpIsACase dumps every case of a model and aligns ellm against its
+// own dump on the same kernel path: every row must be exact.
+func TestDumpIsACase(t *testing.T) {
+	ref := sharedtest.Path(t, "align", "tiny-qwen3moe-a")
+	dump := t.TempDir()
+	first, err := Run(Options{Kind: "all", Ref: ref, Path: kernels.Active(), Dump: dump})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Run(Options{Kind: "all", Ref: filepath.Join(dump, "tiny-qwen3moe-a"), Path: kernels.Active()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != len(first) {
+		t.Fatalf("%d cases from the dump, %d from the reference", len(again), len(first))
+	}
+	for _, r := range again {
+		if !r.Pass {
+			t.Errorf("%s: %s %+v", r.Case, r.Error, r.Rows)
+		}
+		for _, row := range r.Rows {
+			if row.MaxAbs != 0 || row.Outside != 0 {
+				t.Errorf("%s %s: max-abs %g, %d outside: ellm differs from its own dump", r.Case, row.Tensor, row.MaxAbs, row.Outside)
+			}
+		}
+	}
+}

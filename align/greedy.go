@@ -76,13 +76,22 @@ func (c *caseRun) greedyBatch(m *model.Model) error {
 	}
 
 	got := make([]int32, B*N)
+	ourMargins, ourTop, ourTopLogits := make([]float32, B*N), make([]int32, B*N*5), make([]float32, B*N*5)
 	if err := decode(func(b, s int, logits []float32) int32 {
-		got[b*N+s] = int32(argmax(logits))
-		return got[b*N+s]
+		i := b*N + s
+		got[i] = int32(argmax(logits))
+		if c.dump != nil {
+			ourMargins[i] = top2Margin(logits)
+			topFive(ourTop[i*5:(i+1)*5], ourTopLogits[i*5:(i+1)*5], logits)
+		}
+		return got[i]
 	}); err != nil {
 		return err
 	}
 	c.dump.i32("new_ids", shape, got)
+	c.dump.f32("margins", shape, ourMargins)
+	c.dump.i32("step_top5_ids", []int{B, N, 5}, ourTop)
+	c.dump.f32("step_top5_logits", []int{B, N, 5}, ourTopLogits)
 
 	row := Row{Tensor: "new_ids", Shape: shape, Status: Pass, Cosine: 1, Exact: true}
 	var notes []string
@@ -148,4 +157,21 @@ func (c *caseRun) greedyBatch(m *model.Model) error {
 	}
 	c.add(tf)
 	return nil
+}
+
+// topFive writes the five largest logits in descending order (first index on ties).
+func topFive(ids []int32, vals []float32, logits []float32) {
+	n := 0
+	for i, v := range logits {
+		if n == len(ids) && !(v > vals[n-1]) {
+			continue
+		}
+		j := min(n, len(ids)-1)
+		for j > 0 && v > vals[j-1] {
+			ids[j], vals[j] = ids[j-1], vals[j-1]
+			j--
+		}
+		ids[j], vals[j] = int32(i), v
+		n = min(n+1, len(ids))
+	}
 }

@@ -128,6 +128,13 @@ func (c *caseRun) prefillCase(m *model.Model, tol modelTol) error {
 	c.add(logitsRow("logits", wshape, got, want, margins, tol))
 	c.dump.f32("logits", wshape, flatten(got))
 	c.dump.i32("logits_positions", []int{len(positions)}, positions)
+	if c.dump != nil && c.ref.has("logits_top2_margin") {
+		ours := make([]float32, T)
+		for i := range ours {
+			ours[i] = top2Margin(r.Logits(i))
+		}
+		c.dump.f32("logits_top2_margin", []int{T}, ours)
+	}
 
 	// Hidden states: [L+2, H] (one_token "hidden", multi_token "hidden_last")
 	// and [L+2, T, H] (multi_token "hidden_all").
