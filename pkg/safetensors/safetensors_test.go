@@ -283,3 +283,55 @@ func FuzzParseHeader(f *testing.F) {
 		}
 	})
 }
+
+// Every alignment reference dump (F32 activations, I32 token ids) must open
+// and give typed views of the right length.
+func TestAlignDumps(t *testing.T) {
+	root := sharedtest.Path(t, "align")
+	paths, err := filepath.Glob(filepath.Join(root, "*", "*", "*.safetensors"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no dumps under %s: %v", root, err)
+	}
+	seen := map[DType]int{}
+	for _, p := range paths {
+		c, err := Open(p)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		for _, name := range c.Names() {
+			tn, _ := c.Tensor(name)
+			seen[tn.DType]++
+			var n int
+			switch tn.DType {
+			case F32:
+				v, err := tn.F32()
+				if err != nil {
+					t.Fatal(err)
+				}
+				n = len(v)
+			case I32:
+				v, err := tn.I32()
+				if err != nil {
+					t.Fatal(err)
+				}
+				n = len(v)
+			case I64:
+				v, err := tn.I64()
+				if err != nil {
+					t.Fatal(err)
+				}
+				n = len(v)
+			default:
+				n = int(tn.NumElements())
+			}
+			if int64(n) != tn.NumElements() {
+				t.Errorf("%s %s: view of %d elements, shape %v", p, name, n, tn.Shape)
+			}
+		}
+		c.Close()
+	}
+	if seen[F32] == 0 {
+		t.Errorf("no F32 tensors in the dumps: %v", seen)
+	}
+}
