@@ -94,4 +94,3 @@ func TestTopFive(t *testing.T) {
 		t.Errorf("ids %v, want %v", ids, want)
 	}
 }
-
