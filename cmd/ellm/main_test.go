@@ -218,8 +218,8 @@ func loopbackURL(ts *testscript.TestScript, raw string) string {
 
 // cmdJSONPath FILE PATH prints the JSON value at PATH in FILE, one line per
 // value. PATH is dot-separated object keys and array indexes; "*" takes every
-// element of an array, "#" its length. A missing key is an error; with ! it
-// is expected.
+// element of an array, "#" its length (quote it in a script, where # starts a
+// comment: 'a.#'). A missing key is an error; with ! it is expected.
 func cmdJSONPath(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 {
 		ts.Fatalf("usage: jsonpath FILE PATH")
