@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -71,6 +72,23 @@ func TestMixedMoEConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameBits(t, "parallel MoE copies", r.Logits(0), last)
+
+	// LogitsAll across passes: rows 0..149 from three passes of 64 rows
+	// equal those of one pass of 150, together with a second segment.
+	one := newRunner(t, m, kvcache.BF16, 2, 200, RunnerOptions{MaxTokens: 256, MaxLogits: 151})
+	three := newRunner(t, m, kvcache.BF16, 2, 200, RunnerOptions{MaxTokens: 64, MaxLogits: 151})
+	segs := []Segment{{Slot: 0, Tokens: ids, Logits: LogitsAll}, {Slot: 1, Tokens: ids[:9], Logits: LogitsLast}}
+	for _, x := range []*Runner{one, three} {
+		if err := x.Forward(segs); err != nil {
+			t.Fatal(err)
+		}
+		if x.NumLogits() != 151 {
+			t.Fatalf("NumLogits = %d, want 151", x.NumLogits())
+		}
+	}
+	for i := range 151 {
+		sameBits(t, fmt.Sprintf("logits row %d", i), three.Logits(i), one.Logits(i))
+	}
 }
 
 // TestAttentionBias loads a checkpoint with attention_bias and checks that
