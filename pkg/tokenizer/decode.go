@@ -1,6 +1,9 @@
 package tokenizer
 
-import "unicode/utf8"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // DecodeOptions changes how ids become text.
 type DecodeOptions struct {
@@ -17,18 +20,25 @@ func (t *Tokenizer) Decode(ids []int32) string {
 
 // DecodeWith is Decode with options.
 func (t *Tokenizer) DecodeWith(ids []int32, o DecodeOptions) string {
-	var raw []byte
+	keep := func(id int32) bool { return !o.SkipSpecial || !t.IsSpecial(id) }
+	n := 0
 	for _, id := range ids {
-		if o.SkipSpecial && t.IsSpecial(id) {
-			continue
+		if keep(id) {
+			n += len(t.TokenBytes(id))
 		}
-		raw = append(raw, t.TokenBytes(id)...)
 	}
-	if utf8.Valid(raw) {
-		return string(raw)
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, id := range ids {
+		if keep(id) {
+			sb.Write(t.TokenBytes(id))
+		}
 	}
-	out, _ := appendLossy(nil, raw, true)
-	return string(out)
+	if s := sb.String(); !utf8.ValidString(s) {
+		out, _ := appendLossy(nil, []byte(s), true)
+		return string(out)
+	}
+	return sb.String()
 }
 
 const replacement = "\uFFFD"
@@ -118,6 +128,10 @@ func NewDecoderWith(t *Tokenizer, o DecodeOptions) *Decoder { return &Decoder{t:
 func (d *Decoder) Add(id int32) string {
 	if d.opts.SkipSpecial && d.t.IsSpecial(id) {
 		return ""
+	}
+	if len(d.pending) == 0 && id >= 0 && int(id) < len(d.t.wholeUTF8) && d.t.wholeUTF8[id] {
+		// The usual case: a token of whole characters, returned without a copy.
+		return d.t.tokenText[d.t.tokenOff[id]:d.t.tokenOff[id+1]]
 	}
 	d.pending = append(d.pending, d.t.TokenBytes(id)...)
 	return d.drain(false)

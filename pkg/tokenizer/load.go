@@ -532,6 +532,11 @@ func (t *Tokenizer) buildTokenBytes() error {
 		t.tokenData = append(t.tokenData, byteLevelDecode(s)...)
 		t.tokenOff[id+1] = uint32(len(t.tokenData))
 	}
+	t.tokenText = string(t.tokenData)
+	t.wholeUTF8 = make([]bool, t.vocabSize)
+	for id := range t.wholeUTF8 {
+		t.wholeUTF8[id] = utf8.ValidString(t.tokenText[t.tokenOff[id]:t.tokenOff[id+1]])
+	}
 	return nil
 }
 

@@ -6,6 +6,7 @@ package tokenizer
 
 import (
 	"slices"
+	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -21,7 +22,9 @@ type Tokenizer struct {
 	vocabSize    int
 
 	tokenData []byte   // bytes of every id, concatenated
+	tokenText string   // the same as a string, sliced for zero-copy text
 	tokenOff  []uint32 // id → tokenData[tokenOff[id]:tokenOff[id+1]]
+	wholeUTF8 []bool   // by id: the token's bytes are valid UTF-8 on their own
 
 	byteID       [256]int32
 	merges       *mergeTable
@@ -110,10 +113,21 @@ func (t *Tokenizer) normalize(s string) string {
 }
 
 func nfcString(s string) string {
-	if norm.NFC.IsNormalString(s) {
+	if isASCII(s) || norm.NFC.IsNormalString(s) {
 		return s
 	}
 	return norm.NFC.String(s)
+}
+
+// isASCII is a quick NFC check for the common case (IsNormalString may
+// allocate).
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // appendPieces pre-tokenizes normalized text and BPE-encodes each piece.
