@@ -94,6 +94,7 @@ func synthModel(t *testing.T) (string, *modelcfg.Config) {
 	c := synth.DefaultConfig()
 	c.VocabSize, c.HiddenSize, c.IntermediateSize, c.NumHiddenLayers = 300, 32, 48, 2
 	c.NumAttentionHeads, c.NumKeyValueHeads, c.HeadDim = 2, 1, 16
+	c.TieWordEmbeddings = true
 	dir := t.TempDir()
 	if err := synth.Generate(c, dir, synth.Options{Seed: 1}); err != nil {
 		t.Fatal(err)
@@ -146,6 +147,21 @@ func TestArchitectureMismatch(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A tied config with an lm_head in the checkpoint is a note, not a failure:
+// transformers ignores the extra tensor too.
+func TestTiedWithLMHead(t *testing.T) {
+	dir, c := synthModel(t)
+	c.TieWordEmbeddings = false
+	if err := synth.Generate(c, dir, synth.Options{Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	editConfig(t, dir, func(c *modelcfg.Config) { c.TieWordEmbeddings = true })
+	out, err := run(t, Options{ModelPath: dir})
+	if err != nil || !strings.Contains(out, "note: lm_head.weight is present but tie_word_embeddings is true") || !strings.Contains(out, "OK: 25 tensors") {
+		t.Errorf("%v\n%s", err, out)
 	}
 }
 
