@@ -52,9 +52,8 @@ class Tracer:
         self.handles = [inner.embed_tokens.register_forward_hook(self._keep(0))]
         for i, layer in enumerate(inner.layers):
             self.handles.append(layer.register_forward_hook(self._keep(i + 1)))
-            gate = getattr(layer.mlp, "gate", None)
-            if isinstance(gate, torch.nn.Linear):  # Qwen3MoeSparseMoeBlock's router
-                self.handles.append(gate.register_forward_hook(self._router(i)))
+            if hasattr(layer.mlp, "experts"):  # Qwen3MoeSparseMoeBlock: mlp.gate is the router
+                self.handles.append(layer.mlp.gate.register_forward_hook(self._router(i)))
         self.handles.append(inner.norm.register_forward_hook(self._keep(len(inner.layers) + 1)))
 
     def _keep(self, stage):
@@ -65,7 +64,10 @@ class Tracer:
 
     def _router(self, layer):
         def hook(_module, _inputs, output):
-            self.router[layer] = output.detach().float().reshape(-1, output.shape[-1]).numpy()
+            # nn.Linear returns the logits; newer transformers' router modules
+            # return (logits, weights, indices).
+            logits = output[0] if isinstance(output, tuple) else output
+            self.router[layer] = logits.detach().float().reshape(-1, logits.shape[-1]).numpy()
         return hook
 
     def stages(self):

@@ -56,7 +56,7 @@ def run_op(op, dtype, *tensors):
     the CPU kernel rejects float32. Returns the outputs as float32 numpy and the dtype used."""
     for dt in (dtype, torch.bfloat16):
         try:
-            args = [torch.as_tensor(t).to(dt) if isinstance(t, np.ndarray) else t for t in tensors]
+            args = [torch.as_tensor(t).to(dt) if isinstance(t, (np.ndarray, torch.Tensor)) else t for t in tensors]
             return op(*args), dt
         except RuntimeError:
             if dt == torch.bfloat16:
