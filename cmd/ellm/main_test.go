@@ -55,13 +55,13 @@ func TestScripts(t *testing.T) {
 		},
 		Condition: condition,
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"freeport":   cmdFreeport,
-			"waithttp":   cmdWaitHTTP,
-			"httpget":    cmdHTTP,
-			"httppost":   cmdHTTP,
-			"jsonpath":   cmdJSONPath,
-			"truncate":   cmdTruncate,
-			"patchbytes": cmdPatchBytes,
+			"freeport": cmdFreeport,
+			"waithttp": cmdWaitHTTP,
+			"httpget":  cmdHTTP,
+			"httppost": cmdHTTP,
+			"jsonpath": cmdJSONPath,
+			"truncate": cmdTruncate,
+			"replace":  cmdReplace,
 		},
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
@@ -294,17 +294,21 @@ func cmdTruncate(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.Truncate(ts.MkAbs(args[0]), size))
 }
 
-// cmdPatchBytes FILE OFFSET TEXT overwrites FILE's bytes at OFFSET with TEXT.
-func cmdPatchBytes(ts *testscript.TestScript, neg bool, args []string) {
+// cmdReplace FILE OLD NEW replaces every OLD in FILE by NEW, to corrupt or
+// alter a copy of the shared data; OLD must occur.
+func cmdReplace(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 3 {
-		ts.Fatalf("usage: patchbytes FILE OFFSET TEXT")
+		ts.Fatalf("usage: replace FILE OLD NEW")
 	}
-	off, err := strconv.ParseInt(args[1], 10, 64)
+	name := ts.MkAbs(args[0])
+	b, err := os.ReadFile(name)
 	ts.Check(err)
-	f, err := os.OpenFile(ts.MkAbs(args[0]), os.O_WRONLY, 0)
-	ts.Check(err)
-	_, err = f.WriteAt([]byte(args[2]), off)
-	ts.Check(errors.Join(err, f.Close()))
+	n := bytes.Count(b, []byte(args[1]))
+	if n == 0 {
+		ts.Fatalf("%s: no %q", args[0], args[1])
+	}
+	ts.Check(os.WriteFile(name, bytes.ReplaceAll(b, []byte(args[1]), []byte(args[2])), 0o644))
+	fmt.Fprintf(ts.Stdout(), "%d replaced\n", n)
 }
 
 // The custom commands are only as good as their selection logic.
