@@ -212,12 +212,17 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 		sawCalls = sawCalls || len(d.calls) > 0
 		return ev.send(chunk(delta, lp, nil))
 	}
+	// The first chunk carries the role, as OpenAI's do.
+	begin := func() error {
+		if ev.started {
+			return nil
+		}
+		empty := ""
+		return ev.send(chunk(openai.Delta{Role: "assistant", Content: &empty}, nil, nil))
+	}
 	res, err := s.generate(ctx, p.gen, p.stops, func(text string, e *Event) error {
-		if !ev.started {
-			empty := ""
-			if err := ev.send(chunk(openai.Delta{Role: "assistant", Content: &empty}, nil, nil)); err != nil {
-				return err
-			}
+		if err := begin(); err != nil {
+			return err
 		}
 		var lp *openai.ChoiceLogprobs
 		if e != nil && p.logprobs {
@@ -226,7 +231,9 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 		return send(rp.add(text), lp)
 	})
 	if err == nil {
-		err = send(rp.flush(), nil)
+		if err = begin(); err == nil {
+			err = send(rp.flush(), nil)
+		}
 	}
 	if err != nil {
 		if !ev.started {
