@@ -211,6 +211,11 @@ const (
 	offX, offW, offPs, offKs, offY, offLdy, offAdd, offSx, offSw, offWc = 0, 8, 16, 24, 32, 40, 48, 56, 64, 72
 )
 
+// prefetch is how far ahead (bytes) each weight panel is prefetched: the
+// hardware prefetchers alone left the tiles 10-20 % slower inside a GEMM
+// (weights from L2) than on L1-resident data.
+const prefetch = 1024
+
 func (g *gen) kernel() {
 	fmt.Fprintf(&g.buf, "\n// func %s(a *kargs)\nTEXT ·%s(SB), NOSPLIT, $0-8\n", g.name(), g.name())
 	g.in("MOVQ a+0(FP), AX")
@@ -242,6 +247,9 @@ func (g *gen) kernel() {
 		g.in("VPSLLD $16, %s, %s", m, m)
 	}
 	fmt.Fprintf(&g.buf, "loop:\n")
+	for j := range g.p {
+		g.in("PREFETCHT0 %s", panel(j, prefetch))
+	}
 	g.f.body(g)
 	g.in("ADDQ $%d, SI", g.r*g.f.xstep)
 	g.in("ADDQ $64, BX")

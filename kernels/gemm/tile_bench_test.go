@@ -29,6 +29,14 @@ func BenchmarkTile(b *testing.B) {
 	x := alignedU32(8 * ks * 2)
 	w := alignedU32(2 * ks * 16 * 2)
 	y := make([]float32, 8*32)
+	// Realistic operands: bf16 values near 1 in every half-word, so that the
+	// f32 kernels read them as ordinary floats too.
+	for i := range x {
+		x[i] = 0x3f803f80 + uint32(i*2654435761)&0x007f007f
+	}
+	for i := range w {
+		w[i] = 0x3c003c00 + uint32(i*2246822519)&0x007f007f
+	}
 	for _, tc := range []struct {
 		name  string
 		k     kernel
