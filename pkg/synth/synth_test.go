@@ -448,3 +448,33 @@ func BenchmarkFillBF16(b *testing.B) {
 		fillBF16(dst, uint64(i), 0, 0.02)
 	}
 }
+
+// Processes starting at once all get the same complete model.
+func TestDefaultModelConcurrent(t *testing.T) {
+	parent := t.TempDir()
+	const n = 3
+	dirs, errs := make([]string, n), make([]error, n)
+	done := make(chan int)
+	for i := 0; i < n; i++ {
+		go func() {
+			dirs[i], errs[i] = defaultModelIn(parent)
+			done <- i
+		}()
+	}
+	for i := 0; i < n; i++ {
+		<-done
+	}
+	for i := 0; i < n; i++ {
+		if errs[i] != nil || dirs[i] != dirs[0] {
+			t.Fatalf("call %d: %s, %v (first: %s)", i, dirs[i], errs[i], dirs[0])
+		}
+	}
+	ck, err := safetensors.Open(dirs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck.Close()
+	if left, _ := filepath.Glob(filepath.Join(parent, ".default-model-*")); len(left) != 0 {
+		t.Errorf("temporary directories left behind: %v", left)
+	}
+}
