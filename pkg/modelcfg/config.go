@@ -170,6 +170,9 @@ func Load(dir string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		dir = abs // so that Name() of "." is the directory's name
+	}
 	c.Path = dir
 	return c, nil
 }

@@ -389,3 +389,15 @@ func TestValidateBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadName(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	t.Chdir(dir)
+	c, err := Load(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name() != "tiny-qwen3-a" {
+		t.Errorf("Name() = %q", c.Name())
+	}
+}
