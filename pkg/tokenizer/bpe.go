@@ -296,7 +296,7 @@ type cacheEntry struct {
 }
 
 const (
-	cacheSlots      = 1 << 16
+	cacheSlots      = 1 << 18
 	cacheMaxWordLen = 256 // longer pieces rarely repeat (Hugging Face's limit too)
 )
 

@@ -6,7 +6,9 @@ package tokenizer
 
 import (
 	"slices"
+	"sync"
 	"unicode/utf8"
+	"unsafe"
 
 	"golang.org/x/text/unicode/norm"
 )
@@ -69,7 +71,10 @@ func (t *Tokenizer) EncodeOrdinary(text string) []int32 {
 
 // AppendEncodeOrdinary is EncodeOrdinary appending to dst.
 func (t *Tokenizer) AppendEncodeOrdinary(dst []int32, text string) []int32 {
-	return t.appendPieces(dst, t.normalize(text))
+	norm, buf := t.normalizeScratch(text)
+	dst = t.appendPieces(dst, norm)
+	releaseScratch(buf)
+	return dst
 }
 
 // appendAdded cuts the added tokens of m out of text and encodes the text in
@@ -102,9 +107,13 @@ func (t *Tokenizer) appendSegment(dst []int32, seg string, normalized bool) []in
 	if normalized {
 		return t.appendPieces(dst, seg)
 	}
-	return t.appendAdded(dst, t.normalize(seg), t.normAdded, true)
+	norm, buf := t.normalizeScratch(seg)
+	dst = t.appendAdded(dst, norm, t.normAdded, true)
+	releaseScratch(buf)
+	return dst
 }
 
+// normalize returns the normalized text.
 func (t *Tokenizer) normalize(s string) string {
 	if t.nfc {
 		return nfcString(s)
@@ -113,14 +122,38 @@ func (t *Tokenizer) normalize(s string) string {
 }
 
 func nfcString(s string) string {
-	if isASCII(s) || norm.NFC.IsNormalString(s) {
+	if isNFC(s) {
 		return s
 	}
 	return norm.NFC.String(s)
 }
 
-// isASCII is a quick NFC check for the common case (IsNormalString may
-// allocate).
+// isNFC is the quick check that settles almost all text without allocating.
+func isNFC(s string) bool {
+	return isASCII(s) || norm.NFC.QuickSpanString(s) == len(s)
+}
+
+var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// normalizeScratch is normalize for the encoder: text that needs changing is
+// normalized into a pooled buffer, which the caller hands back with
+// releaseScratch once no string of it is in use (the word cache keeps
+// copies).
+func (t *Tokenizer) normalizeScratch(s string) (string, *[]byte) {
+	if !t.nfc || isNFC(s) {
+		return s, nil
+	}
+	buf := scratchPool.Get().(*[]byte)
+	*buf = norm.NFC.AppendString((*buf)[:0], s)
+	return unsafe.String(unsafe.SliceData(*buf), len(*buf)), buf
+}
+
+func releaseScratch(buf *[]byte) {
+	if buf != nil {
+		scratchPool.Put(buf)
+	}
+}
+
 func isASCII(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {

@@ -172,3 +172,28 @@ func TestQwenMetadata(t *testing.T) {
 		t.Errorf("DecodeWith(SkipSpecial) = %q", got)
 	}
 }
+
+// TestConcurrentEncode shares one tokenizer (and its word cache) between
+// goroutines; run it with -race.
+func TestConcurrentEncode(t *testing.T) {
+	tok := qwen(t)
+	cases := corpusStrings(t)
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for k := range 3 * len(cases) {
+				c := cases[(k*7+g)%len(cases)]
+				if got := tok.Encode(c.Text); !slices.Equal(got, c.IDs) {
+					errs <- c.Text
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for s := range errs {
+		t.Errorf("concurrent Encode(%q) differs", s)
+	}
+}
