@@ -3,7 +3,11 @@ package gemm
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
+
+	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
 // panelWidth is the number of output channels packed side by side: one zmm
@@ -53,16 +57,32 @@ func FromBF16(w []uint16, n, k int) *Weight {
 	checkShape("FromBF16", len(w), n, k)
 	p := &Weight{N: n, K: k, kind: kindBF16, panels: ceilDiv(n, panelWidth), steps: ceilDiv(k, 2)}
 	p.pairs = alignedU32(p.panels * p.steps * panelWidth)
-	for ch := range n {
-		row := w[ch*k : ch*k+k]
-		dst := p.pairs[(ch/panelWidth)*p.steps*panelWidth+ch%panelWidth:]
+	parallelPanels(p.panels, func(panel int) {
+		dst := p.pairs[panel*p.steps*panelWidth : (panel+1)*p.steps*panelWidth]
+		chans := min(panelWidth, n-panel*panelWidth)
+		// Read the 16 rows side by side, so that the panel is written in order.
+		var rows [panelWidth][]uint16
+		for c := range chans {
+			rows[c] = w[(panel*panelWidth+c)*k : (panel*panelWidth+c)*k+k/2*2]
+			if k%2 == 1 {
+				dst[(k/2)*panelWidth+c] = uint32(w[(panel*panelWidth+c)*k+k-1])
+			}
+		}
+		if chans < panelWidth {
+			for q := range k / 2 {
+				for c := range chans {
+					dst[q*panelWidth+c] = uint32(rows[c][2*q]) | uint32(rows[c][2*q+1])<<16
+				}
+			}
+			return
+		}
 		for q := range k / 2 {
-			dst[q*panelWidth] = uint32(row[2*q]) | uint32(row[2*q+1])<<16
+			d := (*[panelWidth]uint32)(dst[q*panelWidth:])
+			for c := range d {
+				d[c] = uint32(rows[c][2*q]) | uint32(rows[c][2*q+1])<<16
+			}
 		}
-		if k%2 == 1 {
-			dst[(k/2)*panelWidth] = uint32(row[k-1])
-		}
-	}
+	})
 	return p
 }
 
@@ -73,12 +93,14 @@ func FromF32(w []float32, n, k int) *Weight {
 	checkShape("FromF32", len(w), n, k)
 	p := &Weight{N: n, K: k, kind: kindF32, panels: ceilDiv(n, panelWidth), steps: k}
 	p.f32 = alignedF32(p.panels * k * panelWidth)
-	for ch := range n {
-		dst := p.f32[(ch/panelWidth)*k*panelWidth+ch%panelWidth:]
-		for kk, v := range w[ch*k : ch*k+k] {
-			dst[kk*panelWidth] = v
+	parallelPanels(p.panels, func(panel int) {
+		dst := p.f32[panel*k*panelWidth : (panel+1)*k*panelWidth]
+		for c := range min(panelWidth, n-panel*panelWidth) {
+			for kk, v := range w[(panel*panelWidth+c)*k : (panel*panelWidth+c+1)*k] {
+				dst[kk*panelWidth+c] = v
+			}
 		}
-	}
+	})
 	return p
 }
 
@@ -90,28 +112,57 @@ func QuantizeInt8(w []uint16, n, k int) *Weight {
 	p.quads = alignedU32(p.panels * p.steps * panelWidth)
 	p.scale = make([]float32, p.panels*panelWidth)
 	p.corr = make([]int32, p.panels*panelWidth)
-	for ch := range n {
-		row := w[ch*k : ch*k+k]
-		var amax float32
-		for _, b := range row {
-			amax = max(amax, abs32(bf16ToF32(b)))
+	parallelPanels(p.panels, func(panel int) {
+		dst := p.quads[panel*p.steps*panelWidth : (panel+1)*p.steps*panelWidth]
+		for c := range min(panelWidth, n-panel*panelWidth) {
+			ch := panel*panelWidth + c
+			row := w[ch*k : ch*k+k]
+			var amax uint16 // largest |w| as bits: the integer order is the float order, NaN above Inf
+			for _, b := range row {
+				amax = max(amax, b&0x7fff)
+			}
+			s := bf16ToF32(amax) / 127
+			inv := float32(0)
+			if s > 0 && !isInf32(s) {
+				inv = 1 / s
+			}
+			var sum int32
+			for q := range ceilDiv(k, 4) {
+				var quad uint32
+				for b, v := range row[4*q : min(4*q+4, k)] {
+					qv := quantize(bf16ToF32(v), inv)
+					sum += qv
+					quad |= uint32(uint8(int8(qv))) << (8 * b)
+				}
+				dst[q*panelWidth+c] = quad
+			}
+			p.scale[ch] = s
+			p.corr[ch] = 128 * sum
 		}
-		s := amax / 127
-		inv := float32(0)
-		if s > 0 && !isInf32(s) {
-			inv = 1 / s
-		}
-		dst := p.quads[(ch/panelWidth)*p.steps*panelWidth+ch%panelWidth:]
-		var sum int32
-		for kk, b := range row {
-			q := quantize(bf16ToF32(b), inv)
-			sum += q
-			dst[(kk/4)*panelWidth] |= uint32(uint8(int8(q))) << (8 * (kk % 4))
-		}
-		p.scale[ch] = s
-		p.corr[ch] = 128 * sum
-	}
+	})
 	return p
+}
+
+// parallelPanels runs pack(panel) for every panel, spread over the CPUs:
+// packing is load-time work, proportional to the model size.
+func parallelPanels(panels int, pack func(panel int)) {
+	workers := min(runtime.GOMAXPROCS(0), ceilDiv(panels, 64))
+	if workers <= 1 {
+		for p := range panels {
+			pack(p)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Go(func() {
+			lo, hi := threads.Split(panels, 1, i, workers)
+			for p := lo; p < hi; p++ {
+				pack(p)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // Bytes is the memory the packed weight occupies.
@@ -149,7 +200,5 @@ func alignedF32(n int) []float32 {
 }
 
 func bf16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
-
-func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }
 
 func isInf32(v float32) bool { return math.IsInf(float64(v), 0) }
