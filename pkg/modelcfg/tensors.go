@@ -168,8 +168,10 @@ func (c *Config) ActiveParams() int64 {
 
 // WeightBytes is the memory the weights take when loaded with weight dtype
 // dtype ("bf16", "f32" or "int8"). int8 quantizes linear weights to 1 byte per
-// element plus one f32 scale per output row; embeddings and norms stay bf16 as
-// stored (f32 when dtype is f32). A tied embedding is stored once.
+// element plus one f32 scale per output row, except the MoE router, which
+// pkg/model keeps in bf16 because a quantized router flips expert choices;
+// embeddings and norms stay bf16 as stored (f32 when dtype is f32). A tied
+// embedding is stored once.
 func WeightBytes(c *Config, dtype string) (int64, error) {
 	var n int64
 	for _, t := range c.Tensors() {
@@ -180,7 +182,7 @@ func WeightBytes(c *Config, dtype string) (int64, error) {
 		case "f32":
 			n += 4 * e
 		case "int8":
-			if t.Kind.Linear() && len(t.Shape) == 2 {
+			if t.Kind.Linear() && t.Kind != KindRouter && len(t.Shape) == 2 {
 				n += e + 4*int64(t.Shape[0])
 			} else {
 				n += 2 * e
