@@ -507,3 +507,28 @@ func TestSiLU(t *testing.T) {
 		assertBits(t, fmt.Sprintf("siluMul n=%d", n), got, want, n)
 	}
 }
+
+// TestBF16UnderflowEdges: results that are denormal only before rounding,
+// or cancel to zero, match the emulation (VDPBF16PS flushes after rounding).
+func TestBF16UnderflowEdges(t *testing.T) {
+	pool := threads.New(1, false)
+	defer pool.Close()
+	forEachPath(t, func(t *testing.T, p kernels.Path) {
+		if p != kernels.AVX512BF16 {
+			return
+		}
+		for _, tc := range []struct{ x, w [2]float32 }{
+			{[2]float32{0x1p-80, 0x1p-63}, [2]float32{-0x1p-80, 0x1p-63}},   // 2^-126 - 2^-160: rounds up to normal
+			{[2]float32{0x1p-80, 0x1p-63}, [2]float32{0x1p-80, -0x1p-63}},   // -2^-126 + 2^-160
+			{[2]float32{0x1.8p-64, 0x1p-63}, [2]float32{-0x1p-63, 0x1p-63}}, // 2^-126 - 1.5·2^-127: denormal
+			{[2]float32{1, 0x1p-63}, [2]float32{-0x1p-126, 0x1p-63}},        // exact cancellation
+			{[2]float32{0x1p-70, 0x1p-100}, [2]float32{0x1p-70, 0x1p-100}},  // both products far below the range
+		} {
+			w := FromBF16([]uint16{toBF16(tc.w[0]), toBF16(tc.w[1])}, 1, 2)
+			got, want := make([]float32, 1), make([]float32, 1)
+			NewContext(pool, 1, 2).MatMul(got, tc.x[:], 1, w)
+			emulation(pool, p, 1, 2).MatMul(want, tc.x[:], 1, w)
+			assertBits(t, fmt.Sprintf("x %v · w %v", tc.x, tc.w), got, want, 1)
+		}
+	})
+}
