@@ -83,7 +83,7 @@ func priorNormalized(hidden int, in Init) float32 {
 	return float32(priorEmbed / math.Sqrt((priorEmbed*priorEmbed+(h-1)*sigma*sigma)/h))
 }
 
-// DefaultInit are the scales Generate uses.
+// DefaultInit is what Generate uses when Options.Init is nil.
 var DefaultInit = Init{Gain: 1.0, RouterGain: 2.0, LogitStd: 3.0, NormNoise: 0.1, OutputScale: 1.0}
 
 // Generate writes cfg with random bf16 weights into dir (created if needed):
@@ -110,13 +110,21 @@ func Generate(cfg *modelcfg.Config, dir string, opts Options) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("synth: %w", err)
 	}
+	in := DefaultInit
+	if opts.Init != nil {
+		in = *opts.Init
+	}
+	if in.Prior != nil && (len(in.Prior) != cfg.VocabSize || cfg.TieWordEmbeddings) {
+		return fmt.Errorf("synth: a logit prior needs untied embeddings and %d values, got tie_word_embeddings=%v and %d values",
+			cfg.VocabSize, cfg.TieWordEmbeddings, len(in.Prior))
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(dir, "config.json"), cfg); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, "generation_config.json"), generationConfig(cfg, opts.Tokenizer)); err != nil {
+	if err := writeJSON(filepath.Join(dir, "generation_config.json"), generationConfig(cfg)); err != nil {
 		return err
 	}
 	switch opts.Tokenizer {
@@ -130,14 +138,6 @@ func Generate(cfg *modelcfg.Config, dir string, opts Options) error {
 			return err
 		}
 	}
-	in := DefaultInit
-	if opts.Init != nil {
-		in = *opts.Init
-	}
-	if in.Prior != nil && (len(in.Prior) != cfg.VocabSize || cfg.TieWordEmbeddings) {
-		return fmt.Errorf("synth: a logit prior needs untied embeddings and %d values, got tie_word_embeddings=%v and %d values",
-			cfg.VocabSize, cfg.TieWordEmbeddings, len(in.Prior))
-	}
 	entries := Entries(cfg, opts.Seed, in)
 	meta := map[string]string{"format": "pt", "ellm_synthetic": "true", "ellm_seed": strconv.FormatUint(opts.Seed, 10)}
 	if _, err := safetensors.WriteSharded(dir, entries, opts.ShardBytes, meta); err != nil {
@@ -148,7 +148,7 @@ func Generate(cfg *modelcfg.Config, dir string, opts Options) error {
 
 // generationConfig mirrors Qwen3's sampling defaults; the eos list adds
 // <|endoftext|> to config.json's <|im_end|> as Qwen3's generation_config does.
-func generationConfig(cfg *modelcfg.Config, tokenizer string) *modelcfg.GenerationConfig {
+func generationConfig(cfg *modelcfg.Config) *modelcfg.GenerationConfig {
 	temp, topP, topK := 0.6, 0.95, 20
 	doSample := true
 	g := &modelcfg.GenerationConfig{DoSample: &doSample, Temperature: &temp, TopP: &topP, TopK: &topK}
