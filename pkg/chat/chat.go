@@ -24,6 +24,7 @@ import (
 
 	"github.com/ardanlabs/jinja"
 
+	"github.com/ellm-dev/ellm/pkg/hfdir"
 	"github.com/ellm-dev/ellm/pkg/toolcall"
 )
 
@@ -83,13 +84,12 @@ func New(source string, special SpecialTokens) (*Template, error) {
 // chat_template.jinja when present, else tokenizer_config.json's
 // chat_template. Special tokens come from tokenizer_config.json.
 func Load(dir string) (*Template, error) {
-	cfg, err := readTokenizerConfig(filepath.Join(dir, "tokenizer_config.json"))
+	cfg, err := readTokenizerConfig(dir)
 	if err != nil {
 		return nil, err
 	}
 	source := cfg.template
-	path := filepath.Join(dir, "chat_template.jinja")
-	b, err := os.ReadFile(path)
+	b, err := hfdir.ReadFile(dir, "chat_template.jinja")
 	switch {
 	case err == nil:
 		source = string(b)
@@ -110,10 +110,11 @@ type tokenizerConfig struct {
 	special  SpecialTokens
 }
 
-// readTokenizerConfig reads the template and special tokens of
+// readTokenizerConfig reads the template and special tokens of dir's
 // tokenizer_config.json; a missing file yields an empty config.
-func readTokenizerConfig(path string) (tokenizerConfig, error) {
-	b, err := os.ReadFile(path)
+func readTokenizerConfig(dir string) (tokenizerConfig, error) {
+	path := filepath.Join(dir, "tokenizer_config.json")
+	b, err := hfdir.ReadFile(dir, "tokenizer_config.json")
 	if errors.Is(err, os.ErrNotExist) {
 		return tokenizerConfig{}, nil
 	}

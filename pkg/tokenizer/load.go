@@ -6,11 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ellm-dev/ellm/pkg/hfdir"
 )
 
 // The subset of tokenizer.json this package reads. Fields that change the
@@ -83,11 +84,11 @@ const maxVocab = 1 << 24
 // and dir/chat_template.jinja (which takes precedence over the config's
 // chat_template, as in transformers).
 func Load(dir string) (*Tokenizer, error) {
-	tj, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	tj, err := hfdir.ReadFile(dir, "tokenizer.json")
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
-	cj, err := os.ReadFile(filepath.Join(dir, "tokenizer_config.json"))
+	cj, err := hfdir.ReadFile(dir, "tokenizer_config.json")
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
@@ -95,7 +96,7 @@ func Load(dir string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
 	}
-	jinja, err := os.ReadFile(filepath.Join(dir, "chat_template.jinja"))
+	jinja, err := hfdir.ReadFile(dir, "chat_template.jinja")
 	switch {
 	case err == nil:
 		t.chatTemplate = string(jinja)
