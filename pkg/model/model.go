@@ -127,36 +127,36 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 	m.embed = b.table("model.embed_tokens.weight", cfg.VocabSize, h)
 	m.finalNorm = b.norm("model.norm.weight", h)
 	if cfg.TieWordEmbeddings {
-		m.lmHead = b.tied(&m.embed, cfg.VocabSize, h)
+		b.tied(&m.lmHead, &m.embed, cfg.VocabSize, h)
 	} else {
-		m.lmHead = b.linear("lm_head.weight", cfg.VocabSize, h)
+		b.linear(&m.lmHead, "lm_head.weight", cfg.VocabSize, h)
 	}
 	m.layers = make([]layer, cfg.NumHiddenLayers)
 	for i := range m.layers {
 		b.layer = i
-		m.layers[i] = bindLayer(b, cfg, i)
+		bindLayer(b, cfg, i, &m.layers[i])
 	}
 	if err := b.err(); err != nil {
 		return nil, err
 	}
+	b.packAll()
 	m.weightBytes = b.bytes
 	m.LoadTime = time.Since(start)
 	return m, nil
 }
 
-func bindLayer(b *binder, cfg *modelcfg.Config, i int) layer {
+// bindLayer binds decoder layer i's weights into l.
+func bindLayer(b *binder, cfg *modelcfg.Config, i int, l *layer) {
 	p := modelcfg.LayerPrefix(i)
 	h, qd, kvd, hd := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.HeadDim
-	l := layer{
-		inputNorm: b.norm(p+"input_layernorm.weight", h),
-		postNorm:  b.norm(p+"post_attention_layernorm.weight", h),
-		q:         b.linear(p+"self_attn.q_proj.weight", qd, h),
-		k:         b.linear(p+"self_attn.k_proj.weight", kvd, h),
-		v:         b.linear(p+"self_attn.v_proj.weight", kvd, h),
-		o:         b.linear(p+"self_attn.o_proj.weight", h, qd),
-		qNorm:     b.norm(p+"self_attn.q_norm.weight", hd),
-		kNorm:     b.norm(p+"self_attn.k_norm.weight", hd),
-	}
+	l.inputNorm = b.norm(p+"input_layernorm.weight", h)
+	l.postNorm = b.norm(p+"post_attention_layernorm.weight", h)
+	b.linear(&l.q, p+"self_attn.q_proj.weight", qd, h)
+	b.linear(&l.k, p+"self_attn.k_proj.weight", kvd, h)
+	b.linear(&l.v, p+"self_attn.v_proj.weight", kvd, h)
+	b.linear(&l.o, p+"self_attn.o_proj.weight", h, qd)
+	l.qNorm = b.norm(p+"self_attn.q_norm.weight", hd)
+	l.kNorm = b.norm(p+"self_attn.k_norm.weight", hd)
 	if cfg.AttentionBias {
 		l.qBias = b.norm(p+"self_attn.q_proj.bias", qd)
 		l.kBias = b.norm(p+"self_attn.k_proj.bias", kvd)
@@ -164,23 +164,21 @@ func bindLayer(b *binder, cfg *modelcfg.Config, i int) layer {
 		l.oBias = b.norm(p+"self_attn.o_proj.bias", h)
 	}
 	if !cfg.IsSparseLayer(i) {
-		l.gate = b.linear(p+"mlp.gate_proj.weight", cfg.IntermediateSize, h)
-		l.up = b.linear(p+"mlp.up_proj.weight", cfg.IntermediateSize, h)
-		l.down = b.linear(p+"mlp.down_proj.weight", h, cfg.IntermediateSize)
-		return l
+		b.linear(&l.gate, p+"mlp.gate_proj.weight", cfg.IntermediateSize, h)
+		b.linear(&l.up, p+"mlp.up_proj.weight", cfg.IntermediateSize, h)
+		b.linear(&l.down, p+"mlp.down_proj.weight", h, cfg.IntermediateSize)
+		return
 	}
-	l.router = b.router(p+"mlp.gate.weight", cfg.NumExperts, h)
+	b.router(&l.router, p+"mlp.gate.weight", cfg.NumExperts, h)
 	l.experts = make([]expert, cfg.NumExperts)
 	im := cfg.MoEIntermediateSize
 	for e := range l.experts {
 		ep := fmt.Sprintf("%smlp.experts.%d.", p, e)
-		l.experts[e] = expert{
-			gate: b.linear(ep+"gate_proj.weight", im, h),
-			up:   b.linear(ep+"up_proj.weight", im, h),
-			down: b.linear(ep+"down_proj.weight", h, im),
-		}
+		ex := &l.experts[e]
+		b.linear(&ex.gate, ep+"gate_proj.weight", im, h)
+		b.linear(&ex.up, ep+"up_proj.weight", im, h)
+		b.linear(&ex.down, ep+"down_proj.weight", h, im)
 	}
-	return l
 }
 
 // WeightBytes is the memory the weights occupy as the kernels read them

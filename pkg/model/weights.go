@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/ops"
@@ -22,6 +25,7 @@ type binder struct {
 	layer int // -1 outside the decoder layers (set by the caller)
 	errs  []error
 	bytes int64
+	jobs  []packJob
 }
 
 func (b *binder) fail(name, format string, args ...any) {
@@ -101,53 +105,79 @@ func (b *binder) table(name string, n, k int) table {
 	return table{bf16: bf, f32: f, dim: k}
 }
 
-// linear packs a linear weight [n, k] for the kernels in the model's dtype.
-func (b *binder) linear(name string, n, k int) *gemm.Weight {
-	bf, f, ok := b.data(name, n, k)
-	if !ok {
-		return nil
+// linear queues linear weight name [n, k] to be packed into *dst in the
+// model's dtype.
+func (b *binder) linear(dst **gemm.Weight, name string, n, k int) {
+	if bf, f, ok := b.data(name, n, k); ok {
+		b.jobs = append(b.jobs, packJob{dst: dst, bf: bf, f: f, n: n, k: k, dtype: b.dtype})
 	}
-	return b.pack(bf, f, n, k, b.dtype)
 }
 
-// router packs the MoE gate: like linear, but never quantized.
-func (b *binder) router(name string, n, k int) *gemm.Weight {
-	bf, f, ok := b.data(name, n, k)
-	if !ok {
-		return nil
-	}
+// router queues the MoE gate: like linear, but never quantized.
+func (b *binder) router(dst **gemm.Weight, name string, n, k int) {
 	dtype := b.dtype
 	if dtype == "int8" {
 		dtype = "bf16"
 	}
-	return b.pack(bf, f, n, k, dtype)
-}
-
-// tied is lm_head = embed_tokens (tie_word_embeddings).
-func (b *binder) tied(t *table, n, k int) *gemm.Weight {
-	if t.bf16 == nil && t.f32 == nil {
-		return nil // the missing table is already reported
+	if bf, f, ok := b.data(name, n, k); ok {
+		b.jobs = append(b.jobs, packJob{dst: dst, bf: bf, f: f, n: n, k: k, dtype: dtype})
 	}
-	return b.pack(t.bf16, t.f32, n, k, b.dtype)
 }
 
-func (b *binder) pack(bf []uint16, f []float32, n, k int, dtype string) *gemm.Weight {
-	var w *gemm.Weight
+// tied queues lm_head = embed_tokens (tie_word_embeddings).
+func (b *binder) tied(dst **gemm.Weight, t *table, n, k int) {
+	if t.bf16 != nil || t.f32 != nil { // a missing table is already reported
+		b.jobs = append(b.jobs, packJob{dst: dst, bf: t.bf16, f: t.f32, n: n, k: k, dtype: b.dtype})
+	}
+}
+
+// packJob is one linear weight to pack (or quantize) for the kernels.
+type packJob struct {
+	dst   **gemm.Weight
+	bf    []uint16
+	f     []float32
+	n, k  int
+	dtype string
+}
+
+// packAll runs the queued packing jobs on every CPU: repacking (and
+// quantizing) a large checkpoint is most of its load time.
+func (b *binder) packAll() {
+	jobs := make(chan *packJob)
+	var wg sync.WaitGroup
+	var bytes atomic.Int64
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				*j.dst = pack(j.bf, j.f, j.n, j.k, j.dtype)
+				bytes.Add(int64((*j.dst).Bytes()))
+			}
+		}()
+	}
+	for i := range b.jobs {
+		jobs <- &b.jobs[i]
+	}
+	close(jobs)
+	wg.Wait()
+	b.bytes += bytes.Load()
+	b.jobs = nil
+}
+
+func pack(bf []uint16, f []float32, n, k int, dtype string) *gemm.Weight {
 	switch {
 	case dtype == "int8" && bf == nil:
 		// Quantization is defined on bf16 weights; f32 sources are rounded first.
-		w = gemm.QuantizeInt8(roundBF16(f), n, k)
+		return gemm.QuantizeInt8(roundBF16(f), n, k)
 	case dtype == "int8":
-		w = gemm.QuantizeInt8(bf, n, k)
+		return gemm.QuantizeInt8(bf, n, k)
 	case bf == nil:
-		w = gemm.FromF32(f, n, k)
+		return gemm.FromF32(f, n, k)
 	case dtype == "f32":
-		w = gemm.FromF32(widen(bf), n, k)
-	default:
-		w = gemm.FromBF16(bf, n, k)
+		return gemm.FromF32(widen(bf), n, k)
 	}
-	b.bytes += int64(w.Bytes())
-	return w
+	return gemm.FromBF16(bf, n, k)
 }
 
 func widen(bf []uint16) []float32 {
