@@ -154,7 +154,10 @@ func Write(w io.Writer, r Report, f Format) error {
 		return cw.Error()
 	}
 	m := r.Machine
-	fmt.Fprintf(w, "%s on %s (%d threads, kernels %s)", r.Kind, m.CPU, m.Threads, m.KernelPath)
+	fmt.Fprintf(w, "%s on %s", r.Kind, m.CPU)
+	if m.Threads > 0 { // a load generator's own threads say nothing about the server
+		fmt.Fprintf(w, " (%d threads, kernels %s)", m.Threads, m.KernelPath)
+	}
 	if r.Model != nil {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)
 		if r.Model.FullLayers > 0 {

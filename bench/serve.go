@@ -14,12 +14,27 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ellm-dev/ellm/pkg/client"
 )
 
 // StreamFunc sends one streaming chat request and calls onChunk for every
 // chunk that carries generated text. It returns the completion token count
 // the server reported (0 if it reported none).
-type StreamFunc func(ctx context.Context, messages json.RawMessage, maxTokens int, onChunk func()) (completionTokens int, err error)
+type StreamFunc func(ctx context.Context, messages []client.Message, maxTokens int, onChunk func()) (completionTokens int, err error)
+
+// ClientStream is a StreamFunc over pkg/client: what `ellm bench serve` uses.
+func ClientStream(c *client.Client) StreamFunc {
+	return func(ctx context.Context, messages []client.Message, maxTokens int, onChunk func()) (int, error) {
+		reply, err := c.StreamChat(ctx, messages, client.ChatOptions{MaxTokens: maxTokens}, func(d client.Delta) error {
+			if d.Content != "" || d.Reasoning != "" {
+				onChunk()
+			}
+			return nil
+		})
+		return reply.Usage.CompletionTokens, err
+	}
+}
 
 // ServeOptions configure a load run against an OpenAI-compatible server.
 type ServeOptions struct {
@@ -86,7 +101,7 @@ func CheckTarget(rawURL string, allowRemote bool) error {
 }
 
 // LoadDataset returns the prompts as chat message arrays.
-func LoadDataset(opts ServeOptions) ([]json.RawMessage, error) {
+func LoadDataset(opts ServeOptions) ([][]client.Message, error) {
 	if opts.Dataset == "" || opts.Dataset == "synthetic" {
 		return syntheticPrompts(opts.Requests, opts.PromptWords, opts.Seed), nil
 	}
@@ -98,8 +113,8 @@ func LoadDataset(opts ServeOptions) ([]json.RawMessage, error) {
 	return parseDataset(f, opts.Dataset)
 }
 
-func parseDataset(r io.Reader, name string) ([]json.RawMessage, error) {
-	var out []json.RawMessage
+func parseDataset(r io.Reader, name string) ([][]client.Message, error) {
+	var out [][]client.Message
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	for line := 1; sc.Scan(); line++ {
@@ -108,8 +123,8 @@ func parseDataset(r io.Reader, name string) ([]json.RawMessage, error) {
 			continue
 		}
 		var rec struct {
-			Messages json.RawMessage `json:"messages"`
-			Prompt   *string         `json:"prompt"`
+			Messages []client.Message `json:"messages"`
+			Prompt   *string          `json:"prompt"`
 		}
 		if err := json.Unmarshal([]byte(text), &rec); err != nil {
 			return nil, fmt.Errorf("dataset %s:%d: %w", name, line, err)
@@ -132,18 +147,17 @@ func parseDataset(r io.Reader, name string) ([]json.RawMessage, error) {
 	return out, nil
 }
 
-func userMessage(s string) json.RawMessage {
-	b, _ := json.Marshal([]map[string]string{{"role": "user", "content": s}})
-	return b
+func userMessage(s string) []client.Message {
+	return []client.Message{{Role: "user", Content: s}}
 }
 
 var syntheticWords = strings.Fields(`the a of and to in is for on with as by at from that this it be are was
 model cache token layer prefill decode session server memory thread kernel vector matrix tensor batch
 agent tool call result query answer search file code test build run read write plan step context`)
 
-func syntheticPrompts(n, words int, seed uint64) []json.RawMessage {
+func syntheticPrompts(n, words int, seed uint64) [][]client.Message {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	out := make([]json.RawMessage, n)
+	out := make([][]client.Message, n)
 	for i := range out {
 		var b strings.Builder
 		fmt.Fprintf(&b, "Request %d. ", i)
@@ -181,7 +195,7 @@ type sample struct {
 	err             error
 }
 
-func runLevel(ctx context.Context, opts ServeOptions, conc int, prompts []json.RawMessage, send StreamFunc, progress *Progress) ServeResult {
+func runLevel(ctx context.Context, opts ServeOptions, conc int, prompts [][]client.Message, send StreamFunc, progress *Progress) ServeResult {
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
@@ -241,7 +255,7 @@ feed:
 	return res
 }
 
-func oneRequest(ctx context.Context, send StreamFunc, messages json.RawMessage, maxTokens int) sample {
+func oneRequest(ctx context.Context, send StreamFunc, messages []client.Message, maxTokens int) sample {
 	start := time.Now()
 	var first time.Time
 	chunks := 0

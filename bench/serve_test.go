@@ -2,12 +2,16 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ellm-dev/ellm/pkg/client"
 )
 
 func TestCheckTargetAllowsOnlyLoopbackByDefault(t *testing.T) {
@@ -43,9 +47,11 @@ func TestParseDataset(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("got %d requests", len(got))
 	}
-	var m []map[string]string
-	if err := json.Unmarshal(got[0], &m); err != nil || m[0]["content"] != "hello" || m[0]["role"] != "user" {
-		t.Errorf("prompt line became %s (%v)", got[0], err)
+	if m := got[0]; len(m) != 1 || m[0].Content != "hello" || m[0].Role != "user" {
+		t.Errorf("prompt line became %+v", m)
+	}
+	if m := got[1]; len(m) != 2 || m[0].Role != "system" || m[1].Content != "u" {
+		t.Errorf("messages line became %+v", m)
 	}
 	for _, bad := range []string{`{"x": 1}`, `{`, ``} {
 		if _, err := parseDataset(strings.NewReader(bad), "bad.jsonl"); err == nil {
@@ -57,7 +63,7 @@ func TestParseDataset(t *testing.T) {
 func TestRunServeMeasuresEveryRequest(t *testing.T) {
 	var inFlight, peak atomic.Int32
 	var calls atomic.Int32
-	send := func(ctx context.Context, msgs json.RawMessage, maxTokens int, onChunk func()) (int, error) {
+	send := func(ctx context.Context, msgs []client.Message, maxTokens int, onChunk func()) (int, error) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
@@ -96,7 +102,7 @@ func TestRunServeMeasuresEveryRequest(t *testing.T) {
 }
 
 func TestRunServeTimeoutCancelsRemaining(t *testing.T) {
-	send := func(ctx context.Context, _ json.RawMessage, _ int, onChunk func()) (int, error) {
+	send := func(ctx context.Context, _ []client.Message, _ int, onChunk func()) (int, error) {
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}
@@ -107,5 +113,34 @@ func TestRunServeTimeoutCancelsRemaining(t *testing.T) {
 	}
 	if rs[0].Errors != 5 {
 		t.Errorf("errors %d, want all 5 after the timeout", rs[0].Errors)
+	}
+}
+
+func TestClientStreamCountsContentChunks(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, chunk := range []string{
+			`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
+			`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"a"}}]}`,
+			`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"reasoning_content":"b"}}]}`,
+			`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"c"},"finish_reason":"length"}]}`,
+			`{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}}`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", chunk)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer srv.Close()
+	chunks := 0
+	n, err := ClientStream(&client.Client{BaseURL: srv.URL})(context.Background(), userMessage("hi"), 3, func() { chunks++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chunks != 3 || n != 3 {
+		t.Errorf("%d chunks, %d completion tokens; want 3 and 3", chunks, n)
 	}
 }
