@@ -306,12 +306,19 @@ func New(opts Options) (*Engine, error) {
 		return fail(err)
 	}
 	e.tok, e.tmpl, e.gen, e.closers = tok, tmpl, *gen, closers
+	for _, s := range e.slots {
+		e.info.ScratchBytes += s.sampler.Bytes()
+	}
 	e.info.LoadTime = time.Since(start)
+	if opts.SequenceLength > cfg.MaxPositionEmbeddings {
+		e.log.Warn("sequence length exceeds the model's max_position_embeddings: quality degrades beyond it",
+			"sequence_length", opts.SequenceLength, "max_position_embeddings", cfg.MaxPositionEmbeddings)
+	}
 	e.log.Info("engine ready",
 		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,
 		"weights", info.DType, "weight_bytes", info.WeightBytes,
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
-		"kv_bytes", info.KVBytes, "scratch_bytes", info.ScratchBytes,
+		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes,
 		"kernels", info.KernelPath, "threads", info.Threads, "load", e.info.LoadTime.Round(time.Millisecond))
 	if info.Synthetic {
 		e.log.Warn("running the built-in synthetic model: random weights, output is not language")

@@ -148,6 +148,11 @@ func New(vocab int) *Sampler {
 	}
 }
 
+// Bytes is the memory the sampler holds.
+func (s *Sampler) Bytes() int64 {
+	return int64(8*(len(s.seen)+len(s.allowed)) + 4*(cap(s.seenIDs)+len(s.counts)+cap(s.outIDs)+len(s.topIdx)+len(s.topVal)) + 8*len(s.cand))
+}
+
 // Reset starts a request: its parameters, its prompt (for the repetition
 // penalty) and its constraint (nil = none). seed is used when p.Seed is nil.
 func (s *Sampler) Reset(p Params, prompt []int32, c Constraint, seed uint64) {
