@@ -57,8 +57,8 @@ func TestScripts(t *testing.T) {
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"freeport": cmdFreeport,
 			"waithttp": cmdWaitHTTP,
-			"httpget":  cmdHTTP,
-			"httppost": cmdHTTP,
+			"httpget":  cmdHTTP(http.MethodGet),
+			"httppost": cmdHTTP(http.MethodPost),
 			"jsonpath": cmdJSONPath,
 			"truncate": cmdTruncate,
 			"replace":  cmdReplace,
@@ -165,24 +165,37 @@ func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Fatalf("%s not ready after %v: %s", u, timeout, last)
 }
 
-// cmdHTTP is `httpget URL` and `httppost URL FILE`: the response body goes
-// to stdout, the status and headers to stderr ("status: 200", "content-type:
-// ..."). It fails on a status other than 2xx; with ! it expects one.
-func cmdHTTP(ts *testscript.TestScript, neg bool, args []string) {
+// cmdHTTP is `httpget [-H 'Name: value']... URL` and `httppost [-H ...]...
+// URL FILE`: the response body goes to stdout, the status and headers to
+// stderr ("status: 200", "content-type: ..."). It fails on a status other
+// than 2xx; with ! it expects one.
+func cmdHTTP(method string) func(ts *testscript.TestScript, neg bool, args []string) {
+	return func(ts *testscript.TestScript, neg bool, args []string) { httpDo(ts, neg, method, args) }
+}
+
+func httpDo(ts *testscript.TestScript, neg bool, method string, args []string) {
+	header := http.Header{}
+	for len(args) >= 2 && args[0] == "-H" {
+		k, v, ok := strings.Cut(args[1], ":")
+		if !ok {
+			ts.Fatalf("-H %q: want 'Name: value'", args[1])
+		}
+		header.Add(strings.TrimSpace(k), strings.TrimSpace(v))
+		args = args[2:]
+	}
 	var req *http.Request
 	var err error
 	switch {
-	case len(args) == 1:
-		req, err = http.NewRequest(http.MethodGet, loopbackURL(ts, args[0]), nil)
-	case len(args) == 2:
-		req, err = http.NewRequest(http.MethodPost, loopbackURL(ts, args[0]), strings.NewReader(ts.ReadFile(args[1])))
-		if err == nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
+	case method == http.MethodGet && len(args) == 1:
+		req, err = http.NewRequest(method, loopbackURL(ts, args[0]), nil)
+	case method == http.MethodPost && len(args) == 2:
+		req, err = http.NewRequest(method, loopbackURL(ts, args[0]), strings.NewReader(ts.ReadFile(args[1])))
+		header.Set("Content-Type", "application/json")
 	default:
-		ts.Fatalf("usage: httpget URL | httppost URL FILE")
+		ts.Fatalf("usage: httpget [-H 'Name: value']... URL | httppost [-H 'Name: value']... URL FILE")
 	}
 	ts.Check(err)
+	req.Header = header
 	resp, err := (&http.Client{Timeout: 120 * time.Second}).Do(req)
 	ts.Check(err)
 	defer resp.Body.Close()
