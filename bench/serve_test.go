@@ -2,10 +2,10 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
