@@ -27,3 +27,5 @@ func widenV(_ kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows
 type qref struct{}
 
 func tileGroup(kernels.Path, *scratch, int, []float32, []float32, int, int, float32) int { return 0 }
+
+func tileDirect(kernels.Path, *scratch, []uint16, []uint16, int, int, float32) bool { return false }
