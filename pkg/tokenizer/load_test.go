@@ -13,6 +13,7 @@ import (
 // ids 0-255 (id = byte value), the given merges and added tokens from id 256.
 type spec struct {
 	merges       [][2]string // in the byte alphabet, e.g. {"Ġ", "t"}
+	extraVocab   []string    // entries no merge produces
 	stringMerges bool        // write merges as "a b" instead of [a, b]
 	added        []map[string]any
 	normalizer   any
@@ -47,6 +48,10 @@ func (s spec) json(tb testing.TB) []byte {
 		} else {
 			merges = append(merges, []string{m[0], m[1]})
 		}
+	}
+	for _, v := range s.extraVocab {
+		vocab[v] = next
+		next++
 	}
 	var added []any
 	for i, a := range s.added {
@@ -125,8 +130,31 @@ func TestByteTokenizer(t *testing.T) {
 		t.Errorf("Decode = %q", got)
 	}
 	sp := tok.Special()
+	if got := tok.SpecialIDs(); !slices.Equal(got, []int32{256, 257, 258, 259}) {
+		t.Errorf("SpecialIDs = %v", got)
+	}
 	if sp.EOSID != 258 || sp.PADID != 256 || sp.BOSID != -1 || tok.ChatTemplate() != "{{ messages }}" {
 		t.Errorf("Special = %+v, template %q", sp, tok.ChatTemplate())
+	}
+}
+
+// TestIgnoreMerges: with ignore_merges a piece that is a vocabulary entry is
+// one token even when no merge sequence reaches it.
+func TestIgnoreMerges(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		s := spec{merges: [][2]string{{"a", "b"}}, extraVocab: []string{"abc"}, model: map[string]any{"ignore_merges": ignore}}
+		tok := mustNew(t, s, "")
+		var got []string
+		for _, id := range tok.Encode("abc abcd") {
+			got = append(got, string(tok.TokenBytes(id)))
+		}
+		want := []string{"ab", "c", " ", "ab", "c", "d"}
+		if ignore {
+			want = []string{"abc", " ", "ab", "c", "d"}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("ignore_merges %v: Encode = %q, want %q", ignore, got, want)
+		}
 	}
 }
 
