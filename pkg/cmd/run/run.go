@@ -66,6 +66,8 @@ type Options struct {
 	Interrupts <-chan os.Signal
 }
 
+func (o *Options) thinking() bool { return o.Think && !o.NoThink }
+
 // NewCmdRun returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO}
@@ -118,9 +120,6 @@ func runRun(opts *Options) error {
 	if opts.Ctx == nil {
 		opts.Ctx = context.Background()
 	}
-	if opts.URL != "" {
-		return fmt.Errorf("ellm run --url: the HTTP chat client is not implemented yet: %w", cmdutil.ErrNotBuilt)
-	}
 	prompt := opts.Prompt
 	if prompt == "-" {
 		b, err := io.ReadAll(opts.IO.In)
@@ -129,24 +128,37 @@ func runRun(opts *Options) error {
 		}
 		prompt = string(b)
 	}
-	eng, err := engine.New(engine.Options{
-		ModelPath: opts.ModelPath, DType: opts.DType, KVDType: opts.KVDType, Threads: opts.Threads,
-		SequenceLength: opts.SequenceLength, BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize,
-		Logger: logger(opts.IO.ErrOut, opts.Verbose),
-	})
-	if err != nil {
-		return err
+	terminal := isTerminal(opts.IO.Out)
+	if opts.Terminal != nil {
+		terminal = *opts.Terminal
 	}
-	defer eng.Close()
-	c, err := newConversation(opts, eng)
-	if err != nil {
-		return err
+	var c chatter
+	if opts.URL != "" {
+		r, err := newRemote(opts, terminal)
+		if err != nil {
+			return err
+		}
+		c = r
+	} else {
+		eng, err := engine.New(engine.Options{
+			ModelPath: opts.ModelPath, DType: opts.DType, KVDType: opts.KVDType, Threads: opts.Threads,
+			SequenceLength: opts.SequenceLength, BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize,
+			Logger: logger(opts.IO.ErrOut, opts.Verbose),
+		})
+		if err != nil {
+			return err
+		}
+		defer eng.Close()
+		conv, err := newConversation(opts, eng, terminal)
+		if err != nil {
+			return err
+		}
+		c = conv
 	}
 	if opts.Prompt != "" {
-		_, err := c.turn(opts.Ctx, prompt)
-		return err
+		return c.turn(opts.Ctx, prompt)
 	}
-	return c.interactive()
+	return interactive(opts, c, terminal)
 }
 
 // conversation is one chat with the engine.
@@ -183,18 +195,15 @@ func (c *renderer) render(msgs []message, addGenerationPrompt bool) (string, err
 	return c.t.Render(chat.Input{Messages: b, AddGenerationPrompt: addGenerationPrompt, Kwargs: c.kwargs})
 }
 
-func newConversation(opts *Options, eng *engine.Engine) (*conversation, error) {
-	c := &conversation{opts: opts, eng: eng, tok: eng.Tokenizer(), session: fmt.Sprintf("ellm-run-%d", time.Now().UnixNano())}
-	c.terminal = isTerminal(opts.IO.Out)
-	if opts.Terminal != nil {
-		c.terminal = *opts.Terminal
-	}
+func newConversation(opts *Options, eng *engine.Engine, terminal bool) (*conversation, error) {
+	c := &conversation{opts: opts, eng: eng, tok: eng.Tokenizer(), terminal: terminal,
+		session: fmt.Sprintf("ellm-run-%d", time.Now().UnixNano())}
 	if !opts.Raw {
 		t := eng.ChatTemplate()
 		if t == nil {
 			return nil, errors.New("the model has no chat template: use --raw")
 		}
-		kw, _ := json.Marshal(map[string]bool{"enable_thinking": opts.Think && !opts.NoThink})
+		kw, _ := json.Marshal(map[string]bool{"enable_thinking": opts.thinking()})
 		c.tmpl = &renderer{t: t, kwargs: kw}
 		if opts.System != "" {
 			c.history = append(c.history, message{Role: "system", Content: opts.System})
@@ -291,50 +300,24 @@ func (c *conversation) delta(text string, msg message) ([]int32, bool) {
 	return append(ids, c.tok.Encode(text[i+len(marker):])...), true
 }
 
-type turnStats struct {
-	res     engine.Result
-	content string
-}
-
 // turn answers one user message, streaming the answer to Out.
-func (c *conversation) turn(ctx context.Context, user string) (turnStats, error) {
+func (c *conversation) turn(ctx context.Context, user string) error {
 	ids, opens, err := c.prompt(user)
 	if err != nil {
-		return turnStats{}, err
+		return err
 	}
-	out := c.opts.IO.Out
+	p := &printer{out: c.opts.IO.Out, terminal: c.terminal}
 	dec := tokenizer.NewDecoderWith(c.tok, tokenizer.DecodeOptions{SkipSpecial: true})
 	var rs *reasoning.Stream
 	if c.tmpl != nil {
 		rs = reasoning.NewStream(opens)
 	}
-	var content, reason strings.Builder
-	inReasoning := false
-	write := func(r, text string) {
-		if r != "" {
-			if !inReasoning {
-				if c.terminal {
-					fmt.Fprint(out, "\x1b[2m")
-				} else {
-					fmt.Fprint(out, "<think>")
-				}
-				inReasoning = true
-			}
-			fmt.Fprint(out, r)
-			reason.WriteString(r)
-		}
-		if text != "" {
-			c.endReasoning(&inReasoning)
-			fmt.Fprint(out, text)
-			content.WriteString(text)
-		}
-	}
 	emit := func(text string) {
 		if rs == nil {
-			write("", text)
+			p.add("", text)
 			return
 		}
-		write(rs.Add(text))
+		p.add(rs.Add(text))
 	}
 	res, err := c.eng.Generate(ctx, engine.Request{
 		Tokens: ids, SessionID: c.session, MaxTokens: c.maxTokens(len(ids)), Sampling: c.params,
@@ -344,41 +327,28 @@ func (c *conversation) turn(ctx context.Context, user string) (turnStats, error)
 	})
 	emit(dec.Flush())
 	if rs != nil {
-		write(rs.Flush())
+		p.add(rs.Flush())
 	}
-	c.endReasoning(&inReasoning)
-	fmt.Fprintln(out)
-	cancelled := errors.Is(err, context.Canceled) && c.opts.Ctx.Err() == nil
-	if err != nil && !cancelled {
-		return turnStats{}, err
+	p.finish()
+	if err != nil && !interrupted(err, c.opts.Ctx) {
+		return err
 	}
 	c.transcript = res.Tokens
 	if c.tmpl != nil {
 		c.history = append(c.history, message{Role: "user", Content: user},
-			message{Role: "assistant", Content: content.String(), ReasoningContent: reason.String()})
+			message{Role: "assistant", Content: p.content.String(), ReasoningContent: p.reasoning.String()})
 	}
 	if c.opts.Verbose {
-		tps := 0.0
-		if gen := res.Total - res.TTFT; res.CompletionTokens > 1 && gen > 0 {
-			tps = float64(res.CompletionTokens-1) / gen.Seconds()
-		}
-		fmt.Fprintf(c.opts.IO.ErrOut, "[prompt %d tokens: %d cached, %d prefilled; TTFT %v; %d tokens, %.1f tokens/s; %s]\n",
-			res.PromptTokens, res.CachedTokens, res.Prefilled, res.TTFT.Round(time.Millisecond),
-			res.CompletionTokens, tps, res.FinishReason)
+		turnInfo{prompt: res.PromptTokens, cached: res.CachedTokens, completion: res.CompletionTokens,
+			ttft: res.TTFT, total: res.Total, finish: res.FinishReason}.print(c.opts.IO.ErrOut)
 	}
-	return turnStats{res: res, content: content.String()}, nil
+	return nil
 }
 
-func (c *conversation) endReasoning(in *bool) {
-	if !*in {
-		return
-	}
-	if c.terminal {
-		fmt.Fprint(c.opts.IO.Out, "\x1b[0m")
-	} else {
-		fmt.Fprint(c.opts.IO.Out, "</think>\n")
-	}
-	*in = false
+// interrupted tells a Ctrl-C of one answer (its context cancelled, the
+// program's not) from a failure.
+func interrupted(err error, program context.Context) bool {
+	return errors.Is(err, context.Canceled) && program.Err() == nil
 }
 
 func (c *conversation) maxTokens(prompt int) int {
@@ -389,11 +359,16 @@ func (c *conversation) maxTokens(prompt int) int {
 	return max(room, 1)
 }
 
+// chatter answers user messages, local or remote.
+type chatter interface {
+	turn(ctx context.Context, user string) error
+}
+
 // interactive reads user messages line by line until exit, quit, EOF or a
 // Ctrl-C at the prompt. A Ctrl-C while answering stops only that answer.
-func (c *conversation) interactive() error {
-	ints := c.opts.Interrupts
-	if ints == nil && isTerminal(c.opts.IO.In) {
+func interactive(opts *Options, c chatter, terminal bool) error {
+	ints := opts.Interrupts
+	if ints == nil && isTerminal(opts.IO.In) {
 		// main's NotifyContext would end the program on the first Ctrl-C.
 		signal.Reset(os.Interrupt)
 		ch := make(chan os.Signal, 1)
@@ -404,7 +379,7 @@ func (c *conversation) interactive() error {
 	lines := make(chan string)
 	readErr := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(c.opts.IO.In)
+		sc := bufio.NewScanner(opts.IO.In)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
 		for sc.Scan() {
 			lines <- sc.Text()
@@ -412,9 +387,9 @@ func (c *conversation) interactive() error {
 		readErr <- sc.Err()
 		close(lines)
 	}()
-	out := c.opts.IO.Out
+	out := opts.IO.Out
 	for {
-		if c.terminal {
+		if terminal {
 			fmt.Fprint(out, ">>> ")
 		}
 		var line string
@@ -424,11 +399,11 @@ func (c *conversation) interactive() error {
 		case <-ints:
 			fmt.Fprintln(out)
 			return nil
-		case <-c.opts.Ctx.Done():
+		case <-opts.Ctx.Done():
 			return nil
 		}
 		if !ok {
-			if c.terminal {
+			if terminal {
 				fmt.Fprintln(out)
 			}
 			return <-readErr
@@ -440,7 +415,7 @@ func (c *conversation) interactive() error {
 		case "exit", "quit", "/bye":
 			return nil
 		}
-		ctx, cancel := context.WithCancel(c.opts.Ctx)
+		ctx, cancel := context.WithCancel(opts.Ctx)
 		done := make(chan struct{})
 		go func() {
 			select {
@@ -449,14 +424,14 @@ func (c *conversation) interactive() error {
 			case <-done:
 			}
 		}()
-		_, err := c.turn(ctx, line)
+		err := c.turn(ctx, line)
 		close(done)
 		cancel()
 		if err != nil {
-			if c.opts.Ctx.Err() != nil {
+			if opts.Ctx.Err() != nil {
 				return nil
 			}
-			fmt.Fprintln(c.opts.IO.ErrOut, "error:", err)
+			fmt.Fprintln(opts.IO.ErrOut, "error:", err)
 		}
 	}
 }

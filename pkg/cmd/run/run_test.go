@@ -3,8 +3,8 @@ package run
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/server"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
@@ -210,9 +212,9 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 
 func TestErrors(t *testing.T) {
 	o, _, _ := testOptions(t, "")
-	o.URL = "http://localhost:1"
-	if err := runRun(o); !errors.Is(err, cmdutil.ErrNotBuilt) {
-		t.Errorf("--url: %v", err)
+	o.URL, o.Prompt = "http://127.0.0.1:1", "hi"
+	if err := runRun(o); err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("--url to nothing: %v", err)
 	}
 	o, _, _ = testOptions(t, "")
 	o.ModelPath = t.TempDir()
@@ -229,6 +231,34 @@ func TestErrors(t *testing.T) {
 	o.Prompt, o.SequenceLength = strings.Repeat("word ", 600), 512
 	if err := runRun(o); err == nil || !strings.Contains(err.Error(), "sequence length") {
 		t.Errorf("prompt longer than the sequence: %v", err)
+	}
+}
+
+func TestRemote(t *testing.T) {
+	local, _, _ := testOptions(t, "")
+	eng, err := engine.New(engine.Options{ModelPath: local.ModelPath, Threads: 2, SequenceLength: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	srv, err := server.New(server.FromEngine(eng), server.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+
+	o, out, errOut := testOptions(t, "Hello there\nHow are you?\n")
+	o.URL, o.ModelPath, o.Verbose, o.NoThink = hs.URL, "", true, true
+	if err := runRun(o); err != nil {
+		t.Fatal(err)
+	}
+	ts := turns(t, errOut.String())
+	if len(ts) != 2 || ts[0].completion == 0 || out.Len() == 0 {
+		t.Fatalf("turns %v, output %q, stderr:\n%s", ts, out, errOut)
+	}
+	if ts[1].cached == 0 {
+		t.Errorf("turn 2 reused nothing on the server: %v", ts)
 	}
 }
 
