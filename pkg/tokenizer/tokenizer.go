@@ -2,6 +2,16 @@
 // kind Qwen3 ships in tokenizer.json) exactly: added-token extraction, NFC,
 // the pre-tokenizer regex, BPE in merge-rank order, the ByteLevel decoder,
 // and a streaming detokenizer that only emits whole UTF-8 characters.
+//
+// Encoding follows the tokenizers library step by step: added tokens are cut
+// out of the raw text leftmost-longest (honouring lstrip, rstrip,
+// single_word; normalized ones are matched after normalization), each
+// remaining segment is NFC-normalized, split by the pre-tokenizer regex with
+// Oniguruma's classes (\s is the White_Space property), and each piece is
+// byte-mapped and merged lowest rank first. Supported pre-tokenizers are
+// Sequence[Split(regex, Isolated), ByteLevel] with the Qwen2/3, Llama 3 or
+// GPT-2 regex, and ByteLevel alone (use_regex: the GPT-2 regex); anything
+// else fails to load rather than tokenize differently.
 package tokenizer
 
 import (
