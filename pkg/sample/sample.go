@@ -472,11 +472,20 @@ func (s *Sampler) TopLogprobs(dst []TokenLogprob) []TokenLogprob {
 		return dst[:0]
 	}
 	norm := s.norm()
+	n := min(len(dst), len(s.logits))
+	if n <= len(s.topIdx) {
+		idx, vals := s.topIdx[:n], s.topVal[:n]
+		ops.TopK(idx, vals, s.logits)
+		for i, id := range idx {
+			dst[i] = TokenLogprob{id, vals[i] - s.maxL - norm}
+		}
+		return dst[:n]
+	}
 	c := s.cand[:len(s.logits)]
 	for i, l := range s.logits {
 		c[i] = cand{int32(i), l}
 	}
-	n := selectTop(c, min(len(dst), len(c)))
+	selectTop(c, n)
 	for i := range n {
 		dst[i] = TokenLogprob{c[i].id, c[i].v - s.maxL - norm}
 	}

@@ -312,6 +312,30 @@ func TestLogprobs(t *testing.T) {
 	}
 }
 
+func TestTopLogprobsPaths(t *testing.T) {
+	// n ≤ 64 takes a single insertion pass, larger n quickselect: same order.
+	r := rand.New(rand.NewPCG(9, 9))
+	logits := make([]float32, 500)
+	for i := range logits {
+		logits[i] = float32(math.Round(r.NormFloat64()*16) / 4) // ties
+	}
+	s := New(len(logits))
+	s.Reset(Params{}, nil, nil, 0)
+	if _, err := s.Sample(logits); err != nil {
+		t.Fatal(err)
+	}
+	small := slices.Clone(s.TopLogprobs(make([]TokenLogprob, 20)))
+	large := s.TopLogprobs(make([]TokenLogprob, 200))
+	if !slices.Equal(small, large[:20]) {
+		t.Errorf("top 20 %v\ndiffer from the top 20 of 200 %v", small, large[:20])
+	}
+	for i := 1; i < len(large); i++ {
+		if a, b := large[i-1], large[i]; a.Logprob < b.Logprob || (a.Logprob == b.Logprob && a.Token > b.Token) {
+			t.Fatalf("not in order at %d: %v %v", i, a, b)
+		}
+	}
+}
+
 // TestTruncationMatchesFullSort checks the partial selection against a
 // plain sort of every candidate on a realistic vocabulary.
 func TestTruncationMatchesFullSort(t *testing.T) {
