@@ -227,6 +227,9 @@ type job struct {
 func New(opts Options) (*Engine, error) {
 	opts = withDefaults(opts)
 	start := time.Now()
+	if err := kernels.EnvError(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
 	dir, synthetic := opts.ModelPath, false
 	if dir == "" {
 		d, err := synth.DefaultModel()
@@ -452,9 +455,12 @@ func (e *Engine) signal() {
 
 // Generate runs req and calls fn with each generated token, in order, from
 // the caller's goroutine. fn returning ErrStop ends the generation normally;
-// any other error ends it and is returned. Cancelling ctx frees the slot at
-// the next scheduler step and returns ctx's error.
+// any other error ends it and is returned; fn may be nil. Cancelling ctx
+// frees the slot at the next scheduler step and returns ctx's error.
 func (e *Engine) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+	if fn == nil {
+		fn = func(Event) error { return nil }
+	}
 	j, err := e.newJob(ctx, req)
 	if err != nil {
 		return Result{}, err
