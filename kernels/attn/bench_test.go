@@ -16,23 +16,44 @@ import (
 )
 
 var (
-	benchPool     *threads.Pool
-	benchCeil     ceiling.Ceilings
-	benchCeilErr  error
-	benchPoolOnce sync.Once
+	benchPool  *threads.Pool
+	benchMeter *ceiling.Meter
+	benchPeak  ceiling.Ceilings
+	benchErr   error
+	benchOnce  sync.Once
 )
 
-// benchSetup returns a 2-worker pool and this machine's peaks measured on it,
-// so that results read as fractions of what the machine does right now.
-func benchSetup(b *testing.B) (*threads.Pool, ceiling.Ceilings) {
-	benchPoolOnce.Do(func() {
+// benchSetup returns a 2-worker pool, a ceiling meter on it and the compute
+// ceilings measured once, so that results read as fractions of what this
+// machine does in the same run.
+func benchSetup(b *testing.B) (*threads.Pool, *ceiling.Meter, ceiling.Ceilings) {
+	benchOnce.Do(func() {
 		benchPool = threads.New(2, false)
-		benchCeil, benchCeilErr = ceiling.Measure(benchPool, ceiling.Options{DRAMBytes: 512 << 20, Reps: 3})
+		benchMeter, benchErr = ceiling.NewMeter(benchPool, ceiling.Options{DRAMBytes: 512 << 20, Reps: 3})
+		if benchErr == nil {
+			benchPeak = benchMeter.Compute()
+		}
 	})
-	if benchCeilErr != nil {
-		b.Fatal(benchCeilErr)
+	if benchErr != nil {
+		b.Fatal(benchErr)
 	}
-	return benchPool, benchCeil
+	return benchPool, benchMeter, benchPeak
+}
+
+// timeBest runs f b.N times and returns the fastest call's wall time and
+// the mean CPU time per call per pool thread, in seconds. The ceilings are
+// rated by CPU time: on a shared machine wall time mostly measures the other
+// tenants, CPU time what the kernel's own threads took.
+func timeBest(b *testing.B, threads int, f func()) (best, cpu float64) {
+	best = math.Inf(1)
+	c0 := ceiling.CPUTime()
+	b.ResetTimer()
+	for b.Loop() {
+		t0 := time.Now()
+		f()
+		best = min(best, time.Since(t0).Seconds())
+	}
+	return best, (ceiling.CPUTime() - c0).Seconds() / float64(b.N) / float64(threads)
 }
 
 // mappedCache allocates a bf16 cache as pkg/kvcache does (anonymous mmap,
@@ -66,30 +87,6 @@ func fillCache(c *Cache, n int) {
 	}
 }
 
-// timeBest runs f b.N times and returns the fastest call in seconds, and
-// the process CPU time per call. The ceilings keep their fastest run too: on
-// a shared machine the mean mostly measures the other tenants, the best call
-// (or the CPU time, for calls too long to run undisturbed) the kernel.
-func timeBest(b *testing.B, f func()) (best, cpu float64) {
-	best = math.Inf(1)
-	c0 := cpuSeconds()
-	b.ResetTimer()
-	for b.Loop() {
-		t0 := time.Now()
-		f()
-		best = min(best, time.Since(t0).Seconds())
-	}
-	return best, (cpuSeconds() - c0) / float64(b.N)
-}
-
-func cpuSeconds() float64 {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return math.NaN()
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
 func forcePath(b *testing.B, p kernels.Path) func() {
 	prev, err := kernels.Force(p)
 	if err != nil {
@@ -109,7 +106,7 @@ func BenchmarkPrefill(b *testing.B) {
 				continue // minutes per call
 			}
 			b.Run(fmt.Sprintf("T%d/%s", T, p), func(b *testing.B) {
-				pool, peak := benchSetup(b)
+				pool, _, peak := benchSetup(b)
 				defer forcePath(b, p)()
 				c := mappedCache(b, 1, kvh, T, hd)
 				fillCache(c, T)
@@ -124,12 +121,10 @@ func BenchmarkPrefill(b *testing.B) {
 				seqs := []Seq{{N: T}}
 				flops := 4 * float64(T) * float64(T+1) / 2 * qh * hd
 				b.ReportAllocs()
-				best, cpu := timeBest(b, func() { a.Forward(out, q, c, seqs) })
-				b.ReportMetric(flops/best/1e9, "GFLOP/s")
-				b.ReportMetric(flops/best/1e9/peak.FMAGFLOPS.All, "of-fma-peak")
-				// per CPU-second against one core's peak: the efficiency when
-				// each worker has its core to itself
-				b.ReportMetric(flops/cpu/1e9/peak.FMAGFLOPS.Single, "cpu-of-core-peak")
+				best, cpu := timeBest(b, pool.Size(), func() { a.Forward(out, q, c, seqs) })
+				b.ReportMetric(flops/best/1e9, "GFLOP/s-wall")
+				b.ReportMetric(flops/cpu/1e9, "GFLOP/s-cpu")
+				b.ReportMetric(flops/cpu/1e9/peak.FMAGFLOPS.All, "of-fma-peak")
 			})
 		}
 	}
@@ -143,7 +138,7 @@ func BenchmarkDecode(b *testing.B) {
 	for _, sc := range []struct{ slots, ctx int }{{1, 32768}, {4, 8192}} {
 		for _, p := range kernels.Available() {
 			b.Run(fmt.Sprintf("slots%d-ctx%d/%s", sc.slots, sc.ctx, p), func(b *testing.B) {
-				pool, peak := benchSetup(b)
+				pool, meter, _ := benchSetup(b)
 				defer forcePath(b, p)()
 				c := mappedCache(b, sc.slots, kvh, sc.ctx, hd)
 				fillCache(c, sc.ctx)
@@ -159,9 +154,11 @@ func BenchmarkDecode(b *testing.B) {
 				bytes := int64(2 * sc.slots * kvh * sc.ctx * hd * 2)
 				b.SetBytes(bytes)
 				b.ReportAllocs()
-				best, _ := timeBest(b, func() { a.Forward(out, q, c, seqs) })
-				b.ReportMetric(float64(bytes)/best/1e9, "GB/s")
-				b.ReportMetric(float64(bytes)/best/1e9/peak.DRAMGBps.All, "of-dram-peak")
+				best, cpu := timeBest(b, pool.Size(), func() { a.Forward(out, q, c, seqs) })
+				dram := meter.DRAM() // right after, in the same conditions
+				b.ReportMetric(float64(bytes)/best/1e9, "GB/s-wall")
+				b.ReportMetric(float64(bytes)/cpu/1e9, "GB/s-cpu")
+				b.ReportMetric(float64(bytes)/cpu/1e9/dram.All, "of-dram-peak")
 			})
 		}
 	}

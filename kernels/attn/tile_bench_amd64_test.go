@@ -20,7 +20,7 @@ func BenchmarkTileAVX512(b *testing.B) {
 	}
 	pool := threads.New(1, false)
 	defer pool.Close()
-	peak, err := ceiling.Measure(pool, ceiling.Options{DRAMBytes: 64 << 20, Reps: 3})
+	peak, err := ceiling.Measure(pool, ceiling.Options{NoDRAM: true, Reps: 3})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func BenchmarkTileAVX512(b *testing.B) {
 			name, calls = "group4", 25
 		}
 		b.Run(name, func(b *testing.B) {
-			best, _ := timeBest(b, func() {
+			best, _ := timeBest(b, 1, func() {
 				for range calls {
 					if group {
 						w.np = groupQueries
