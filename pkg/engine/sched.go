@@ -121,6 +121,7 @@ func (e *Engine) step() {
 	e.stats.Steps++
 	e.stats.PrefilledTokens += int64(prefilled)
 	e.stats.LastStepDuration = d
+	e.updateSlotStats()
 	if decoding > 0 {
 		e.stats.MaxDecodeStepLatency = max(e.stats.MaxDecodeStepLatency, d)
 	}
