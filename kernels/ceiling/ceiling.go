@@ -5,6 +5,10 @@
 // every thread of a pool. Benchmarks report kernels as a fraction of these
 // numbers measured in the same run, which stays meaningful on a shared or
 // throttled machine where absolute numbers do not.
+//
+// Rates are work per CPU second of the threads doing it (CPUTime), the
+// slowest thread setting the pace, not per wall-clock second: on a machine
+// shared with other processes wall time also counts their time slices.
 package ceiling
 
 import (
