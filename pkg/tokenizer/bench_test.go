@@ -166,9 +166,11 @@ func BenchmarkStreamDecode(b *testing.B) {
 func BenchmarkLoad(b *testing.B) {
 	dir := sharedtest.Path(b, "qwen3-tokenizer")
 	b.ReportAllocs()
+	start := cpuTime()
 	for range b.N {
 		if _, err := Load(dir); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(cpuTime()-start)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 }

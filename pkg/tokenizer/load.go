@@ -36,14 +36,14 @@ type addedTokenJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string           `json:"type"`
-	Vocab                   map[string]int32 `json:"vocab"`
-	Merges                  json.RawMessage  `json:"merges"` // parsed by parseMerges: 150k small values
-	Dropout                 *float64         `json:"dropout"`
-	ContinuingSubwordPrefix *string          `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string          `json:"end_of_word_suffix"`
-	ByteFallback            bool             `json:"byte_fallback"`
-	IgnoreMerges            bool             `json:"ignore_merges"`
+	Type                    string          `json:"type"`
+	Vocab                   json.RawMessage `json:"vocab"`  // parsed by parseVocab
+	Merges                  json.RawMessage `json:"merges"` // parsed by parseMerges: 150k small values
+	Dropout                 *float64        `json:"dropout"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
 }
 
 // componentJSON is any normalizer, pre-tokenizer, post-processor or decoder.
@@ -176,14 +176,15 @@ func (t *Tokenizer) setModel(m *modelJSON) error {
 	if (m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "") || (m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "") {
 		return errors.New("continuing_subword_prefix / end_of_word_suffix not supported")
 	}
-	if len(m.Vocab) == 0 {
+	vocab, err := parseVocab(m.Vocab)
+	if err != nil {
+		return err
+	}
+	if len(vocab) == 0 {
 		return errors.New("empty vocab")
 	}
-	t.vocab = m.Vocab
-	for tok, id := range m.Vocab {
-		if id < 0 || id >= maxVocab {
-			return fmt.Errorf("vocab %q: id %d out of range", tok, id)
-		}
+	t.vocab = vocab
+	for _, id := range vocab {
 		t.vocabSize = max(t.vocabSize, int(id)+1)
 	}
 	if err := t.checkDense(len(t.vocab)); err != nil {
@@ -202,10 +203,12 @@ func (t *Tokenizer) setModel(m *modelJSON) error {
 		return err
 	}
 	t.merges = newMergeTable(len(merges))
+	var ab []byte
 	for rank, mg := range merges {
-		ia, oka := t.vocab[mg[0]]
-		ib, okb := t.vocab[mg[1]]
-		im, okm := t.vocab[mg[0]+mg[1]]
+		ab = append(append(ab[:0], mg[0]...), mg[1]...)
+		ia, oka := t.vocab[string(mg[0])]
+		ib, okb := t.vocab[string(mg[1])]
+		im, okm := t.vocab[string(ab)]
 		if !oka || !okb || !okm {
 			return fmt.Errorf("merge %d (%q %q): token not in vocab", rank, mg[0], mg[1])
 		}
@@ -217,8 +220,9 @@ func (t *Tokenizer) setModel(m *modelJSON) error {
 
 // parseMerges reads the merges array, whose elements are spelled "a b" or
 // ["a", "b"]. It scans the JSON itself because decoding 150k small values
-// through encoding/json dominates the load time.
-func parseMerges(raw json.RawMessage) ([][2]string, error) {
+// through encoding/json dominates the load time; the tokens it returns are
+// mostly slices of raw.
+func parseMerges(raw json.RawMessage) ([][2][]byte, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -226,31 +230,30 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 	if !p.consume('[') {
 		return nil, errors.New("merges: not an array")
 	}
-	var out [][2]string
+	var out [][2][]byte
 	for p.skipSpace(); !p.consume(']'); p.skipSpace() {
 		if len(out) > 0 && !p.consume(',') {
 			return nil, fmt.Errorf("merge %d: want ',' at byte %d", len(out), p.i)
 		}
-		var m [2]string
+		var m [2][]byte
 		var err error
-		p.skipSpace()
 		switch {
 		case p.consume('['):
-			if m[0], err = p.str(); err == nil && p.consume(',') {
-				if m[1], err = p.str(); err == nil && !p.consume(']') {
+			if m[0], err = p.strBytes(); err == nil && p.consume(',') {
+				if m[1], err = p.strBytes(); err == nil && !p.consume(']') {
 					err = errors.New("want [a, b]")
 				}
 			} else if err == nil {
 				err = errors.New("want [a, b]")
 			}
 		default:
-			var s string
-			if s, err = p.str(); err == nil {
-				parts := strings.Split(s, " ")
-				if len(parts) != 2 {
+			var s []byte
+			if s, err = p.strBytes(); err == nil {
+				if bytes.Count(s, []byte{' '}) != 1 {
 					err = fmt.Errorf("%q is not two space-separated tokens", s)
 				} else {
-					m = [2]string{parts[0], parts[1]}
+					sp := bytes.IndexByte(s, ' ')
+					m = [2][]byte{s[:sp], s[sp+1:]}
 				}
 			}
 		}
@@ -260,6 +263,37 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// parseVocab reads the vocab object {"token": id, ...}; like parseMerges it
+// scans the JSON itself, which makes loading several times faster.
+func parseVocab(raw json.RawMessage) (map[string]int32, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	p := jsonScanner{b: raw}
+	if !p.consume('{') {
+		return nil, errors.New("vocab: not an object")
+	}
+	vocab := make(map[string]int32, bytes.Count(raw, []byte{':'}))
+	for p.skipSpace(); !p.consume('}'); p.skipSpace() {
+		if len(vocab) > 0 && !p.consume(',') {
+			return nil, fmt.Errorf("vocab: want ',' at byte %d", p.i)
+		}
+		tok, err := p.str()
+		if err != nil {
+			return nil, fmt.Errorf("vocab: %w", err)
+		}
+		if !p.consume(':') {
+			return nil, fmt.Errorf("vocab %q: want ':'", tok)
+		}
+		id, err := p.int()
+		if err != nil {
+			return nil, fmt.Errorf("vocab %q: %w", tok, err)
+		}
+		vocab[tok] = id
+	}
+	return vocab, nil
 }
 
 // jsonScanner reads the few JSON shapes of a merges array from well-formed
@@ -284,12 +318,34 @@ func (p *jsonScanner) consume(c byte) bool {
 	return false
 }
 
-// str reads a string literal; one with escapes or invalid UTF-8 goes through
-// encoding/json so it decodes exactly as the vocabulary keys did.
+// int reads a token id: a JSON number that is an integer in [0, maxVocab).
+func (p *jsonScanner) int() (int32, error) {
+	p.skipSpace()
+	start, n := p.i, 0
+	for ; p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9'; p.i++ {
+		if n = 10*n + int(p.b[p.i]-'0'); n >= maxVocab {
+			return 0, errors.New("id out of range")
+		}
+	}
+	if p.i == start || (p.i < len(p.b) && strings.IndexByte(".eE-", p.b[p.i]) >= 0) {
+		return 0, fmt.Errorf("id is not an integer in [0, %d)", maxVocab)
+	}
+	return int32(n), nil
+}
+
+// str reads a string literal.
 func (p *jsonScanner) str() (string, error) {
+	b, err := p.strBytes()
+	return string(b), err
+}
+
+// strBytes reads a string literal: a slice of the input when it is plain,
+// else decoded by encoding/json (escapes, invalid UTF-8) exactly as the rest
+// of the document.
+func (p *jsonScanner) strBytes() ([]byte, error) {
 	p.skipSpace()
 	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return "", fmt.Errorf("want a string at byte %d", p.i)
+		return nil, fmt.Errorf("want a string at byte %d", p.i)
 	}
 	start, plain := p.i, true
 	for p.i++; p.i < len(p.b) && p.b[p.i] != '"'; p.i++ {
@@ -299,16 +355,16 @@ func (p *jsonScanner) str() (string, error) {
 		}
 	}
 	if p.i >= len(p.b) {
-		return "", errors.New("unterminated string")
+		return nil, errors.New("unterminated string")
 	}
 	p.i++
 	lit := p.b[start:p.i]
 	if plain && utf8.Valid(lit) {
-		return string(lit[1 : len(lit)-1]), nil
+		return lit[1 : len(lit)-1], nil
 	}
 	var s string
 	err := json.Unmarshal(lit, &s)
-	return s, err
+	return []byte(s), err
 }
 
 func truncate(b []byte) string {
