@@ -61,16 +61,16 @@ func (m *addedMatcher) find(s string, from int) (*addedToken, int) {
 }
 
 // next returns the next accepted occurrence of an added token at or after
-// pos, with the span it covers after lstrip/rstrip; startOffset is where the
-// text not yet emitted begins. It follows Hugging Face's
+// pos, with the span it covers after lstrip/rstrip (the search goes on at
+// stop); startOffset is where the text not yet emitted begins. It follows Hugging Face's
 // AddedVocabulary::find_matches: a single_word token touching a word
 // character is skipped (and the search resumes after it), lstrip takes the
 // whitespace before it back to startOffset, rstrip the whitespace after it.
-func (m *addedMatcher) next(s string, pos, startOffset int) (tok *addedToken, start, stop, resume int) {
+func (m *addedMatcher) next(s string, pos, startOffset int) (tok *addedToken, start, stop int) {
 	for {
 		tok, i := m.find(s, pos)
 		if tok == nil {
-			return nil, 0, 0, len(s)
+			return nil, 0, 0
 		}
 		start, stop = i, i+len(tok.content)
 		pos = stop
@@ -97,7 +97,7 @@ func (m *addedMatcher) next(s string, pos, startOffset int) (tok *addedToken, st
 				stop += w
 			}
 		}
-		return tok, start, stop, stop
+		return tok, start, stop
 	}
 }
 

@@ -119,7 +119,7 @@ func BenchmarkEncodeOrdinary(b *testing.B) {
 // BenchmarkSplit measures the Qwen3 pre-tokenizer alone.
 func BenchmarkSplit(b *testing.B) {
 	tok := qwen(b)
-	text := tok.normalize(benchText(b, benchSize, 1<<30))
+	text := nfcString(benchText(b, benchSize, 1<<30))
 	m := startCPU(b, len(text))
 	for range b.N {
 		pieces := 0

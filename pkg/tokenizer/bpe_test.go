@@ -118,7 +118,7 @@ func FuzzEncode(f *testing.F) {
 	f.Add("<|im_start|>user\nhé<|im_end|>\u0338 <think>x</think>")
 	tok := qwen(f)
 	f.Fuzz(func(t *testing.T, s string) {
-		norm := tok.normalize(s)
+		norm := nfcString(s)
 		ids := tok.EncodeOrdinary(s)
 		var raw []byte
 		for _, id := range ids {
@@ -143,7 +143,7 @@ func FuzzEncode(f *testing.F) {
 			if got := tok.Decode(ids); got != norm {
 				t.Fatalf("Decode(EncodeOrdinary(%q)) = %q, want %q", s, got, norm)
 			}
-			if got := tok.normalize(tok.Decode(tok.Encode(s))); got != norm {
+			if got := nfcString(tok.Decode(tok.Encode(s))); got != norm {
 				t.Fatalf("NFC(Decode(Encode(%q))) = %q, want %q", s, got, norm)
 			}
 		}

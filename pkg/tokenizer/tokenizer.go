@@ -96,7 +96,7 @@ func (t *Tokenizer) appendAdded(dst []int32, text string, m *addedMatcher, norma
 	}
 	startOffset, pos := 0, 0
 	for pos < len(text) {
-		tok, start, stop, resume := m.next(text, pos, startOffset)
+		tok, start, stop := m.next(text, pos, startOffset)
 		if tok == nil {
 			break
 		}
@@ -104,7 +104,7 @@ func (t *Tokenizer) appendAdded(dst []int32, text string, m *addedMatcher, norma
 			dst = t.appendSegment(dst, text[startOffset:start], normalized)
 		}
 		dst = append(dst, tok.id)
-		startOffset, pos = stop, resume
+		startOffset, pos = stop, stop
 	}
 	if startOffset < len(text) {
 		dst = t.appendSegment(dst, text[startOffset:], normalized)
@@ -121,14 +121,6 @@ func (t *Tokenizer) appendSegment(dst []int32, seg string, normalized bool) []in
 	dst = t.appendAdded(dst, norm, t.normAdded, true)
 	releaseScratch(buf)
 	return dst
-}
-
-// normalize returns the normalized text.
-func (t *Tokenizer) normalize(s string) string {
-	if t.nfc {
-		return nfcString(s)
-	}
-	return s
 }
 
 func nfcString(s string) string {
