@@ -145,13 +145,41 @@ func TestModelSessionStore(t *testing.T) {
 	tok := e.Tokenizer()
 	noStop := []int32{}
 	_, a1 := collect(t, e, Request{Tokens: tok.Encode("Session A says hello"), MaxTokens: 6, SessionID: "a", StopTokens: noStop})
-	collect(t, e, Request{Tokens: tok.Encode("Session B is different"), MaxTokens: 6, SessionID: "b", StopTokens: noStop})
-	turn2 := append(slices.Clone(a1.Tokens), tok.Encode(" and goodbye")...)
+	_, b1 := collect(t, e, Request{Tokens: tok.Encode("Session B is different"), MaxTokens: 6, SessionID: "b", StopTokens: noStop})
+	delta := tok.Encode(" and goodbye")
+	turn2 := append(slices.Clone(a1.Tokens), delta...)
+	before := e.Stats().PrefilledTokens
 	got, r := collect(t, e, Request{Tokens: turn2, MaxTokens: 6, SessionID: "a", StopTokens: noStop})
 	if !r.Restored || r.CachedTokens != len(a1.Tokens)-1 {
 		t.Errorf("restored %v cached %d, want true and %d", r.Restored, r.CachedTokens, len(a1.Tokens)-1)
 	}
+	if n := e.Stats().PrefilledTokens - before; n != int64(len(delta)+1) {
+		t.Errorf("turn 2 prefilled %d tokens, want %d", n, len(delta)+1)
+	}
 	if want := runnerGreedy(t, dir, turn2, 6); !slices.Equal(got, want) {
 		t.Errorf("restored session: %v, recomputed: %v", got, want)
+	}
+
+	// Session b was evicted to the store by a's turn; corrupt its KV bytes.
+	ent, ok := e.store.index["b"]
+	if !ok {
+		t.Fatal("session b is not in the store")
+	}
+	path := filepath.Join(store, ent.File)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)/2] ^= 0x55
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	turn2 = append(slices.Clone(b1.Tokens), delta...)
+	got, r = collect(t, e, Request{Tokens: turn2, MaxTokens: 6, SessionID: "b", StopTokens: noStop})
+	if r.Restored || r.CachedTokens != 0 || e.Stats().SessionsRecomputed != 1 {
+		t.Errorf("corrupt session: restored %v cached %d stats %+v", r.Restored, r.CachedTokens, e.Stats())
+	}
+	if want := runnerGreedy(t, dir, turn2, 6); !slices.Equal(got, want) {
+		t.Errorf("recomputed session: %v, runner: %v", got, want)
 	}
 }
