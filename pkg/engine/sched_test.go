@@ -419,3 +419,33 @@ func TestDecodeStepAllocatesNothing(t *testing.T) {
 		t.Errorf("1000 more tokens cost %d more allocations (%d vs %d)", long-short, long, short)
 	}
 }
+
+// BenchmarkEngineOverhead is the engine's own cost per generated token
+// (scheduling, sampling over Qwen3's vocabulary, streaming) with a backend
+// that computes nothing.
+func BenchmarkEngineOverhead(b *testing.B) {
+	const vocab = 151936
+	row := make([]float32, vocab)
+	for i := range row {
+		row[i] = float32(i%1000) / 100
+	}
+	row[7] = 20
+	for _, bc := range []struct {
+		name string
+		p    sample.Params
+	}{{"greedy", sample.Params{}}, {"top-k20-top-p0.95", sample.Params{Temperature: 0.6, TopK: 20, TopP: 0.95}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			e, err := newEngine(withDefaults(Options{BatchSize: 1, SequenceLength: 1 << 16}), Info{}, &rowBackend{row: row}, vocab, nil, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			b.ReportAllocs()
+			b.ResetTimer()
+			_, err = e.Generate(context.Background(), Request{Tokens: []int32{1}, MaxTokens: b.N, Sampling: bc.p}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
