@@ -178,13 +178,13 @@ func (a *Attention) block(w *scratch, it item) {
 	for t0 := 0; t0 <= last; t0 += Tile {
 		t1 := min(t0+Tile, last+1)
 		o0, o1 := base+t0*hd, base+t1*hd
-		if c.K16 != nil && hi-lo == 1 && g == 2 {
-			// A decode step with two query heads per kv head: too little
-			// reuse to pay for a widened copy of the tile.
+		if c.K16 != nil && hi-lo == 1 && (g == 2 || g == 4) {
+			// A decode step with two or four query heads per kv head: too
+			// little reuse to pay for a widened copy of the tile.
 			n := t1 - t0
-			w.np, w.pn = 2, n
+			w.np, w.pn = g, n
 			qrow := (s.Row + lo) * a.qHeads * hd
-			for j := range 2 {
+			for j := range g {
 				qh := (int(it.head)*g + j) * hd
 				w.pend[j] = query{ml: w.ml[2*j : 2*j+2], acc: w.acc[j*hd : (j+1)*hd], q: a.q[qrow+qh : qrow+qh+hd]}
 			}

@@ -131,13 +131,15 @@ func BenchmarkPrefill(b *testing.B) {
 }
 
 // BenchmarkDecode is one decode step of `slots` sequences over ctx cached
-// positions each; it streams K and V once (bytes = 2·slots·kvHeads·ctx·
+// positions each (16 query heads: two per kv head, as Qwen3-0.6B/1.7B; 32:
+// four, as Qwen3-4B/8B); it streams K and V once (bytes = 2·slots·kvHeads·ctx·
 // head_dim·2), so it is measured against DRAM read bandwidth.
 func BenchmarkDecode(b *testing.B) {
-	const qh, kvh, hd = 16, 8, 128
-	for _, sc := range []struct{ slots, ctx int }{{1, 32768}, {4, 8192}} {
+	const kvh, hd = 8, 128
+	for _, sc := range []struct{ qh, slots, ctx int }{{16, 1, 32768}, {16, 4, 8192}, {32, 1, 32768}} {
+		qh := sc.qh
 		for _, p := range kernels.Available() {
-			b.Run(fmt.Sprintf("slots%d-ctx%d/%s", sc.slots, sc.ctx, p), func(b *testing.B) {
+			b.Run(fmt.Sprintf("q%d-slots%d-ctx%d/%s", qh, sc.slots, sc.ctx, p), func(b *testing.B) {
 				pool, meter, _ := benchSetup(b)
 				defer forcePath(b, p)()
 				c := mappedCache(b, sc.slots, kvh, sc.ctx, hd)

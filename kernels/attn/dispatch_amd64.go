@@ -58,18 +58,26 @@ func tileGroup(p kernels.Path, w *scratch, i int, k, v []float32, n, hd int, sca
 //go:noescape
 func tile2BF16AVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale float32)
 
-// tileDirect runs two pending queries over n positions of a bf16 cache read
-// in place (k and v start at the tile's first row), when the path has the
-// kernel and the rows it reads (n rounded up to 8) are inside the slices.
+//go:noescape
+func tile4BF16AVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale float32)
+
+// tileDirect runs the two or four pending queries over n positions of a
+// bf16 cache read in place (k and v start at the tile's first row), when the
+// path has the kernel and the rows it reads (n rounded up to 8) are inside
+// the slices.
 func tileDirect(p kernels.Path, w *scratch, k, v []uint16, n, hd int, scale float32) bool {
-	if w.np != 2 || !useAVX512(p, hd) || len(k) < (n+7)&^7*hd || len(v) < n*hd {
+	if (w.np != 2 && w.np != 4) || !useAVX512(p, hd) || len(k) < (n+7)&^7*hd || len(v) < n*hd {
 		return false
 	}
-	for j := range 2 {
+	for j := range w.np {
 		q := &w.pend[j]
 		w.refs[j] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[j*Tile]}
 	}
-	tile2BF16AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
+	if w.np == 4 {
+		tile4BF16AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
+	} else {
+		tile2BF16AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
+	}
 	w.np = 0
 	return true
 }

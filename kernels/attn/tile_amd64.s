@@ -1602,3 +1602,281 @@ d2vnext:
 	JLT  d2v
 	VZEROUPPER
 	RET
+
+// func tile4BF16AVX512(qs *[4]qref, k, v *uint16, n, hd int, scale float32)
+//
+// tile4AVX512 reading a bf16 cache in place, as tile2BF16AVX512 does (rows
+// of hd at k and v, n rounded up to 4 of them readable): bit-identical to
+// tile4AVX512 on the widened tile.
+//
+// tileAVX512 for four queries over the same n positions at once: each K and
+// V vector loaded feeds four FMAs. Per query the operations are exactly
+// tileAVX512's — the score of (query, key) is the same FMA chain and fold
+// tree, only the assignment of chains to registers differs — so results are
+// bit-identical to four single calls (TestGroupKernelsMatchTile).
+// qref is {ml, acc, q, s *float32; corr float32}: 40 bytes.
+TEXT ·tile4BF16AVX512(SB), NOSPLIT, $0-44
+	MOVQ qs+0(FP), AX
+	MOVQ k+8(FP), DX
+	MOVQ v+16(FP), SI
+	MOVQ n+24(FP), R13
+	MOVQ hd+32(FP), R14
+	VBROADCASTSS scale+40(FP), Z29
+	VMOVDQU32 keyperm<>(SB), Z28
+	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 4q+j: query q, key ≡ j mod 4
+
+	// Scores in blocks of 4 keys: Z(4q+j) accumulates query q · key BX+j.
+	XORQ BX, BX
+q4block:
+	VPXORD Z0, Z0, Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VMOVAPS Z0, Z8
+	VMOVAPS Z0, Z9
+	VMOVAPS Z0, Z10
+	VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12
+	VMOVAPS Z0, Z13
+	VMOVAPS Z0, Z14
+	VMOVAPS Z0, Z15
+	MOVQ 16(AX), R8
+	MOVQ 56(AX), R9
+	MOVQ 96(AX), R10
+	MOVQ 136(AX), R11
+	LEAQ (R14)(R14*1), DI   // row stride S in bytes
+	LEAQ (DI)(DI*2), R15    // 3S
+	MOVQ BX, R12
+	IMULQ DI, R12
+	ADDQ DX, R12            // key BX
+	MOVQ R14, CX
+	SHRQ $4, CX
+q4chunk:
+	VMOVUPS (R8), Z16
+	VMOVUPS (R9), Z17
+	VMOVUPS (R10), Z18
+	VMOVUPS (R11), Z19
+	VPMOVZXWD (R12), Z20
+	VPMOVZXWD (R12)(DI*1), Z21
+	VPMOVZXWD (R12)(DI*2), Z22
+	VPMOVZXWD (R12)(R15*1), Z23
+	VPSLLD $16, Z20, Z20
+	VPSLLD $16, Z21, Z21
+	VPSLLD $16, Z22, Z22
+	VPSLLD $16, Z23, Z23
+	FMA4(Z16, Z0, Z1, Z2, Z3)
+	FMA4(Z17, Z4, Z5, Z6, Z7)
+	FMA4(Z18, Z8, Z9, Z10, Z11)
+	FMA4(Z19, Z12, Z13, Z14, Z15)
+	ADDQ $64, R8
+	ADDQ $64, R9
+	ADDQ $64, R10
+	ADDQ $64, R11
+	ADDQ $32, R12
+	DECQ CX
+	JNZ  q4chunk
+
+	FOLD256(Z0, Z1)
+	FOLD256(Z2, Z3)
+	FOLD256(Z4, Z5)
+	FOLD256(Z6, Z7)
+	FOLD256(Z8, Z9)
+	FOLD256(Z10, Z11)
+	FOLD256(Z12, Z13)
+	FOLD256(Z14, Z15)
+	FOLD128(Z0, Z2)
+	FOLD128(Z4, Z6)
+	FOLD128(Z8, Z10)
+	FOLD128(Z12, Z14)
+	FOLD64(Z0, Z4)
+	FOLD64(Z8, Z12)
+	FOLD32(Z0, Z8)
+	VPERMPS Z0, Z28, Z0     // lane 4q+j: query q, key BX+j
+	VMULPS Z29, Z0, Z0
+	MOVQ 24(AX), DI
+	VEXTRACTF32X4 $0, Z0, (DI)(BX*4)
+	MOVQ 64(AX), DI
+	VEXTRACTF32X4 $1, Z0, (DI)(BX*4)
+	MOVQ 104(AX), DI
+	VEXTRACTF32X4 $2, Z0, (DI)(BX*4)
+	MOVQ 144(AX), DI
+	VEXTRACTF32X4 $3, Z0, (DI)(BX*4)
+
+	MOVQ R13, DI
+	SUBQ BX, DI
+	MOVL $15, R15
+	BZHIL DI, R15, R15
+	IMUL3L $0x1111, R15, R15
+	KMOVW R15, K1
+	VMAXPS Z0, Z30, K1, Z30
+
+	ADDQ $4, BX
+	CMPQ BX, R13
+	JLT  q4block
+
+	// Each query's tile max in every lane of its 128-bit lane.
+	VPERMILPS $0xB1, Z30, Z31
+	VMAXPS Z31, Z30, Z30
+	VPERMILPS $0x4E, Z30, Z31
+	VMAXPS Z31, Z30, Z30
+
+	// Per query, as tileAVX512: m', corr (kept in the qref), p, l.
+	MOVQ AX, R9
+	MOVQ $4, R10
+q4q:
+	MOVQ 0(R9), R15         // ml
+	VMOVAPS X30, X1
+	VMOVSS (R15), X3
+	VMAXSS X3, X1, X1
+	VMOVSS X1, (R15)
+	VSUBSS X1, X3, X3
+	VBROADCASTSS X1, Z18
+	VBROADCASTSS X3, Z19
+	EXP(Z19, Z0, Z1, Z2)
+	VMOVSS X19, 32(R9)
+	MOVQ 24(R9), DI         // s
+	VPXORD Z17, Z17, Z17
+	XORQ R11, R11
+q4exp:
+	VMOVUPS (DI)(R11*4), Z3
+	VSUBPS Z18, Z3, Z3
+	EXP(Z3, Z0, Z1, Z2)
+	VMOVUPS Z3, (DI)(R11*4)
+	MOVQ R13, R12
+	SUBQ R11, R12
+	MOVL $0xffff, R8
+	BZHIL R12, R8, R8
+	KMOVW R8, K1
+	VADDPS Z3, Z17, K1, Z17
+	ADDQ $16, R11
+	CMPQ R11, R13
+	JLT  q4exp
+	VEXTRACTF32X8 $1, Z17, Y1
+	VADDPS Y1, Y17, Y1
+	VEXTRACTF128 $1, Y1, X2
+	VADDPS X2, X1, X1
+	VMOVHLPS X1, X1, X2
+	VADDPS X2, X1, X1
+	VMOVSHDUP X1, X2
+	VADDSS X2, X1, X1
+	VMOVSS 4(R15), X2
+	VMULSS X19, X2, X2
+	VADDSS X1, X2, X2
+	VMOVSS X2, 4(R15)
+	VSHUFF32X4 $0x39, Z30, Z30, Z30 // next query's max into lane 0
+	ADDQ $40, R9
+	DECQ R10
+	JNZ  q4q
+
+	// acc = acc·corr + Σ_t p_t·v_t, 64 dims of four queries at a time.
+	MOVQ 24(AX), R8
+	MOVQ 64(AX), R9
+	MOVQ 104(AX), R10
+	MOVQ 144(AX), R11
+	VBROADCASTSS 32(AX), Z24
+	VBROADCASTSS 72(AX), Z25
+	VBROADCASTSS 112(AX), Z26
+	VBROADCASTSS 152(AX), Z27
+	LEAQ (R14)(R14*1), R13  // bf16 row stride (n is kept in CX's bound below)
+	MOVQ n+24(FP), DX       // n; K base no longer needed
+	SHLQ $2, R14            // f32 row bytes: the acc offset bound
+	XORQ BX, BX
+q4v:
+	MOVQ R14, R12
+	SUBQ BX, R12
+	CMPQ R12, $256
+	JLT  q4v16
+	LOADACC64(8, Z24, Z0, Z1, Z2, Z3)
+	LOADACC64(48, Z25, Z4, Z5, Z6, Z7)
+	LOADACC64(88, Z26, Z8, Z9, Z10, Z11)
+	LOADACC64(128, Z27, Z12, Z13, Z14, Z15)
+	MOVQ BX, R12
+	SHRQ $1, R12
+	ADDQ SI, R12            // bf16 dims from BX/4
+	MOVQ R13, R15
+	SHLQ $6, R15            // 64 rows: the next tile
+	MOVQ k+8(FP), DI
+	ADDQ R15, DI            // its K rows
+	XORQ CX, CX
+q4v64t:
+	// Fetch the next tile's K and V rows into L2 meanwhile (decode streams
+	// the cache once).
+	PREFETCHT1 0(R12)(R15*1)
+	PREFETCHT1 64(R12)(R15*1)
+	PREFETCHT1 0(DI)
+	PREFETCHT1 64(DI)
+	ADDQ R13, DI
+	VBROADCASTSS (R8)(CX*4), Z16
+	VBROADCASTSS (R9)(CX*4), Z17
+	VBROADCASTSS (R10)(CX*4), Z18
+	VBROADCASTSS (R11)(CX*4), Z19
+	VPMOVZXWD 0(R12), Z20
+	VPMOVZXWD 32(R12), Z21
+	VPMOVZXWD 64(R12), Z22
+	VPMOVZXWD 96(R12), Z23
+	VPSLLD $16, Z20, Z20
+	VPSLLD $16, Z21, Z21
+	VPSLLD $16, Z22, Z22
+	VPSLLD $16, Z23, Z23
+	FMA4(Z16, Z0, Z1, Z2, Z3)
+	FMA4(Z17, Z4, Z5, Z6, Z7)
+	FMA4(Z18, Z8, Z9, Z10, Z11)
+	FMA4(Z19, Z12, Z13, Z14, Z15)
+	ADDQ R13, R12
+	INCQ CX
+	CMPQ CX, DX
+	JLT  q4v64t
+	STOREACC64(8, Z0, Z1, Z2, Z3)
+	STOREACC64(48, Z4, Z5, Z6, Z7)
+	STOREACC64(88, Z8, Z9, Z10, Z11)
+	STOREACC64(128, Z12, Z13, Z14, Z15)
+	ADDQ $256, BX
+	JMP  q4vnext
+
+q4v16:
+	MOVQ 8(AX), DI
+	VMULPS (DI)(BX*1), Z24, Z0
+	MOVQ 48(AX), DI
+	VMULPS (DI)(BX*1), Z25, Z1
+	MOVQ 88(AX), DI
+	VMULPS (DI)(BX*1), Z26, Z2
+	MOVQ 128(AX), DI
+	VMULPS (DI)(BX*1), Z27, Z3
+	MOVQ BX, R12
+	SHRQ $1, R12
+	ADDQ SI, R12
+	XORQ CX, CX
+q4v16t:
+	VBROADCASTSS (R8)(CX*4), Z16
+	VBROADCASTSS (R9)(CX*4), Z17
+	VBROADCASTSS (R10)(CX*4), Z18
+	VBROADCASTSS (R11)(CX*4), Z19
+	VPMOVZXWD 0(R12), Z20
+	VPSLLD $16, Z20, Z20
+	VFMADD231PS Z20, Z16, Z0
+	VFMADD231PS Z20, Z17, Z1
+	VFMADD231PS Z20, Z18, Z2
+	VFMADD231PS Z20, Z19, Z3
+	ADDQ R13, R12
+	INCQ CX
+	CMPQ CX, DX
+	JLT  q4v16t
+	MOVQ 8(AX), DI
+	VMOVUPS Z0, (DI)(BX*1)
+	MOVQ 48(AX), DI
+	VMOVUPS Z1, (DI)(BX*1)
+	MOVQ 88(AX), DI
+	VMOVUPS Z2, (DI)(BX*1)
+	MOVQ 128(AX), DI
+	VMOVUPS Z3, (DI)(BX*1)
+	ADDQ $64, BX
+
+q4vnext:
+	CMPQ BX, R14
+	JLT  q4v
+	VZEROUPPER
+	RET
