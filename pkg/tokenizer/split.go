@@ -49,7 +49,8 @@ const (
 
 var (
 	bmpClassOnce sync.Once
-	bmpClass     []uint8 // class of every rune below U+10000
+	bmpClass     []uint8    // class of every rune below U+10000
+	asciiClass   [256]uint8 // the ASCII part: an array indexed by a byte needs no bounds check
 )
 
 func classOfRune(r rune) uint8 {
@@ -73,15 +74,19 @@ func initClasses() {
 			t[r] = classOfRune(rune(r))
 		}
 		bmpClass = t
+		copy(asciiClass[:utf8.RuneSelf], t)
 	})
 }
 
 // classAt returns the class and byte width of the rune at s[i].
 func classAt(s string, i int) (uint8, int) {
-	c := s[i]
-	if c < utf8.RuneSelf {
-		return bmpClass[c], 1
+	if c := s[i]; c < utf8.RuneSelf {
+		return asciiClass[c], 1
 	}
+	return classAtSlow(s, i)
+}
+
+func classAtSlow(s string, i int) (uint8, int) {
 	r, w := utf8.DecodeRuneInString(s[i:])
 	if r == utf8.RuneError && w == 1 {
 		return clsOther, 1
@@ -95,7 +100,14 @@ func classAt(s string, i int) (uint8, int) {
 // run returns the end of the run of class cls starting at i.
 func run(s string, i int, cls uint8) int {
 	for i < len(s) {
-		c, w := classAt(s, i)
+		if b := s[i]; b < utf8.RuneSelf { // the hot loop: classAt inlined by hand
+			if asciiClass[b] != cls {
+				break
+			}
+			i++
+			continue
+		}
+		c, w := classAtSlow(s, i)
 		if c != cls {
 			break
 		}
