@@ -101,9 +101,12 @@ func (m *addedMatcher) next(s string, pos, startOffset int) (tok *addedToken, st
 	}
 }
 
-// isWordRune is Rust's char::is_alphanumeric.
+// isWordRune is \w of Rust's regex crate, which single_word uses:
+// Alphabetic (letters, Nl, Other_Alphabetic), marks, decimal digits,
+// connector punctuation and the joiners. Other numbers (such as "²") are not.
 func isWordRune(r rune) bool {
-	return unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.Is(unicode.Other_Alphabetic, r)
+	return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.In(r,
+		unicode.Nl, unicode.Other_Alphabetic, unicode.Nd, unicode.Pc, unicode.Join_Control)
 }
 
 func endsWithWord(s string) bool {

@@ -223,6 +223,10 @@ func TestAddedTokenFlags(t *testing.T) {
 		{"both", map[string]any{"lstrip": true, "rstrip": true}, "a <m> b <m>", cat(byteIDs("a"), []int32{m}, byteIDs("b"), []int32{m})},
 		{"single word alone", map[string]any{"single_word": true}, "a <m> b", cat(byteIDs("a "), []int32{m}, byteIDs(" b"))},
 		{"single word in word", map[string]any{"single_word": true}, "x<m> <m>y <m>", cat(byteIDs("x<m> <m>y "), []int32{m})},
+		// Rust's \w: connector punctuation, marks and decimal digits are word
+		// characters, other numbers and dashes are not.
+		{"single word \\w", map[string]any{"single_word": true}, "_<m> e\u0301<m> 1<m> ²<m> -<m>",
+			cat(byteIDs("_<m> e\u0301<m> 1<m> ²"), []int32{m}, byteIDs(" -"), []int32{m})},
 		{"longest first", nil, "<m><m>>", cat([]int32{m, m}, byteIDs(">"))},
 	} {
 		tok := map[string]any{"content": "<m>"}
