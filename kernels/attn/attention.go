@@ -64,7 +64,7 @@ type scratch struct {
 
 // New sizes an Attention for calls of at most maxRows query rows in total.
 func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention, error) {
-	if maxRows <= 0 || kvHeads <= 0 || qHeads%kvHeads != 0 || headDim <= 0 {
+	if maxRows <= 0 || qHeads <= 0 || kvHeads <= 0 || qHeads%kvHeads != 0 || headDim <= 0 {
 		return nil, fmt.Errorf("attention: %d rows, %d query heads, %d kv heads (want a divisor of the query heads), head_dim %d", maxRows, qHeads, kvHeads, headDim)
 	}
 	a := &Attention{
@@ -116,6 +116,15 @@ func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
 
 // query is one query head's online-softmax state and input.
 type query struct{ ml, acc, q []float32 }
+
+// queryOf is query head j of kv head it.head for row r of sequence s.
+func (a *Attention) queryOf(w *scratch, s Seq, it item, r, j int) query {
+	hd, g := a.headDim, a.group
+	i := (r-int(it.lo))*g + j
+	qh := (int(it.head)*g + j) * hd
+	qrow := (s.Row + r) * a.qHeads * hd
+	return query{ml: w.ml[2*i : 2*i+2], acc: w.acc[i*hd : (i+1)*hd], q: a.q[qrow+qh : qrow+qh+hd]}
+}
 
 // groupQueries is how many queries over the same positions one kernel call
 // takes: each K/V vector loaded then feeds that many FMAs.
@@ -181,14 +190,11 @@ func (a *Attention) block(w *scratch, it item) {
 		if c.K16 != nil && hi-lo == 1 && (g == 2 || g == 4) {
 			// A decode step with two or four query heads per kv head: too
 			// little reuse to pay for a widened copy of the tile.
-			n := t1 - t0
-			w.np, w.pn = g, n
-			qrow := (s.Row + lo) * a.qHeads * hd
+			w.np, w.pn = g, t1-t0
 			for j := range g {
-				qh := (int(it.head)*g + j) * hd
-				w.pend[j] = query{ml: w.ml[2*j : 2*j+2], acc: w.acc[j*hd : (j+1)*hd], q: a.q[qrow+qh : qrow+qh+hd]}
+				w.pend[j] = a.queryOf(w, s, it, lo, j)
 			}
-			if tileDirect(a.path, w, c.K16[o0:], c.V16[o0:], n, hd, a.scale) {
+			if tileDirect(a.path, w, c.K16[o0:], c.V16[o0:], t1-t0, hd, a.scale) {
 				continue
 			}
 		}
@@ -209,11 +215,8 @@ func (a *Attention) block(w *scratch, it item) {
 				a.flush(w, k, v)
 			}
 			w.pn = n
-			qrow := (s.Row + r) * a.qHeads * hd
 			for j := range g {
-				i := (r-lo)*g + j
-				qh := (int(it.head)*g + j) * hd
-				w.pend[w.np] = query{ml: w.ml[2*i : 2*i+2], acc: w.acc[i*hd : (i+1)*hd], q: a.q[qrow+qh : qrow+qh+hd]}
+				w.pend[w.np] = a.queryOf(w, s, it, r, j)
 				if w.np++; w.np == len(w.pend) {
 					a.flush(w, k, v)
 				}
@@ -226,10 +229,10 @@ func (a *Attention) block(w *scratch, it item) {
 		for j := range g {
 			qh := int(it.head)*g + j
 			i := (r-lo)*g + j
-			inv := w.ml[2*i+1]
+			sum := w.ml[2*i+1]
 			o, acc := a.out[orow+qh*hd:orow+(qh+1)*hd], w.acc[i*hd:(i+1)*hd]
 			for d := range o {
-				o[d] = acc[d] / inv
+				o[d] = acc[d] / sum
 			}
 		}
 	}
