@@ -229,13 +229,19 @@ func loopbackURL(ts *testscript.TestScript, raw string) string {
 	return u.String()
 }
 
-// cmdJSONPath FILE PATH prints the JSON value at PATH in FILE, one line per
-// value. PATH is dot-separated object keys and array indexes; "*" takes every
-// element of an array, "#" its length (quote it in a script, where # starts a
-// comment: 'a.#'). A missing key is an error; with ! it is expected.
+// cmdJSONPath [-raw] FILE PATH prints the JSON value at PATH in FILE, one
+// line per value; -raw prints strings as they are rather than quoted (for a
+// string that holds JSON in turn). PATH is dot-separated object keys and
+// array indexes; "*" takes every element of an array, "#" its length (quote it
+// in a script, where # starts a comment: 'a.#'). A missing key is an error;
+// with ! it is expected.
 func cmdJSONPath(ts *testscript.TestScript, neg bool, args []string) {
+	raw := len(args) > 0 && args[0] == "-raw"
+	if raw {
+		args = args[1:]
+	}
 	if len(args) != 2 {
-		ts.Fatalf("usage: jsonpath FILE PATH")
+		ts.Fatalf("usage: jsonpath [-raw] FILE PATH")
 	}
 	var doc any
 	dec := json.NewDecoder(strings.NewReader(ts.ReadFile(args[0])))
@@ -257,6 +263,10 @@ func cmdJSONPath(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s: %s: %v", args[0], args[1], err)
 	}
 	for _, v := range vals {
+		if str, ok := v.(string); ok && raw {
+			fmt.Fprintln(ts.Stdout(), str)
+			continue
+		}
 		b, err := json.Marshal(v)
 		ts.Check(err)
 		fmt.Fprintf(ts.Stdout(), "%s\n", b)
