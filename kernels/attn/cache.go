@@ -7,6 +7,18 @@
 // in order, with the same arithmetic for each tile, so its output is bit for
 // bit the same whether it comes from a prefill of any length, a later chunk,
 // a decode step, or a batch with other sequences.
+//
+// Kernels: generic is pure Go. avx2, avx512 and avx512bf16 share one
+// arithmetic (16-lane FMA dot products folded in a fixed tree, the Exp32 of
+// kernels/ops, V accumulated by FMA in position order), so they agree bit
+// for bit; they need head_dim % 16 == 0 (else the Go kernel runs). With
+// AVX-512, queries over the same positions are processed four or two per
+// call so that each K/V vector loaded feeds several FMAs, and a decode step
+// of a bf16 cache reads K/V in place (widening as it loads, prefetching the
+// next tile) instead of widening the tile into scratch first. The kernels of
+// each path are tested bit-identical to one another (grouped vs single,
+// in place vs widened), which is what keeps rows invariant when the grouping
+// of queries changes between a prefill and a decode step.
 package attn
 
 import (
