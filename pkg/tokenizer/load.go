@@ -130,10 +130,10 @@ func New(tokenizerJSON, configJSON []byte) (*Tokenizer, error) {
 	if err := t.setPreTokenizer(f.PreTokenizer); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: pre_tokenizer: %w", err)
 	}
-	if err := checkComponent(f.PostProcessor, "Processors", true); err != nil {
+	if err := checkByteLevel(f.PostProcessor, true); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: post_processor: %w", err)
 	}
-	if err := checkComponent(f.Decoder, "Decoders", false); err != nil {
+	if err := checkByteLevel(f.Decoder, false); err != nil {
 		return nil, fmt.Errorf("tokenizer.json: decoder: %w", err)
 	}
 	added := f.AddedTokens
@@ -467,10 +467,10 @@ func (t *Tokenizer) setPreTokenizer(raw json.RawMessage) error {
 	return fmt.Errorf("%v not supported (want ByteLevel, or Sequence[Split, ByteLevel])", types)
 }
 
-// checkComponent accepts only a ByteLevel decoder or post-processor (the
+// checkByteLevel accepts only a ByteLevel decoder or post-processor (the
 // latter only trims offsets, which do not change ids), or none for a
 // post-processor.
-func checkComponent(raw json.RawMessage, what string, optional bool) error {
+func checkByteLevel(raw json.RawMessage, optional bool) error {
 	cs, err := flatten(raw)
 	if err != nil {
 		return err
