@@ -37,7 +37,8 @@ func TestMain(m *testing.M) {
 // TestScripts runs every testdata/script/*.txtar: one user story each,
 // against the binary, from an empty working directory.
 func TestScripts(t *testing.T) {
-	shared, err := filepath.Abs(sharedtest.Path(t))
+	// Absolute: scripts run in their own work directories.
+	shared, err := filepath.Abs(filepath.Dir(sharedtest.Path(t, "models")))
 	if err != nil {
 		t.Fatal(err)
 	}
