@@ -135,24 +135,34 @@ func isNFC(s string) bool {
 	return isASCII(s) || norm.NFC.QuickSpanString(s) == len(s)
 }
 
-var scratchPool = sync.Pool{New: func() any { return new([]byte) }}
+// nfcScratch is what normalizing costs: the output and norm's iterator,
+// whose large reorder buffer norm.Form.AppendString would allocate per call.
+type nfcScratch struct {
+	buf []byte
+	it  norm.Iter
+}
 
-// normalizeScratch is normalize for the encoder: text that needs changing is
-// normalized into a pooled buffer, which the caller hands back with
-// releaseScratch once no string of it is in use (the word cache keeps
+var scratchPool = sync.Pool{New: func() any { return new(nfcScratch) }}
+
+// normalizeScratch is normalization for the encoder: text that needs
+// changing is normalized into pooled scratch, which the caller hands back
+// with releaseScratch once no string of it is in use (the word cache keeps
 // copies).
-func (t *Tokenizer) normalizeScratch(s string) (string, *[]byte) {
+func (t *Tokenizer) normalizeScratch(s string) (string, *nfcScratch) {
 	if !t.nfc || isNFC(s) {
 		return s, nil
 	}
-	buf := scratchPool.Get().(*[]byte)
-	*buf = norm.NFC.AppendString((*buf)[:0], s)
-	return unsafe.String(unsafe.SliceData(*buf), len(*buf)), buf
+	sc := scratchPool.Get().(*nfcScratch)
+	sc.buf = sc.buf[:0]
+	for sc.it.InitString(norm.NFC, s); !sc.it.Done(); {
+		sc.buf = append(sc.buf, sc.it.Next()...)
+	}
+	return unsafe.String(unsafe.SliceData(sc.buf), len(sc.buf)), sc
 }
 
-func releaseScratch(buf *[]byte) {
-	if buf != nil {
-		scratchPool.Put(buf)
+func releaseScratch(sc *nfcScratch) {
+	if sc != nil {
+		scratchPool.Put(sc)
 	}
 }
 
