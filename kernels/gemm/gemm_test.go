@@ -172,7 +172,7 @@ func assertBits(t *testing.T, what string, got, want []float32, n int) {
 // with 36 other rows, alone, or in any grouping, on any number of threads.
 func TestRowInvariance(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	const m, n, k = 37, 150, 200
+	const m, n, k = 37, 150, 1100 // K beyond one K block of every kind
 	pr := newProblem(rng, m, n, k)
 	pools := []*threads.Pool{threads.New(1, false), threads.New(2, false), threads.New(3, false)}
 	defer func() {
@@ -313,29 +313,31 @@ func TestInt8Error(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	pool := threads.New(2, false)
 	defer pool.Close()
-	const m, n, k = 16, 256, 1024
-	pr := newProblem(rng, m, n, k)
-	ref, _ := pr.reference()
-	w := QuantizeInt8(pr.w, n, k)
-	want := make([]float32, m*n)
-	emulation(pool, kernels.Generic, m, k).MatMul(want, pr.x, m, w)
-	forEachPath(t, func(t *testing.T, _ kernels.Path) {
-		got := make([]float32, m*n)
-		NewContext(pool, m, k).MatMul(got, pr.x, m, w)
-		assertBits(t, "int8 vs generic", got, want, n)
-		var maxErr, maxRef, sq, sqRef float64
-		for i, v := range got {
-			d := float64(v) - ref[i]
-			maxErr, maxRef = max(maxErr, math.Abs(d)), max(maxRef, math.Abs(ref[i]))
-			sq, sqRef = sq+d*d, sqRef+ref[i]*ref[i]
-		}
-		rel := math.Sqrt(sq / sqRef)
-		t.Logf("int8 vs exact (K=%d, Gaussian x and w): max |err| %.3g of max |y| %.3g, relative RMS error %.3g",
-			k, maxErr, maxRef, rel)
-		if rel > 0.02 || maxErr > 0.05*maxRef {
-			t.Errorf("int8 error too large: relative RMS %.3g, max %.3g of %.3g", rel, maxErr, maxRef)
-		}
-	})
+	for _, k := range []int{1024, 2100} {
+		const m, n = 16, 256
+		pr := newProblem(rng, m, n, k)
+		ref, _ := pr.reference()
+		w := QuantizeInt8(pr.w, n, k)
+		want := make([]float32, m*n)
+		emulation(pool, kernels.Generic, m, k).MatMul(want, pr.x, m, w)
+		forEachPath(t, func(t *testing.T, _ kernels.Path) {
+			got := make([]float32, m*n)
+			NewContext(pool, m, k).MatMul(got, pr.x, m, w)
+			assertBits(t, "int8 vs generic", got, want, n)
+			var maxErr, maxRef, sq, sqRef float64
+			for i, v := range got {
+				d := float64(v) - ref[i]
+				maxErr, maxRef = max(maxErr, math.Abs(d)), max(maxRef, math.Abs(ref[i]))
+				sq, sqRef = sq+d*d, sqRef+ref[i]*ref[i]
+			}
+			rel := math.Sqrt(sq / sqRef)
+			t.Logf("int8 vs exact (K=%d, Gaussian x and w): max |err| %.3g of max |y| %.3g, relative RMS error %.3g",
+				k, maxErr, maxRef, rel)
+			if rel > 0.02 || maxErr > 0.05*maxRef {
+				t.Errorf("int8 error too large: relative RMS %.3g, max %.3g of %.3g", rel, maxErr, maxRef)
+			}
+		})
+	}
 }
 
 func TestNoAllocations(t *testing.T) {
