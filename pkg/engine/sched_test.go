@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -293,12 +295,64 @@ func TestQueueFull(t *testing.T) {
 		e.Generate(context.Background(), Request{Tokens: seqTokens(0, 5), MaxTokens: 40}, func(Event) error { once(); return nil })
 	}()
 	<-started
-	// The slot is busy for ~200ms: a waiting request times out.
-	_, err := e.Generate(context.Background(), Request{Tokens: seqTokens(1, 5), MaxTokens: 2}, func(Event) error { return nil })
-	if !errors.Is(err, ErrQueueFull) {
-		t.Errorf("err %v, want ErrQueueFull (timeout)", err)
+	// The slot is busy for ~200ms: a waiting request times out, and while
+	// it waits the queue (one place) refuses another at once.
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := e.Generate(context.Background(), Request{Tokens: seqTokens(1, 5), MaxTokens: 2}, nil)
+		waiting <- err
+	}()
+	for e.Stats().QueueDepth == 0 {
+		time.Sleep(100 * time.Microsecond)
+	}
+	t0 := time.Now()
+	_, err := e.Generate(context.Background(), Request{Tokens: seqTokens(2, 5), MaxTokens: 2}, nil)
+	if !errors.Is(err, ErrQueueFull) || time.Since(t0) > 20*time.Millisecond {
+		t.Errorf("full queue: err %v after %v, want ErrQueueFull at once", err, time.Since(t0))
+	}
+	if err := <-waiting; !errors.Is(err, ErrQueueFull) {
+		t.Errorf("waiting request: err %v, want ErrQueueFull (timeout)", err)
 	}
 	wg.Wait()
+}
+
+// FuzzStoreRead feeds arbitrary bytes as a stored session: reading must
+// fail cleanly (and drop the session) unless the file is a valid session.
+func FuzzStoreRead(f *testing.F) {
+	dir := f.TempDir()
+	be := newFake(1, 64, 97)
+	s, err := openStore(dir, "fuzz-identity-0123456789abcdef01", slog.New(slog.DiscardHandler))
+	if err != nil {
+		f.Fatal(err)
+	}
+	copy(be.kv[0], []int32{1, 2, 3})
+	if err := s.save("x", []int32{1, 2, 3, 4}, 3, 0, be); err != nil {
+		f.Fatal(err)
+	}
+	valid, err := os.ReadFile(filepath.Join(dir, s.index["x"].File))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(valid)
+	f.Add(valid[:len(valid)/2])
+	f.Add([]byte("ELLMSES\x01garbage"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name := s.fileName("x")
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s.index["x"] = storeEntry{File: name}
+		tokens, n, err := s.load("x", 0, be, 64)
+		if err != nil {
+			if s.has("x") {
+				t.Fatal("unusable session kept in the store")
+			}
+			return
+		}
+		if n > len(tokens) || len(tokens) > 64 {
+			t.Fatalf("accepted %d KV positions for %d tokens", n, len(tokens))
+		}
+	})
 }
 
 func TestStallBoundWhileDecoding(t *testing.T) {

@@ -183,7 +183,11 @@ func (s *store) read(sid string, slot int, be backend, seqLen int) ([]int32, int
 	if _, err := io.ReadFull(r, magic[:]); err != nil || magic != sessionMagic {
 		return nil, 0, errors.New("not a session file")
 	}
-	if err := binary.Read(r, binary.LittleEndian, &n); err != nil || n > 64<<20 {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := binary.Read(r, binary.LittleEndian, &n); err != nil || int64(n) > st.Size() {
 		return nil, 0, errors.New("bad metadata length")
 	}
 	meta := make([]byte, n)
