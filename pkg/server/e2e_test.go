@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
@@ -270,5 +272,44 @@ func TestRealEngineSessionRestart(t *testing.T) {
 	}
 	if got := int(resp.Usage.PromptTokensDetails.CachedTokens); got != transcript-1 {
 		t.Errorf("after restart %d tokens reused, want the stored transcript's %d", got, transcript-1)
+	}
+}
+
+// TestRealEngineStructuredOutput: the tiny model writes random tokens, yet
+// under the schema's constraint its reply is a valid document.
+func TestRealEngineStructuredOutput(t *testing.T) {
+	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 1024})
+	defer e.Close()
+	_, base := startServer(t, FromEngine(e), Options{})
+	c := newClient(base)
+	schema := map[string]any{"type": "object", "properties": map[string]any{
+		"ok": map[string]any{"type": "boolean"}, "color": map[string]any{"enum": []string{"red", "green", "blue"}},
+		"tags": map[string]any{"type": "array", "items": map[string]any{"type": "null"}}},
+		"required": []string{"ok", "color"}, "additionalProperties": false}
+	for seed := range int64(3) {
+		resp, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+			Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Give me JSON.")},
+			MaxTokens: openai.Int(600), Seed: openai.Int(seed), Temperature: openai.Float(1),
+			ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &shared.ResponseFormatJSONSchemaParam{
+				JSONSchema: shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "x", Schema: schema, Strict: openai.Bool(true)}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			OK    *bool
+			Color string
+			Tags  []any
+		}
+		content := resp.Choices[0].Message.Content
+		t.Logf("seed %d: %s", seed, content)
+		dec := json.NewDecoder(strings.NewReader(content))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&got); err != nil || got.OK == nil || (got.Color != "red" && got.Color != "green" && got.Color != "blue") {
+			t.Errorf("seed %d: %q (finish %s): %v", seed, content, resp.Choices[0].FinishReason, err)
+		}
+		if resp.Choices[0].FinishReason != "stop" {
+			t.Errorf("seed %d: finish %s", seed, resp.Choices[0].FinishReason)
+		}
 	}
 }
