@@ -8,6 +8,7 @@
 // x is replaced by e^x; n, t, u are scratch; K2 is clobbered.
 #define EXP(x, n, t, u) \
 	VCMPPS $13, c_lo<>(SB), x, K2 \
+	VMAXPS c_lo<>(SB), x, x \
 	VMINPS c_hi<>(SB), x, x \
 	VMULPS c_log2e<>(SB), x, n \
 	VRNDSCALEPS $0, n, n \
@@ -39,6 +40,7 @@
 // in-range mask register.
 #define EXP256(x, n, t, u, k) \
 	VCMPPS $13, c_lo<>(SB), x, k \
+	VMAXPS c_lo<>(SB), x, x \
 	VMINPS c_hi<>(SB), x, x \
 	VMULPS c_log2e<>(SB), x, n \
 	VROUNDPS $0, n, n \

@@ -12,6 +12,7 @@
 // Exp32 on a register: x ← e^x; n, t, u (and k / K2) are scratch.
 #define EXP512(x, n, t, u) \
 	VCMPPS $13, c_lo<>(SB), x, K2 \
+	VMAXPS c_lo<>(SB), x, x \
 	VMINPS c_hi<>(SB), x, x \
 	VMULPS c_log2e<>(SB), x, n \
 	VRNDSCALEPS $0, n, n \
@@ -41,6 +42,7 @@
 
 #define EXP256(x, n, t, u, k) \
 	VCMPPS $13, c_lo<>(SB), x, k \
+	VMAXPS c_lo<>(SB), x, x \
 	VMINPS c_hi<>(SB), x, x \
 	VMULPS c_log2e<>(SB), x, n \
 	VROUNDPS $0, n, n \

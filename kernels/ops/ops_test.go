@@ -70,13 +70,14 @@ func TestExp32Accuracy(t *testing.T) {
 		got := float64(Exp32(x))
 		worst = max(worst, math.Abs(got-want)/want)
 	}
-	if worst > 4e-7 {
-		t.Errorf("Exp32 max relative error %.3g, documented bound 4e-7", worst)
+	if worst > 1e-7 {
+		t.Errorf("Exp32 max relative error %.3g, documented bound 8e-8 (test allows 1e-7)", worst)
 	}
 	t.Logf("Exp32 max relative error %.3g", worst)
 	for _, c := range []struct{ x, want float32 }{
 		{0, 1}, {float32(math.Inf(-1)), 0}, {-88, 0}, {-1000, 0},
 		{float32(math.Inf(1)), float32(math.Exp(88))}, {100, float32(math.Exp(88))},
+		{float32(math.NaN()), 0},
 	} {
 		if got := Exp32(c.x); math.Abs(float64(got-c.want)) > 1e-6*float64(c.want) {
 			t.Errorf("Exp32(%v) = %v, want %v", c.x, got, c.want)
@@ -392,6 +393,7 @@ func TestPathsBitIdenticalOnRawBits(t *testing.T) {
 	for i := range gate {
 		gate[i] = float32(math.Mod(float64(gate[i]), 120)) // across exp's whole range
 	}
+	gate[7], gate[100] = float32(math.NaN()), float32(math.Inf(-1))
 	xu := append(slices.Clone(gate), up...)
 	var refB []uint16
 	var refS, refE []float32
@@ -420,8 +422,10 @@ func TestPathsBitIdenticalOnRawBits(t *testing.T) {
 					t.Fatalf("%s: silu(%v)·%v = %v, generic %v", p, gate[i], up[i], s[i], refS[i])
 				}
 			}
-			if !bitsEqual(e, refE) {
-				t.Errorf("%s: ExpSum differs from generic", p)
+			for i := range e {
+				if math.Float32bits(e[i]) != math.Float32bits(refE[i]) {
+					t.Fatalf("%s: ExpSum element %d (of %d, e^(%v−10)) = %v, generic %v", p, i, n, gate[min(i, n-1)], e[i], refE[i])
+				}
 			}
 		})
 	}
