@@ -114,6 +114,25 @@ func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
 	a.out, a.q, a.c, a.seqs = nil, nil, nil, nil
 }
 
+// decodeInPlace runs a decode step's queries (one row, two or a multiple of
+// four query heads per kv head) over a tile of a bf16 cache read in place:
+// with so little reuse a widened copy of the tile costs more than it saves.
+// It reports false, having done nothing, where the path has no such kernel
+// (the first tileDirect call decides; the others have the same arguments).
+func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, k, v []uint16, n int) bool {
+	size := min(a.group, groupQueries)
+	for j0 := 0; j0 < a.group; j0 += size {
+		w.np, w.pn = size, n
+		for j := range size {
+			w.pend[j] = a.queryOf(w, s, it, int(it.lo), j0+j)
+		}
+		if !tileDirect(a.path, w, k, v, n, a.headDim, a.scale) {
+			return false
+		}
+	}
+	return true
+}
+
 // query is one query head's online-softmax state and input.
 type query struct{ ml, acc, q []float32 }
 
@@ -187,16 +206,8 @@ func (a *Attention) block(w *scratch, it item) {
 	for t0 := 0; t0 <= last; t0 += Tile {
 		t1 := min(t0+Tile, last+1)
 		o0, o1 := base+t0*hd, base+t1*hd
-		if c.K16 != nil && hi-lo == 1 && (g == 2 || g == 4) {
-			// A decode step with two or four query heads per kv head: too
-			// little reuse to pay for a widened copy of the tile.
-			w.np, w.pn = g, t1-t0
-			for j := range g {
-				w.pend[j] = a.queryOf(w, s, it, lo, j)
-			}
-			if tileDirect(a.path, w, c.K16[o0:], c.V16[o0:], t1-t0, hd, a.scale) {
-				continue
-			}
+		if c.K16 != nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, c.K16[o0:], c.V16[o0:], t1-t0) {
+			continue
 		}
 		var k, v []float32
 		if c.K16 != nil {

@@ -181,7 +181,7 @@ func TestRowInvariance(t *testing.T) {
 	pool := threads.New(2, false)
 	defer pool.Close()
 	const T = 200
-	for _, s := range []shape{{16, 8, 128, true}, {8, 2, 64, false}, {4, 4, 16, true}, {8, 2, 144, true}} {
+	for _, s := range []shape{{16, 8, 128, true}, {8, 2, 64, false}, {4, 4, 16, true}, {8, 2, 144, true}, {16, 2, 64, true}} {
 		f := newFixture(s, 3, T, 11)
 		w := s.qHeads * s.headDim
 		eachPath(t, func(t *testing.T, _ kernels.Path) {
