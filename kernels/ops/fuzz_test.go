@@ -29,8 +29,8 @@ func FuzzPathsAgree(f *testing.F) {
 		}
 		type result struct {
 			norm, silu, exp []float32
-			bf               []uint16
-			arg              int
+			bf              []uint16
+			arg             int
 		}
 		run := func() (r result) {
 			w := make([]float32, len(x))
