@@ -116,6 +116,7 @@ func FuzzEncode(f *testing.F) {
 		f.Add(s)
 	}
 	f.Add("<|im_start|>user\nhé<|im_end|>\u0338 <think>x</think>")
+	f.Add("x" + strings.Repeat("\u0301", 40) + " <|im_end|>" + strings.Repeat("\u0323\u0301", 20))
 	tok := qwen(f)
 	f.Fuzz(func(t *testing.T, s string) {
 		norm := nfcString(s)

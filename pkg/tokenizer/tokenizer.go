@@ -16,11 +16,6 @@ package tokenizer
 
 import (
 	"slices"
-	"sync"
-	"unicode/utf8"
-	"unsafe"
-
-	"golang.org/x/text/unicode/norm"
 )
 
 // Tokenizer encodes text to token ids and back. It is safe for concurrent
@@ -121,58 +116,6 @@ func (t *Tokenizer) appendSegment(dst []int32, seg string, normalized bool) []in
 	dst = t.appendAdded(dst, norm, t.normAdded, true)
 	releaseScratch(buf)
 	return dst
-}
-
-func nfcString(s string) string {
-	if isNFC(s) {
-		return s
-	}
-	return norm.NFC.String(s)
-}
-
-// isNFC is the quick check that settles almost all text without allocating.
-func isNFC(s string) bool {
-	return isASCII(s) || norm.NFC.QuickSpanString(s) == len(s)
-}
-
-// nfcScratch is what normalizing costs: the output and norm's iterator,
-// whose large reorder buffer norm.Form.AppendString would allocate per call.
-type nfcScratch struct {
-	buf []byte
-	it  norm.Iter
-}
-
-var scratchPool = sync.Pool{New: func() any { return new(nfcScratch) }}
-
-// normalizeScratch is normalization for the encoder: text that needs
-// changing is normalized into pooled scratch, which the caller hands back
-// with releaseScratch once no string of it is in use (the word cache keeps
-// copies).
-func (t *Tokenizer) normalizeScratch(s string) (string, *nfcScratch) {
-	if !t.nfc || isNFC(s) {
-		return s, nil
-	}
-	sc := scratchPool.Get().(*nfcScratch)
-	sc.buf = sc.buf[:0]
-	for sc.it.InitString(norm.NFC, s); !sc.it.Done(); {
-		sc.buf = append(sc.buf, sc.it.Next()...)
-	}
-	return unsafe.String(unsafe.SliceData(sc.buf), len(sc.buf)), sc
-}
-
-func releaseScratch(sc *nfcScratch) {
-	if sc != nil {
-		scratchPool.Put(sc)
-	}
-}
-
-func isASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
 }
 
 // appendPieces pre-tokenizes normalized text and BPE-encodes each piece.
