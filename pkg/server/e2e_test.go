@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -311,5 +312,41 @@ func TestRealEngineStructuredOutput(t *testing.T) {
 		if resp.Choices[0].FinishReason != "stop" {
 			t.Errorf("seed %d: finish %s", seed, resp.Choices[0].FinishReason)
 		}
+	}
+}
+
+// TestRealEngineQueueFull: with one slot and a queue of one, extra
+// concurrent requests get a 503 queue_full, and the server keeps serving.
+func TestRealEngineQueueFull(t *testing.T) {
+	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 512, MaxQueue: 1})
+	defer e.Close()
+	_, base := startServer(t, FromEngine(e), Options{})
+	c := newClient(base)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	for i := range 5 {
+		wg.Go(func() {
+			p := greedyChat(openai.UserMessage(fmt.Sprintf("request %d", i)))
+			p.MaxTokens = openai.Int(200)
+			_, err := c.Chat.Completions.New(context.Background(), p)
+			status := 200
+			var apiErr *openai.Error
+			if errors.As(err, &apiErr) {
+				status = apiErr.StatusCode
+			} else if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			statuses[status]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if statuses[503] == 0 || statuses[200] == 0 || statuses[200]+statuses[503] != 5 {
+		t.Errorf("statuses %v: want some 200 and some 503", statuses)
+	}
+	if _, err := c.Chat.Completions.New(context.Background(), greedyChat(openai.UserMessage("still there?"))); err != nil {
+		t.Errorf("after overload: %v", err)
 	}
 }
