@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
@@ -47,29 +46,6 @@ func runnerGreedy(t *testing.T, dir string, prompt []int32, n int) []int32 {
 	return out
 }
 
-// modelDir is a model of the shared data set with its tokenizer files
-// resolved: the data set stores them as files naming the real ones
-// ("../../qwen3-tokenizer/tokenizer.json"), which loaders do not follow.
-func modelDir(t *testing.T, name string) string {
-	t.Helper()
-	src := sharedtest.Path(t, "models", name)
-	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ent := range entries {
-		target := filepath.Join(src, ent.Name())
-		if b, err := os.ReadFile(target); err == nil && len(b) < 200 && strings.HasPrefix(string(b), "../") {
-			target = filepath.Join(src, strings.TrimSpace(string(b)))
-		}
-		if err := os.Symlink(target, filepath.Join(dst, ent.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
-
 func newModelEngine(t *testing.T, dir string, o Options) *Engine {
 	t.Helper()
 	o.ModelPath = dir
@@ -90,7 +66,7 @@ func newModelEngine(t *testing.T, dir string, o Options) *Engine {
 func TestModelEngine(t *testing.T) {
 	for _, name := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
 		t.Run(name, func(t *testing.T) {
-			dir := modelDir(t, name)
+			dir := sharedtest.Path(t, "models", name)
 			e := newModelEngine(t, dir, Options{BatchSize: 2, ChunkSize: 16, StallTokens: 8})
 			tok := e.Tokenizer()
 			prompts := [][]int32{
@@ -139,7 +115,7 @@ func TestModelEngine(t *testing.T) {
 }
 
 func TestModelSessionStore(t *testing.T) {
-	dir := modelDir(t, "tiny-qwen3-a")
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	store := t.TempDir()
 	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store})
 	tok := e.Tokenizer()

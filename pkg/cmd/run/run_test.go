@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -56,36 +55,13 @@ func TestNewCmdRunFlags(t *testing.T) {
 	}
 }
 
-// modelDir is a model of the shared data set with its tokenizer files
-// resolved: the data set stores them as files naming the real ones
-// ("../../qwen3-tokenizer/tokenizer.json"), which loaders do not follow.
-func modelDir(t *testing.T, name string) string {
-	t.Helper()
-	src := sharedtest.Path(t, "models", name)
-	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ent := range entries {
-		target := filepath.Join(src, ent.Name())
-		if b, err := os.ReadFile(target); err == nil && len(b) < 200 && strings.HasPrefix(string(b), "../") {
-			target = filepath.Join(src, strings.TrimSpace(string(b)))
-		}
-		if err := os.Symlink(target, filepath.Join(dst, ent.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
-}
-
 func testOptions(t *testing.T, in string) (*Options, *bytes.Buffer, *bytes.Buffer) {
 	t.Helper()
 	out, errOut := &bytes.Buffer{}, &bytes.Buffer{}
 	no := false
 	return &Options{
 		IO:  cmdutil.IOStreams{In: strings.NewReader(in), Out: out, ErrOut: errOut},
-		Ctx: context.Background(), ModelPath: modelDir(t, "tiny-qwen3-a"),
+		Ctx: context.Background(), ModelPath: sharedtest.Path(t, "models", "tiny-qwen3-a"),
 		DType: "bf16", KVDType: "bf16", Threads: 2, SequenceLength: 512, BatchSize: 1,
 		Think: true, MaxTokens: 8, Temperature: 0, TopP: -1, TopK: -1, MinP: -1, RepetitionPenalty: -1, Seed: -1,
 		Terminal: &no,
