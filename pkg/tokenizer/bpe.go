@@ -296,8 +296,8 @@ type cacheEntry struct {
 }
 
 const (
-	cacheSlots      = 1 << 18
-	cacheMaxWordLen = 256 // longer pieces rarely repeat (Hugging Face's limit too)
+	cacheSlots      = 1 << 17 // at most this many words of up to cacheMaxWordLen bytes
+	cacheMaxWordLen = 256     // longer pieces rarely repeat (Hugging Face's limit too)
 )
 
 func newWordCache() *wordCache {
