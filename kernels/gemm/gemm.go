@@ -10,6 +10,7 @@ package gemm
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -163,7 +164,7 @@ const (
 type task struct {
 	c       *Context
 	op      op
-	phase   uint8 // 0: prepare activations (row tiles split), 1: multiply (panels split)
+	phase   uint8 // 0: prepare activations (row tiles split), 1: multiply (panel chunks claimed)
 	form    form
 	m       int
 	y       []float32
@@ -172,6 +173,7 @@ type task struct {
 	xs      unsafe.Pointer // prepared activations
 	rowSize uintptr        // bytes of one prepared row: tile r0 starts at xs + r0·rowSize
 	kernels *[maxRows + 1][maxPanels + 1]kernel
+	next    atomic.Int64 // phase 1: the next chunk of panels to claim
 }
 
 // form is how the kernels read activations: a tile of R rows is stored
@@ -209,6 +211,7 @@ func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
 		c.pool.Run(t)
 	}
 	t.phase = 1
+	t.next.Store(0)
 	c.pool.Run(t)
 	t.y, t.x, t.w, t.w2 = nil, nil, nil, nil
 }
@@ -219,7 +222,7 @@ func (t *task) Run(worker, workers int) {
 		t.prepare(lo, hi)
 		return
 	}
-	t.multiply(worker, workers)
+	t.multiply(worker)
 }
 
 // prepare puts rows [lo, hi) of x, a whole number of tiles, in form.
@@ -253,13 +256,30 @@ func (t *task) prepare(lo, hi int) {
 	}
 }
 
-func (t *task) multiply(worker, workers int) {
-	w := t.w
+// multiply has the worker claim chunks of blockPanels panels in order
+// until none is left. Each chunk is a contiguous stretch of the weights,
+// streamed once; claiming them rather than splitting the panels up front
+// keeps both threads busy to the end of the call when one of them is slowed
+// down (a shared core, an unfair share of memory bandwidth). Which thread
+// computes a panel never changes its results.
+func (t *task) multiply(worker int) {
 	ws := &t.c.worker[worker]
-	plo, phi := threads.Split(w.panels, 1, worker, workers)
-	if plo == phi {
-		return
+	size := blockPanels
+	if t.m <= t.c.set.rows {
+		size = maxPanels // one row tile: finer chunks balance better, reuse is nil anyway
 	}
+	for {
+		plo := int(t.next.Add(1)-1) * size
+		if plo >= t.w.panels {
+			return
+		}
+		t.chunk(ws, plo, min(plo+size, t.w.panels))
+	}
+}
+
+// chunk computes panels [plo, phi) of the task's product.
+func (t *task) chunk(ws *workerState, plo, phi int) {
+	w := t.w
 	if t.op != opSwiGLU {
 		t.panels(ws, w, unsafe.Pointer(&t.y[plo*panelWidth]), uintptr(w.N*4), plo, phi, t.op == opAdd)
 		return
