@@ -2,7 +2,11 @@ package model
 
 import (
 	"fmt"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -90,4 +94,81 @@ func BenchmarkForward(b *testing.B) {
 		r.Close()
 		cache.Close()
 	}
+}
+
+// BenchmarkCheckpoint measures a whole checkpoint (ELLM_BENCH_MODEL, e.g. the
+// directory `ellm bench --preset qwen3-0.6b` generates under
+// ~/.cache/ellm/bench) in the dtype ELLM_BENCH_DTYPE (default bf16): a
+// prefill of 512 tokens in one pass and a decode step of one sequence. Besides wall time it reports the process's user+sys CPU time
+// per op, which a shared machine distorts less. It is what docs/performance.md
+// profiles (-cpuprofile).
+func BenchmarkCheckpoint(b *testing.B) {
+	dir := os.Getenv("ELLM_BENCH_MODEL")
+	if dir == "" {
+		b.Skip("ELLM_BENCH_MODEL is not set")
+	}
+	m, err := Load(dir, LoadOptions{DType: os.Getenv("ELLM_BENCH_DTYPE")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	b.Logf("load %v, weights %d MB, resident after load: %s", m.LoadTime, m.WeightBytes()>>20, resident())
+	const n = 512
+	cache, err := kvcache.New(m.Config, 1, n+64, kvcache.BF16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cache.Close()
+	r, err := m.NewRunner(cache, RunnerOptions{MaxTokens: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	prompt := make([]int32, n+1)
+	for i := range prompt {
+		prompt[i] = int32(i*7919) % int32(m.Config.VocabSize)
+	}
+	measure := func(b *testing.B, segs []Segment, tokens int) {
+		before := cpuTime()
+		for range b.N {
+			if err := r.Forward(segs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N*tokens)/b.Elapsed().Seconds(), "tok/s")
+		b.ReportMetric(float64((cpuTime()-before).Milliseconds())/float64(b.N), "cpu-ms/op")
+	}
+	b.Run("prefill512", func(b *testing.B) {
+		measure(b, []Segment{{Tokens: prompt[:n], Logits: LogitsLast}}, n)
+	})
+	// Decode at depth 0 (position 0 recomputed): at this size a step is
+	// dominated by reading the weights; `ellm bench decode --depths` covers depth.
+	b.Run("decode1", func(b *testing.B) {
+		measure(b, []Segment{{Tokens: prompt[:1], Logits: LogitsLast}}, 1)
+	})
+}
+
+// resident is the process's resident memory as /proc/self/status splits it:
+// anonymous (the Go heap, packed weights) and file-backed (mapped checkpoint).
+func resident() string {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "unknown"
+	}
+	var fields []string
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "RssAnon:") || strings.HasPrefix(line, "RssFile:") {
+			fields = append(fields, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return strings.Join(fields, ", ")
+}
+
+// cpuTime is the user+sys CPU time of the process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
