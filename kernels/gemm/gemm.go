@@ -69,7 +69,8 @@ type Context struct {
 	pool       *threads.Pool
 	path       kernels.Path
 	set        kernelSet
-	prep       *prepFuncs // nil: activations prepared in Go
+	prep       *prepFuncs  // nil: activations prepared in Go
+	silu       siluMulFunc // nil: the SwiGLU epilogue in Go
 	maxM, maxK int
 
 	xf     []float32 // activations padded to an even K (bf16 pairs read two at a time)
@@ -98,8 +99,11 @@ func NewContext(pool *threads.Pool, maxM, maxK int) *Context {
 	}
 	path := kernels.Active()
 	c := &Context{pool: pool, path: path, set: kernelsFor(path), maxM: maxM, maxK: maxK}
-	if path >= kernels.AVX512 {
-		c.prep = simdPrep
+	switch {
+	case path >= kernels.AVX512:
+		c.prep, c.silu = simdPrep, siluAVX512
+	case path == kernels.AVX2:
+		c.silu = siluAVX2
 	}
 	kpad := ceilDiv(maxK, 4) * 4
 	c.xf = alignedF32(maxM * kpad)
@@ -291,7 +295,7 @@ func (t *task) chunk(ws *workerState, plo, phi int) {
 		t.panels(ws, t.w2, unsafe.Pointer(&ws.up[0]), swigluChunk*panelWidth*4, p0, p1, false)
 		cols := min(p1*panelWidth, n) - p0*panelWidth
 		for r := range t.m {
-			siluMul(t.y[r*n+p0*panelWidth:r*n+p0*panelWidth+cols], ws.up[r*swigluChunk*panelWidth:], t.c.prep)
+			siluMul(t.y[r*n+p0*panelWidth:r*n+p0*panelWidth+cols], ws.up[r*swigluChunk*panelWidth:], t.c.silu)
 		}
 	}
 }

@@ -490,23 +490,25 @@ func TestSiLU(t *testing.T) {
 			t.Fatalf("silu(%g) = %g, want %g", g, s, want)
 		}
 	}
-	if simdPrep == nil {
-		return
-	}
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
 		100, -100, 87, -87, 88.5, -88.5, math.Float32frombits(1), 1e-30}
-	for _, n := range []int{1, 15, 16, 17, 64, 100} {
-		h, u := make([]float32, n), make([]float32, n)
-		for i := range h {
-			h[i], u[i] = float32(rng.NormFloat64()*10), float32(rng.NormFloat64())
-			if rng.IntN(4) == 0 {
-				h[i] = specials[rng.IntN(len(specials))]
-			}
+	for name, f := range map[string]siluMulFunc{"avx512": siluAVX512, "avx2": siluAVX2} {
+		if f == nil {
+			continue
 		}
-		got, want := append([]float32(nil), h...), append([]float32(nil), h...)
-		siluMul(got, u, simdPrep)
-		siluMul(want, u, nil)
-		assertBits(t, fmt.Sprintf("siluMul n=%d", n), got, want, n)
+		for _, n := range []int{1, 15, 16, 17, 64, 100} {
+			h, u := make([]float32, n), make([]float32, n)
+			for i := range h {
+				h[i], u[i] = float32(rng.NormFloat64()*10), float32(rng.NormFloat64())
+				if rng.IntN(4) == 0 {
+					h[i] = specials[rng.IntN(len(specials))]
+				}
+			}
+			got, want := append([]float32(nil), h...), append([]float32(nil), h...)
+			siluMul(got, u, f)
+			siluMul(want, u, nil)
+			assertBits(t, fmt.Sprintf("%s siluMul n=%d", name, n), got, want, n)
+		}
 	}
 }
 

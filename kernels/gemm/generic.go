@@ -144,11 +144,15 @@ type prepFuncs struct {
 	absMaxBits func(x []float32) uint32
 	quads      func(dst *uint32, stride int, x []float32, inv float32)
 	pairs      func(dst *uint32, stride int, x []float32)
-	siluMul    func(h, u *float32, n int) // silu.go
 }
 
-// simdPrep is set where the CPU has the assembly (asm_amd64.go).
-var simdPrep *prepFuncs
+// simdPrep (AVX-512) and the SwiGLU epilogues are set where the CPU has
+// the assembly (asm_amd64.go).
+var (
+	simdPrep   *prepFuncs
+	siluAVX512 siluMulFunc
+	siluAVX2   siluMulFunc
+)
 
 // toBF16Pairs rounds a row of activations to bf16 pairs (even k low), the
 // zero-padded odd tail included, into dst[0], dst[stride], dst[2·stride]…

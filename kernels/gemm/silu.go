@@ -34,12 +34,15 @@ func expf(x float32) float32 {
 // silu is g/(1+e^-g).
 func silu(g float32) float32 { return g / (1 + expf(-g)) }
 
+// siluMulFunc is an assembly siluMul for the first n elements, n a multiple of 16.
+type siluMulFunc func(h, u *float32, n int)
+
 // siluMul sets h[i] = silu(h[i])·u[i].
-func siluMul(h, u []float32, simd *prepFuncs) {
+func siluMul(h, u []float32, simd siluMulFunc) {
 	n := 0
 	if simd != nil && len(h) >= 16 {
 		n = len(h) &^ 15
-		simd.siluMul(&h[0], &u[0], n)
+		simd(&h[0], &u[0], n)
 	}
 	u = u[:len(h)]
 	for i := n; i < len(h); i++ {

@@ -69,3 +69,64 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func siluMulAVX2(h, u *float32, n int, c *[16][8]uint32)
+// The same in ymm registers, 8 elements at a time (n a multiple of 8); the
+// constants come from c (siluConstsAVX2, the bits above, 8 copies each),
+// as there are too few registers to hold them.
+#define C(i) (32*i)(R8)
+TEXT ·siluMulAVX2(SB), NOSPLIT, $0-32
+	MOVQ h+0(FP), DI
+	MOVQ u+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ c+24(FP), R8
+	SHRQ $3, CX
+	JZ done2
+	VMOVDQU C(0), Y8   // sign
+	VMOVDQU C(1), Y9   // -87
+	VMOVDQU C(2), Y10  // 88
+	VMOVDQU C(3), Y11  // log2e
+	VMOVDQU C(4), Y12  // magic
+	VMOVDQU C(13), Y13 // 1
+	VMOVDQU C(14), Y14 // 127
+loop2:
+	VMOVUPS (DI), Y0
+	VXORPS Y8, Y0, Y1
+	VMAXPS Y9, Y1, Y1
+	VMINPS Y10, Y1, Y1
+	VMULPS Y11, Y1, Y2
+	VADDPS Y12, Y2, Y2
+	VSUBPS Y12, Y2, Y2
+	VMULPS C(5), Y2, Y3
+	VSUBPS Y3, Y1, Y3
+	VMULPS C(6), Y2, Y4
+	VSUBPS Y4, Y3, Y3
+	VMULPS C(7), Y3, Y4
+	VADDPS C(8), Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS C(9), Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS C(10), Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS C(11), Y4, Y4
+	VMULPS Y3, Y4, Y4
+	VADDPS C(12), Y4, Y4
+	VMULPS Y3, Y3, Y5
+	VMULPS Y5, Y4, Y4
+	VADDPS Y3, Y4, Y4
+	VADDPS Y13, Y4, Y4
+	VCVTPS2DQ Y2, Y5
+	VPADDD Y14, Y5, Y5
+	VPSLLD $23, Y5, Y5
+	VMULPS Y5, Y4, Y4
+	VADDPS Y13, Y4, Y4
+	VDIVPS Y4, Y0, Y0
+	VMULPS (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, DI
+	ADDQ $32, SI
+	DECQ CX
+	JNZ loop2
+done2:
+	VZEROUPPER
+	RET
