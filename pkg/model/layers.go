@@ -9,41 +9,47 @@ import (
 // leaves o_proj's output in r.y.
 func (r *Runner) attention(l int, lw *layer, m int) error {
 	cfg := r.m.Config
-	hq, hkv := cfg.NumAttentionHeads, cfg.NumKeyValueHeads
-	qd, kvd := cfg.QDim(), cfg.KVDim()
-	xn, q, k, v := r.xn[:m*cfg.HiddenSize], r.q[:m*qd], r.k[:m*kvd], r.v[:m*kvd]
-	// query_states = self.q_norm(self.q_proj(hidden_states).view(hidden_shape))
-	r.mm.MatMul(q, xn, m, lw.q)
-	addBias(q, lw.qBias)
-	if err := ops.HeadRMSNorm(q, lw.qNorm, r.eps); err != nil {
+	H, qd := cfg.HiddenSize, cfg.QDim()
+	// self.q_proj, self.k_proj and self.v_proj(hidden_states), as one product
+	r.mm.MatMul(r.qkv[:m*lw.qkv.N], r.xn[:m*H], m, lw.qkv)
+	// query_states = self.q_norm(...), key_states = self.k_norm(...),
+	// apply_rotary_pos_emb, past_key_value.update(key_states, value_states):
+	// per row, into r.q and the cache (see qkvRow)
+	if err := r.rows(rowQKV, l, lw, m); err != nil {
 		return err
 	}
-	// key_states = self.k_norm(self.k_proj(hidden_states).view(hidden_shape))
-	r.mm.MatMul(k, xn, m, lw.k)
-	addBias(k, lw.kBias)
+	// attn_output = softmax(q·kᵀ·scaling + causal_mask)·v, GQA: head h reads kv head h/(Hq/Hkv)
+	r.att.Forward(r.ao[:m*qd], r.q[:m*qd], r.cache.Layer(l), r.seqs)
+	// attn_output = self.o_proj(attn_output)
+	r.mm.MatMul(r.y[:m*H], r.ao[:m*qd], m, lw.o)
+	addBias(r.y[:m*H], lw.oBias)
+	return nil
+}
+
+// qkvRow finishes row i of the fused projection: bias, q_norm into r.q,
+// k_norm in place, RoPE on both, then K and V into the cache at the row's
+// slot and position.
+func (r *Runner) qkvRow(l int, lw *layer, i int) error {
+	cfg := r.m.Config
+	hq, hkv := cfg.NumAttentionHeads, cfg.NumKeyValueHeads
+	qd, kvd, w := cfg.QDim(), cfg.KVDim(), lw.qkv.N
+	row := r.qkv[i*w : (i+1)*w]
+	addBias(row, lw.qkvBias)
+	q, k, v := r.q[i*qd:(i+1)*qd], row[qd:qd+kvd], row[qd+kvd:]
+	if err := ops.RMSNorm(q, row[:qd], lw.qNorm, r.eps); err != nil {
+		return err
+	}
 	if err := ops.HeadRMSNorm(k, lw.kNorm, r.eps); err != nil {
 		return err
 	}
-	// value_states = self.v_proj(hidden_states).view(hidden_shape)
-	r.mm.MatMul(v, xn, m, lw.v)
-	addBias(v, lw.vBias)
-	// query_states, key_states = apply_rotary_pos_emb(query_states, key_states, cos, sin)
-	if err := r.rope.Apply(q, hq, r.pos[:m]); err != nil {
+	pos := r.pos[i : i+1]
+	if err := r.rope.Apply(q, hq, pos); err != nil {
 		return err
 	}
-	if err := r.rope.Apply(k, hkv, r.pos[:m]); err != nil {
+	if err := r.rope.Apply(k, hkv, pos); err != nil {
 		return err
 	}
-	// key_states, value_states = past_key_value.update(key_states, value_states, ...)
-	c := r.cache.Layer(l)
-	for _, sq := range r.seqs {
-		c.StoreRun(sq.Slot, sq.Start, sq.N, k[sq.Row*kvd:], v[sq.Row*kvd:])
-	}
-	// attn_output = softmax(q·kᵀ·scaling + causal_mask)·v, GQA: head h reads kv head h/(Hq/Hkv)
-	r.att.Forward(r.ao[:m*qd], q, c, r.seqs)
-	// attn_output = self.o_proj(attn_output)
-	r.mm.MatMul(r.y[:m*cfg.HiddenSize], r.ao[:m*qd], m, lw.o)
-	addBias(r.y[:m*cfg.HiddenSize], lw.oBias)
+	r.cache.Layer(l).Store(int(r.slot[i]), int(pos[0]), k, v)
 	return nil
 }
 

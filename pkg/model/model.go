@@ -10,6 +10,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ellm-dev/ellm/kernels/gemm"
@@ -50,10 +51,13 @@ type layer struct {
 	inputNorm []float32 // input_layernorm.weight [hidden]
 	postNorm  []float32 // post_attention_layernorm.weight [hidden]
 
-	q, k, v, o   *gemm.Weight // self_attn.{q,k,v,o}_proj: [Hq·D, H], [Hkv·D, H] ×2, [H, Hq·D]
-	qNorm, kNorm []float32    // self_attn.{q,k}_norm.weight [head_dim]
-	// self_attn.{q,k,v,o}_proj.bias when config.json's attention_bias is set, else nil.
-	qBias, kBias, vBias, oBias []float32
+	// self_attn.{q,k,v}_proj fused: [Hq·D + 2·Hkv·D, H], q's output
+	// channels, then k's, then v's; self_attn.o_proj [H, Hq·D].
+	qkv, o       *gemm.Weight
+	qNorm, kNorm []float32 // self_attn.{q,k}_norm.weight [head_dim]
+	// self_attn.{q,k,v}_proj.bias concatenated as qkv is, and o_proj.bias,
+	// when config.json's attention_bias is set, else nil.
+	qkvBias, oBias []float32
 
 	// Dense MLP (nil on sparse layers): mlp.{gate,up,down}_proj.
 	gate, up, down *gemm.Weight
@@ -71,6 +75,7 @@ type table struct {
 	bf16 []uint16
 	f32  []float32
 	dim  int
+	src  []byte // the tensor's bytes in the mapping
 }
 
 // gather writes the embedding rows of ids into out [len(ids), dim].
@@ -151,16 +156,14 @@ func bindLayer(b *binder, cfg *modelcfg.Config, i int, l *layer) {
 	h, qd, kvd, hd := cfg.HiddenSize, cfg.QDim(), cfg.KVDim(), cfg.HeadDim
 	l.inputNorm = b.norm(p+"input_layernorm.weight", h)
 	l.postNorm = b.norm(p+"post_attention_layernorm.weight", h)
-	b.linear(&l.q, p+"self_attn.q_proj.weight", qd, h)
-	b.linear(&l.k, p+"self_attn.k_proj.weight", kvd, h)
-	b.linear(&l.v, p+"self_attn.v_proj.weight", kvd, h)
+	b.fused(&l.qkv, h, part{p + "self_attn.q_proj.weight", qd},
+		part{p + "self_attn.k_proj.weight", kvd}, part{p + "self_attn.v_proj.weight", kvd})
 	b.linear(&l.o, p+"self_attn.o_proj.weight", h, qd)
 	l.qNorm = b.norm(p+"self_attn.q_norm.weight", hd)
 	l.kNorm = b.norm(p+"self_attn.k_norm.weight", hd)
 	if cfg.AttentionBias {
-		l.qBias = b.norm(p+"self_attn.q_proj.bias", qd)
-		l.kBias = b.norm(p+"self_attn.k_proj.bias", kvd)
-		l.vBias = b.norm(p+"self_attn.v_proj.bias", kvd)
+		l.qkvBias = slices.Concat(b.norm(p+"self_attn.q_proj.bias", qd),
+			b.norm(p+"self_attn.k_proj.bias", kvd), b.norm(p+"self_attn.v_proj.bias", kvd))
 		l.oBias = b.norm(p+"self_attn.o_proj.bias", h)
 	}
 	if !cfg.IsSparseLayer(i) {

@@ -65,19 +65,21 @@ type Runner struct {
 	maxM, maxLogits int
 
 	// Activations of one pass, [rows, width] row-major.
-	x   []float32 // residual stream [M, H]
-	xn  []float32 // normed input of the current sublayer [M, H]
-	y   []float32 // sublayer output before the residual add [M, H]
-	q   []float32 // queries [M, Hq·D]
-	k   []float32 // [M, Hkv·D]
-	v   []float32 // [M, Hkv·D]
-	ao  []float32 // attention output [M, Hq·D]
-	h   []float32 // MLP hidden [M, max(I, I_moe)]
-	pos []int32   // absolute position of each row
-	ids []int32   // token of each row
-	row []Row     // which segment token each row is
+	x    []float32 // residual stream [M, H]
+	xn   []float32 // normed input of the current sublayer [M, H]
+	y    []float32 // sublayer output before the residual add [M, H]
+	qkv  []float32 // fused q/k/v projection [M, Hq·D + 2·Hkv·D]
+	q    []float32 // normed, rotated queries [M, Hq·D]
+	ao   []float32 // attention output [M, Hq·D]
+	h    []float32 // MLP hidden [M, max(I, I_moe)]
+	pos  []int32   // absolute position of each row
+	slot []int32   // cache slot of each row
+	ids  []int32   // token of each row
+	row  []Row     // which segment token each row is
 
 	seqs []attn.Seq // attention work of a pass, one per piece
+
+	rowTask rowTask
 
 	moe moeScratch
 
@@ -123,10 +125,12 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r.x, r.xn, r.y = make([]float32, M*H), make([]float32, M*H), make([]float32, M*H)
+	r.qkv = make([]float32, M*(qd+2*kvd))
 	r.q, r.ao = make([]float32, M*qd), make([]float32, M*qd)
-	r.k, r.v = make([]float32, M*kvd), make([]float32, M*kvd)
 	r.h = make([]float32, M*inter)
-	r.pos, r.ids, r.row = make([]int32, M), make([]int32, M), make([]Row, M)
+	r.pos, r.slot, r.ids, r.row = make([]int32, M), make([]int32, M), make([]int32, M), make([]Row, M)
+	r.rowTask.r = r
+	r.rowTask.errs = make([]error, r.pool.Size())
 	r.seqs = make([]attn.Seq, 0, min(M, cache.Slots))
 	if cfg.IsMoE() {
 		r.moe = newMoEScratch(M, H, cfg.NumExperts, cfg.NumExpertsPerTok)
@@ -185,7 +189,7 @@ func (r *Runner) MaxTokens() int { return r.maxM }
 
 // ScratchBytes is the memory of the runner's activation buffers.
 func (r *Runner) ScratchBytes() int64 {
-	n := len(r.x) + len(r.xn) + len(r.y) + len(r.q) + len(r.ao) + len(r.k) + len(r.v) + len(r.h) +
+	n := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.q) + len(r.ao) + len(r.h) +
 		len(r.lmIn) + len(r.logits) + r.moe.floats()
 	return int64(4 * n)
 }
@@ -221,6 +225,7 @@ func (r *Runner) Forward(segs []Segment) error {
 			for j := range n {
 				r.ids[rows+j] = s.Tokens[idx+j]
 				r.pos[rows+j] = int32(s.Start + idx + j)
+				r.slot[rows+j] = int32(s.Slot)
 				r.row[rows+j] = Row{Seg: seg, Index: idx + j}
 			}
 			rows += n
@@ -298,7 +303,8 @@ func (r *Runner) pass(segs []Segment, m int) error {
 			return fmt.Errorf("layer %d: %w", l, err)
 		}
 		// hidden_states = residual + hidden_states; hidden_states = self.post_attention_layernorm(hidden_states)
-		if err := ops.AddRMSNorm(xn, x, r.y[:m*H], lw.postNorm, r.eps); err != nil {
+		r.rowTask.norm = lw.postNorm
+		if err := r.rows(rowAddNorm, l, lw, m); err != nil {
 			return err
 		}
 		if lw.router != nil {
@@ -308,11 +314,11 @@ func (r *Runner) pass(segs []Segment, m int) error {
 		}
 		// hidden_states = residual + hidden_states, then the next norm: the
 		// next layer's input_layernorm, or the final model.norm.
-		next := r.m.finalNorm
+		r.rowTask.norm = r.m.finalNorm
 		if l+1 < len(r.m.layers) {
-			next = r.m.layers[l+1].inputNorm
+			r.rowTask.norm = r.m.layers[l+1].inputNorm
 		}
-		if err := ops.AddRMSNorm(xn, x, r.y[:m*H], next, r.eps); err != nil {
+		if err := r.rows(rowAddNorm, l, lw, m); err != nil {
 			return err
 		}
 		r.trace(l+1, x, m)

@@ -73,6 +73,15 @@ func TestMixedMoEConfig(t *testing.T) {
 	}
 	sameBits(t, "parallel MoE copies", r.Logits(0), last)
 
+	// The per-row steps (q/k norms, RoPE, cache stores, residual norms) on
+	// one thread give the same bits as split over the pool.
+	defer func(v int) { parallelRows = v }(parallelRows)
+	parallelRows = len(ids) + 1
+	if err := r.Forward([]Segment{{Slot: 0, Tokens: ids, Logits: LogitsLast}}); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "per-row steps on one thread", r.Logits(0), last)
+
 	// LogitsAll across passes: rows 0..149 from three passes of 64 rows
 	// equal those of one pass of 150, together with a second segment.
 	one := newRunner(t, m, kvcache.BF16, 2, 200, RunnerOptions{MaxTokens: 256, MaxLogits: 151})

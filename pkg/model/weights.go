@@ -4,11 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/ops"
@@ -42,14 +47,21 @@ func (b *binder) err() error { return errors.Join(b.errs...) }
 // data returns the tensor as bf16 bits (bf16 checkpoints: a view of the
 // mapping) or as f32 (f32 checkpoints: a view; f16: converted).
 func (b *binder) data(name string, shape ...int) (bf []uint16, f []float32, ok bool) {
+	bf, f, _, ok = b.mapped(name, shape...)
+	return bf, f, ok
+}
+
+// mapped is data plus the tensor's bytes in the mapping, which packing
+// leaves unused.
+func (b *binder) mapped(name string, shape ...int) (bf []uint16, f []float32, src []byte, ok bool) {
 	t, found := b.ck.Tensor(name)
 	if !found {
 		b.errs = append(b.errs, missing(b.layer, name))
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	if !slices.Equal(t.Shape, shape) {
 		b.fail(name, "has shape %v, want %v", t.Shape, shape)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	var err error
 	switch t.DType {
@@ -67,13 +79,13 @@ func (b *binder) data(name string, shape ...int) (bf []uint16, f []float32, ok b
 		}
 	default:
 		b.fail(name, "is %s; want BF16, F16 or F32", t.DType)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
 	if err != nil {
 		b.fail(name, "unreadable: %v", err)
-		return nil, nil, false
+		return nil, nil, nil, false
 	}
-	return bf, f, true
+	return bf, f, t.Bytes(), true
 }
 
 func missing(layer int, name string) error {
@@ -100,16 +112,42 @@ func (b *binder) norm(name string, n int) []float32 {
 
 // table returns an embedding table as stored.
 func (b *binder) table(name string, n, k int) table {
-	bf, f, _ := b.data(name, n, k)
+	bf, f, src, _ := b.mapped(name, n, k)
 	b.bytes += int64(2*len(bf) + 4*len(f))
-	return table{bf16: bf, f32: f, dim: k}
+	return table{bf16: bf, f32: f, dim: k, src: src}
 }
 
 // linear queues linear weight name [n, k] to be packed into *dst in the
 // model's dtype.
 func (b *binder) linear(dst **gemm.Weight, name string, n, k int) {
-	if bf, f, ok := b.data(name, n, k); ok {
-		b.jobs = append(b.jobs, packJob{dst: dst, bf: bf, f: f, n: n, k: k, dtype: b.dtype})
+	b.fused(dst, k, part{name, n})
+}
+
+// part is one tensor of a fused linear weight: name, out_features.
+type part struct {
+	name string
+	n    int
+}
+
+// fused queues the linear weights parts (each [n_i, k]) to be packed as one
+// weight [Σn_i, k], their output channels side by side in parts order: one
+// product then reads them all with one pass over the activations. Every
+// output channel is computed as it would be alone (kernels reduce each
+// channel in its own lane), so fusing changes no result.
+func (b *binder) fused(dst **gemm.Weight, k int, parts ...part) {
+	j := packJob{dst: dst, k: k, dtype: b.dtype}
+	ok := true
+	for _, p := range parts {
+		bf, f, src, found := b.mapped(p.name, p.n, k)
+		if !found {
+			ok = false
+			continue
+		}
+		j.bf, j.f, j.src = append(j.bf, bf), append(j.f, f), append(j.src, src)
+		j.n += p.n
+	}
+	if ok {
+		b.jobs = append(b.jobs, j)
 	}
 }
 
@@ -119,29 +157,37 @@ func (b *binder) router(dst **gemm.Weight, name string, n, k int) {
 	if dtype == "int8" {
 		dtype = "bf16"
 	}
-	if bf, f, ok := b.data(name, n, k); ok {
-		b.jobs = append(b.jobs, packJob{dst: dst, bf: bf, f: f, n: n, k: k, dtype: dtype})
+	if bf, f, src, ok := b.mapped(name, n, k); ok {
+		b.jobs = append(b.jobs, packJob{dst: dst, bf: [][]uint16{bf}, f: [][]float32{f}, src: [][]byte{src}, n: n, k: k, dtype: dtype})
 	}
 }
 
-// tied queues lm_head = embed_tokens (tie_word_embeddings).
+// tied queues lm_head = embed_tokens (tie_word_embeddings). Packing reads
+// the whole table, but the embedding gather needs only the rows of the
+// tokens it sees: the table's pages are dropped too and come back, from the
+// page cache, as tokens touch them.
 func (b *binder) tied(dst **gemm.Weight, t *table, n, k int) {
 	if t.bf16 != nil || t.f32 != nil { // a missing table is already reported
-		b.jobs = append(b.jobs, packJob{dst: dst, bf: t.bf16, f: t.f32, n: n, k: k, dtype: b.dtype})
+		b.jobs = append(b.jobs, packJob{dst: dst, bf: [][]uint16{t.bf16}, f: [][]float32{t.f32}, src: [][]byte{t.src}, n: n, k: k, dtype: b.dtype})
 	}
 }
 
-// packJob is one linear weight to pack (or quantize) for the kernels.
+// packJob is one linear weight to pack (or quantize) for the kernels, from
+// one or more tensors ([i] is tensor i: bf16 or f32, and its mapped bytes).
 type packJob struct {
 	dst   **gemm.Weight
-	bf    []uint16
-	f     []float32
+	bf    [][]uint16
+	f     [][]float32
+	src   [][]byte
 	n, k  int
 	dtype string
 }
 
 // packAll runs the queued packing jobs on every CPU: repacking (and
-// quantizing) a large checkpoint is most of its load time.
+// quantizing) a large checkpoint is most of its load time. The kernels read
+// only the packed copy, so each source's pages are then dropped from the
+// process (MADV_DONTNEED; they stay in the page cache, clean and
+// reclaimable): the model does not hold its linear weights twice.
 func (b *binder) packAll() {
 	jobs := make(chan *packJob)
 	var wg sync.WaitGroup
@@ -151,8 +197,12 @@ func (b *binder) packAll() {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				*j.dst = pack(j.bf, j.f, j.n, j.k, j.dtype)
+				bf, f := j.concat()
+				*j.dst = pack(bf, f, j.n, j.k, j.dtype)
 				bytes.Add(int64((*j.dst).Bytes()))
+				for _, s := range j.src {
+					dropPages(s)
+				}
 			}
 		}()
 	}
@@ -163,6 +213,53 @@ func (b *binder) packAll() {
 	wg.Wait()
 	b.bytes += bytes.Load()
 	b.jobs = nil
+	// Fused weights were concatenated into temporaries (one layer's q/k/v
+	// at a time per CPU); hand their memory back now rather than let it sit
+	// in the heap until the scavenger gets to it.
+	debug.FreeOSMemory()
+}
+
+// concat returns the job's tensors as one [n, k] matrix: bf16 when every
+// part is bf16, else f32 (bf16 parts widened exactly). A single part is
+// returned as it is.
+func (j *packJob) concat() ([]uint16, []float32) {
+	if len(j.bf) == 1 {
+		return j.bf[0], j.f[0]
+	}
+	allBF16 := true
+	for _, bf := range j.bf {
+		allBF16 = allBF16 && bf != nil
+	}
+	if allBF16 {
+		out := make([]uint16, 0, j.n*j.k)
+		for _, bf := range j.bf {
+			out = append(out, bf...)
+		}
+		return out, nil
+	}
+	out := make([]float32, 0, j.n*j.k)
+	for i, f := range j.f {
+		if f == nil {
+			f = widen(j.bf[i])
+		}
+		out = append(out, f...)
+	}
+	return nil, out
+}
+
+// dropPages releases the whole pages of mapped bytes b from the process.
+func dropPages(b []byte) {
+	page := uintptr(os.Getpagesize())
+	if len(b) < int(page) {
+		return
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := (start + page - 1) &^ (page - 1)
+	hi := (start + uintptr(len(b))) &^ (page - 1)
+	if hi <= lo {
+		return
+	}
+	_ = unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED) // advice only: keeping the pages is correct too
 }
 
 func pack(bf []uint16, f []float32, n, k int, dtype string) *gemm.Weight {

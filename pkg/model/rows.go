@@ -1,0 +1,71 @@
+package model
+
+import (
+	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/kernels/threads"
+)
+
+// rowOp is a per-row step of a layer, outside the products and attention.
+type rowOp uint8
+
+const (
+	rowQKV     rowOp = iota // qkvRow
+	rowAddNorm              // residual += y; xn = RMSNorm(residual) with rowTask.norm
+)
+
+// parallelRows is the pass size from which a per-row step runs on the pool:
+// below it (decode steps) the work is smaller than a pool barrier. A
+// variable so that tests can force the parallel path on tiny models.
+var parallelRows = 16
+
+// rowTask is the pool task of rows: each worker takes a contiguous share of
+// the rows, and every row is computed by the same code wherever it lands,
+// so the split changes no result.
+type rowTask struct {
+	r    *Runner
+	op   rowOp
+	l, m int
+	lw   *layer
+	norm []float32
+	errs []error // per worker
+}
+
+// rows runs op over rows [0, m) of the current pass.
+func (r *Runner) rows(op rowOp, l int, lw *layer, m int) error {
+	t := &r.rowTask
+	t.op, t.l, t.lw, t.m = op, l, lw, m
+	if m < parallelRows {
+		t.Run(0, 1)
+	} else {
+		r.pool.Run(t)
+	}
+	t.lw, t.norm = nil, nil
+	for _, err := range t.errs {
+		if err != nil {
+			clear(t.errs)
+			return err
+		}
+	}
+	return nil
+}
+
+func (t *rowTask) Run(worker, workers int) {
+	lo, hi := threads.Split(t.m, 1, worker, workers)
+	if lo == hi {
+		return
+	}
+	r := t.r
+	switch t.op {
+	case rowQKV:
+		for i := lo; i < hi; i++ {
+			if err := r.qkvRow(t.l, t.lw, i); err != nil {
+				t.errs[worker] = err
+				return
+			}
+		}
+	case rowAddNorm:
+		H := r.m.Config.HiddenSize
+		span := func(b []float32) []float32 { return b[lo*H : hi*H] }
+		t.errs[worker] = ops.AddRMSNorm(span(r.xn), span(r.x), span(r.y), t.norm, r.eps)
+	}
+}
