@@ -61,6 +61,7 @@ func TestScripts(t *testing.T) {
 			"httpget":  cmdHTTP(http.MethodGet),
 			"httppost": cmdHTTP(http.MethodPost),
 			"jsonpath": cmdJSONPath,
+			"ssejoin":  cmdSSEJoin,
 			"truncate": cmdTruncate,
 			"replace":  cmdReplace,
 		},
@@ -272,6 +273,39 @@ func cmdJSONPath(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Check(err)
 		fmt.Fprintf(ts.Stdout(), "%s\n", b)
 	}
+}
+
+// cmdSSEJoin FILE PATH joins the strings at PATH (as in jsonpath) of every
+// "data: {...}" event of a server-sent event stream, skipping events without
+// it, and prints them as one line: a streamed answer's text, to compare with
+// the same request unstreamed.
+func cmdSSEJoin(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: ssejoin FILE PATH")
+	}
+	var text strings.Builder
+	for _, line := range strings.Split(ts.ReadFile(args[0]), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		var ev any
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			ts.Fatalf("%s: event %q: %v", args[0], data, err)
+		}
+		vals, err := jsonSelect([]any{ev}, strings.Split(args[1], "."))
+		if err != nil {
+			continue
+		}
+		for _, v := range vals {
+			str, ok := v.(string)
+			if !ok {
+				ts.Fatalf("%s: %s is %T, not a string", args[0], args[1], v)
+			}
+			text.WriteString(str)
+		}
+	}
+	fmt.Fprintln(ts.Stdout(), text.String())
 }
 
 func jsonSelect(vals []any, path []string) ([]any, error) {
