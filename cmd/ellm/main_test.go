@@ -86,41 +86,31 @@ func condition(cond string) (bool, error) {
 	return flags[name], nil
 }
 
-var cpuinfo struct {
-	once  sync.Once
-	flags map[string]bool
-	err   error
-}
-
-func cpuinfoFlags() (map[string]bool, error) {
-	cpuinfo.once.Do(func() {
-		if runtime.GOOS != "linux" {
-			cpuinfo.err = errors.New("[cpuinfo:...] needs /proc/cpuinfo (linux)")
-			return
+// cpuinfoFlags reads the flags of /proc/cpuinfo once per test binary.
+var cpuinfoFlags = sync.OnceValues(func() (map[string]bool, error) {
+	if runtime.GOOS != "linux" {
+		return nil, errors.New("[cpuinfo:...] needs /proc/cpuinfo (linux)")
+	}
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		key, val, ok := strings.Cut(sc.Text(), ":")
+		if !ok || strings.TrimSpace(key) != "flags" {
+			continue
 		}
-		f, err := os.Open("/proc/cpuinfo")
-		if err != nil {
-			cpuinfo.err = err
-			return
+		flags := map[string]bool{}
+		for _, fl := range strings.Fields(val) {
+			flags[fl] = true
 		}
-		defer f.Close()
-		cpuinfo.flags = map[string]bool{}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			key, val, ok := strings.Cut(sc.Text(), ":")
-			if !ok || strings.TrimSpace(key) != "flags" {
-				continue
-			}
-			for _, fl := range strings.Fields(val) {
-				cpuinfo.flags[fl] = true
-			}
-			return // every processor lists the same flags
-		}
-		cpuinfo.err = errors.Join(errors.New("no flags line in /proc/cpuinfo"), sc.Err())
-	})
-	return cpuinfo.flags, cpuinfo.err
-}
+		return flags, nil // every processor lists the same flags
+	}
+	return nil, errors.Join(errors.New("no flags line in /proc/cpuinfo"), sc.Err())
+})
 
 // cmdFreeport VAR sets $VAR to a TCP port free on 127.0.0.1 right now.
 func cmdFreeport(ts *testscript.TestScript, neg bool, args []string) {
@@ -172,7 +162,9 @@ func cmdWaitHTTP(ts *testscript.TestScript, neg bool, args []string) {
 // stderr ("status: 200", "content-type: ..."). It fails on a status other
 // than 2xx; with ! it expects one.
 func cmdHTTP(method string) func(ts *testscript.TestScript, neg bool, args []string) {
-	return func(ts *testscript.TestScript, neg bool, args []string) { httpDo(ts, neg, method, args) }
+	return func(ts *testscript.TestScript, neg bool, args []string) {
+		httpDo(ts, neg, method, args)
+	}
 }
 
 func httpDo(ts *testscript.TestScript, neg bool, method string, args []string) {
