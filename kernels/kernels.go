@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/cpuid/v2"
 )
@@ -56,11 +57,11 @@ func ParsePath(s string) (Path, error) {
 // Features is the subset of CPU features the kernels care about.
 // It is a plain struct so that tests can describe CPUs we do not have.
 type Features struct {
-	AVX2, FMA, F16C                     bool
+	AVX2, FMA, F16C                       bool
 	AVX512F, AVX512BW, AVX512VL, AVX512DQ bool
-	AVX512BF16, AVX512VNNI, AVX512FP16  bool
-	AVXVNNI                             bool
-	AMXTile, AMXBF16, AMXInt8           bool
+	AVX512BF16, AVX512VNNI, AVX512FP16    bool
+	AVXVNNI                               bool
+	AMXTile, AMXBF16, AMXInt8             bool
 }
 
 // DetectFeatures reads the features of the CPU this process runs on.
@@ -93,49 +94,36 @@ func (f Features) Best() Path {
 func (f Features) Supports(p Path) bool { return p >= Generic && p <= f.Best() }
 
 var (
-	mu       sync.Mutex
-	cpu      = DetectFeatures()
-	active   Path
-	resolved bool
-	envErr   error
+	cpu    = DetectFeatures()
+	active atomic.Int32 // the Path every kernel call reads; set once at start-up
+	envErr error
+	mu     sync.Mutex // serialises Force
 )
 
-func resolve() {
-	if resolved {
-		return
-	}
-	resolved = true
-	active = cpu.Best()
+func init() {
+	p := cpu.Best()
 	if s := os.Getenv(EnvVar); s != "" {
-		p, err := ParsePath(s)
+		forced, err := ParsePath(s)
 		switch {
 		case err != nil:
 			envErr = fmt.Errorf("%s: %w", EnvVar, err)
-		case !cpu.Supports(p):
-			envErr = fmt.Errorf("%s=%s: this CPU supports at most %s", EnvVar, p, cpu.Best())
+		case !cpu.Supports(forced):
+			envErr = fmt.Errorf("%s=%s: this CPU supports at most %s", EnvVar, forced, cpu.Best())
 		default:
-			active = p
+			p = forced
 		}
 	}
+	active.Store(int32(p))
 }
 
-// Active is the path the kernels take. It never changes while kernels run:
-// Force is for start-up and tests only.
-func Active() Path {
-	mu.Lock()
-	defer mu.Unlock()
-	resolve()
-	return active
-}
+// Active is the path the kernels take. Kernels read it on every call, so it
+// is one atomic load; it never changes while kernels run (Force is for
+// start-up and tests only).
+func Active() Path { return Path(active.Load()) }
 
 // EnvError reports an unusable ELLM_KERNELS value (the best path is used instead),
 // so that commands can refuse to start rather than silently run another path.
-func EnvError() error {
-	mu.Lock()
-	defer mu.Unlock()
-	resolve()
-	return envErr
-}
+func EnvError() error { return envErr }
 
 // CPU is the feature set detected at start-up.
 func CPU() Features { return cpu }
@@ -145,13 +133,10 @@ func CPU() Features { return cpu }
 func Force(p Path) (Path, error) {
 	mu.Lock()
 	defer mu.Unlock()
-	resolve()
 	if !cpu.Supports(p) {
-		return active, fmt.Errorf("kernel path %s: this CPU supports at most %s", p, cpu.Best())
+		return Active(), fmt.Errorf("kernel path %s: this CPU supports at most %s", p, cpu.Best())
 	}
-	prev := active
-	active = p
-	return prev, nil
+	return Path(active.Swap(int32(p))), nil
 }
 
 // Available lists the paths this CPU can run, slowest first.

@@ -1,0 +1,55 @@
+package kernels
+
+import "testing"
+
+func TestBestFollowsFeatures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    Features
+		want Path
+	}{
+		{"none", Features{}, Generic},
+		{"avx2 without fma", Features{AVX2: true}, Generic},
+		{"haswell", Features{AVX2: true, FMA: true}, AVX2},
+		{"skylake-x", Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true}, AVX512},
+		{"avx512 without bw", Features{AVX2: true, FMA: true, AVX512F: true}, AVX2},
+		{"zen4", Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512BF16: true, AVX512VNNI: true}, AVX512BF16},
+	} {
+		if got := tc.f.Best(); got != tc.want {
+			t.Errorf("%s: Best() = %s, want %s", tc.name, got, tc.want)
+		}
+		if !tc.f.Supports(Generic) || tc.f.Supports(tc.want+1) {
+			t.Errorf("%s: Supports disagrees with Best", tc.name)
+		}
+	}
+}
+
+func TestParsePath(t *testing.T) {
+	for _, p := range []Path{Generic, AVX2, AVX512, AVX512BF16} {
+		got, err := ParsePath(" " + p.String() + " ")
+		if err != nil || got != p {
+			t.Errorf("ParsePath(%q) = %v, %v", p.String(), got, err)
+		}
+	}
+	if _, err := ParsePath("avx10"); err == nil {
+		t.Error("an unknown path parsed")
+	}
+}
+
+func TestForce(t *testing.T) {
+	prev := Active()
+	defer Force(prev)
+	for _, p := range Available() {
+		if _, err := Force(p); err != nil {
+			t.Fatalf("Force(%s): %v", p, err)
+		}
+		if Active() != p {
+			t.Fatalf("Active() = %s after Force(%s)", Active(), p)
+		}
+	}
+	if CPU().Best() < AVX512BF16 {
+		if _, err := Force(CPU().Best() + 1); err == nil {
+			t.Error("forcing a path this CPU lacks succeeded")
+		}
+	}
+}
