@@ -64,8 +64,10 @@ func randX(n int) []float32 {
 // in the unit the benchmark reports (GFLOP/s, GOP/s or GB/s).
 func ceilingOf(p kernels.Path, k kind, memoryBound bool) func(*ceiling.Meter) float64 {
 	switch {
-	case p == kernels.Generic || k == kindInt8 && p != kernels.AVX512BF16:
+	case p == kernels.Generic:
 		return nil // scalar Go: no instruction ceiling
+	case k == kindInt8 && p != kernels.AVX512BF16 && !memoryBound:
+		return nil // four AVX2 instructions per product: no one-instruction ceiling
 	case memoryBound:
 		return func(m *ceiling.Meter) float64 { return m.DRAM().All }
 	}

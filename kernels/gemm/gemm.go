@@ -23,11 +23,12 @@ type kernel func(a *kargs)
 // kernelSet is one path's tile kernels, indexed [rows][panels]; nil entries
 // are tile shapes the path does not have (too few registers).
 type kernelSet struct {
-	pairs   [maxRows + 1][maxPanels + 1]kernel // kindBF16, activations as the path wants them
-	f32     [maxRows + 1][maxPanels + 1]kernel // kindF32
-	quads   [maxRows + 1][maxPanels + 1]kernel // kindInt8
-	rows    int                                // tallest tile: every [1..rows][1] kernel exists
-	bf16Act bool                               // pairs kernels take bf16-rounded activation pairs
+	pairs    [maxRows + 1][maxPanels + 1]kernel // kindBF16, activations as the path wants them
+	f32      [maxRows + 1][maxPanels + 1]kernel // kindF32
+	quads    [maxRows + 1][maxPanels + 1]kernel // kindInt8
+	rows     int                                // tallest tile: every [1..rows][1] kernel exists
+	quadRows int                                // tallest int8 tile, if not rows
+	bf16Act  bool                               // pairs kernels take bf16-rounded activation pairs
 }
 
 const (
@@ -176,6 +177,7 @@ type task struct {
 	w, w2   *Weight
 	xs      unsafe.Pointer // prepared activations
 	rowSize uintptr        // bytes of one prepared row: tile r0 starts at xs + r0·rowSize
+	rows    int            // rows of the tallest tile kernel for this weight kind
 	kernels *[maxRows + 1][maxPanels + 1]kernel
 	next    atomic.Int64 // phase 1: the next chunk of panels to claim
 }
@@ -205,6 +207,10 @@ func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
 	default:
 		t.form, t.kernels, t.xs, t.rowSize = formPairs, &c.set.pairs, unsafe.Pointer(&c.xf[0]), uintptr(w.steps*8)
 	}
+	t.rows = c.set.rows
+	if w.kind == kindInt8 && c.set.quadRows != 0 {
+		t.rows = c.set.quadRows
+	}
 	switch {
 	case m == 1 && (t.form == formF32 || t.form == formPairs && w.K%2 == 0):
 		t.xs = unsafe.Pointer(&x[0]) // one row is already in form
@@ -222,7 +228,7 @@ func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
 
 func (t *task) Run(worker, workers int) {
 	if t.phase == 0 {
-		lo, hi := threads.Split(t.m, t.c.set.rows, worker, workers)
+		lo, hi := threads.Split(t.m, t.rows, worker, workers)
 		t.prepare(lo, hi)
 		return
 	}
@@ -233,8 +239,8 @@ func (t *task) Run(worker, workers int) {
 func (t *task) prepare(lo, hi int) {
 	c, w := t.c, t.w
 	k, steps := w.K, w.steps
-	for r0 := lo; r0 < hi; r0 += c.set.rows {
-		rows := min(c.set.rows, t.m-r0)
+	for r0 := lo; r0 < hi; r0 += t.rows {
+		rows := min(t.rows, t.m-r0)
 		for r := range rows {
 			x := t.x[(r0+r)*k : (r0+r+1)*k]
 			switch t.form {
@@ -269,7 +275,7 @@ func (t *task) prepare(lo, hi int) {
 func (t *task) multiply(worker int) {
 	ws := &t.c.worker[worker]
 	size := blockPanels
-	if t.m <= t.c.set.rows {
+	if t.m <= t.rows {
 		size = maxPanels // one row tile: finer chunks balance better, reuse is nil anyway
 	}
 	for {
@@ -318,8 +324,8 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 	}
 	for b0 := p0; b0 < p1; b0 += blockPanels {
 		b1 := min(b0+blockPanels, p1)
-		for r0 := 0; r0 < t.m; r0 += t.c.set.rows {
-			rows := min(t.c.set.rows, t.m-r0)
+		for r0 := 0; r0 < t.m; r0 += t.rows {
+			rows := min(t.rows, t.m-r0)
 			a.x = unsafe.Add(t.xs, uintptr(r0)*t.rowSize)
 			for p := b0; p < b1; {
 				np := 1

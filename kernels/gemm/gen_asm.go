@@ -46,6 +46,7 @@ var families = []family{
 	{"vnni512", true, 4, dotVNNI, tiles(true, 8)},
 	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2})},
 	{"f32x256", false, 4, singleF32, tiles(false, 4, [2]int{1, 2}, [2]int{2, 2})},
+	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2})},
 }
 
 type gen struct {
@@ -182,6 +183,32 @@ func dotVNNI(g *gen) {
 	}
 }
 
+// dotI8AVX2: int8 without VNNI, exact: Σ q·w per lane from
+// VPMADDUBSW(|w|, sign(q, w)) (|products| ≤ 127·127, so the int16 pair sums
+// cannot saturate) and VPMADDWD by ones. The activations are stored as
+// u = q+128; XOR 0x80 gives q back. Σ q·w is the VNNI kernel's Σ u·w − 128·Σw,
+// so the epilogue skips the correction and the results are the same bits.
+// Scratch: 0 = ones (int16), 1 = x, 2 = 0x80 bytes, 3 = product, 4… = w, |w|.
+func dotI8AVX2(g *gen) {
+	ones, x, m80, t := g.reg(0), g.reg(1), g.reg(2), g.reg(3)
+	w := func(j, h int) int { return g.reg(4 + 2*(j*2+h)) }
+	aw := func(j, h int) int { return g.reg(5 + 2*(j*2+h)) }
+	g.each(func(j, h int) {
+		g.in("VMOVDQU %s, %s", panel(j, 32*h), g.v(w(j, h)))
+		g.in("VPABSB %s, %s", g.v(w(j, h)), g.v(aw(j, h)))
+	})
+	for r := range g.r {
+		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
+		g.in("VPXOR %s, %s, %s", g.v(m80), g.v(x), g.v(x))
+		g.each(func(j, h int) {
+			g.in("VPSIGNB %s, %s, %s", g.v(w(j, h)), g.v(x), g.v(t))
+			g.in("VPMADDUBSW %s, %s, %s", g.v(t), g.v(aw(j, h)), g.v(t))
+			g.in("VPMADDWD %s, %s, %s", g.v(ones), g.v(t), g.v(t))
+			g.in("VPADDD %s, %s, %s", g.v(t), g.v(g.acc(r, j, h)), g.v(g.acc(r, j, h)))
+		})
+	}
+}
+
 func (g *gen) each(f func(j, h int)) {
 	for j := range g.p {
 		for h := range g.halves() {
@@ -246,6 +273,14 @@ func (g *gen) kernel() {
 		}
 		g.in("VPSLLD $16, %s, %s", m, m)
 	}
+	if g.f.name == "i8x256" {
+		ones, m80 := g.v(g.reg(0)), g.v(g.reg(2))
+		g.in("VPCMPEQW %s, %s, %s", ones, ones, ones)
+		g.in("VPSRLW $15, %s, %s", ones, ones) // int16 ones
+		g.in("MOVL $0x80808080, R12")
+		g.in("VMOVD R12, %s", strings.Replace(m80, "Y", "X", 1))
+		g.in("VPBROADCASTD %s, %s", strings.Replace(m80, "Y", "X", 1), m80)
+	}
 	fmt.Fprintf(&g.buf, "loop:\n")
 	for j := range g.p {
 		g.in("PREFETCHT0 %s", panel(j, prefetch))
@@ -263,7 +298,7 @@ func (g *gen) kernel() {
 	g.in("MOVQ %d(AX), SI", offY)
 	g.in("MOVQ %d(AX), DX", offLdy)
 	g.rowBases()
-	if g.f.name == "vnni512" {
+	if g.f.name == "vnni512" || g.f.name == "i8x256" {
 		// (f32(Σ - corr) · sx[row]) · sw[channel], as genQuads.
 		g.in("MOVQ %d(AX), R11", offSx)
 		g.in("MOVQ %d(AX), R12", offSw)
@@ -271,13 +306,15 @@ func (g *gen) kernel() {
 		sx := g.v(g.reg(1))
 		for r := range g.r {
 			g.in("VBROADCASTSS %d(R11), %s", 4*r, sx)
-			for j := range g.p {
-				a := g.v(g.acc(r, j, 0))
-				g.in("VPSUBD %d(R13), %s, %s", 64*j, a, a)
+			g.each(func(j, h int) {
+				a := g.v(g.acc(r, j, h))
+				if g.f.name == "vnni512" {
+					g.in("VPSUBD %d(R13), %s, %s", 64*j, a, a)
+				}
 				g.in("VCVTDQ2PS %s, %s", a, a)
 				g.in("VMULPS %s, %s, %s", sx, a, a)
-				g.in("VMULPS %d(R12), %s, %s", 64*j, a, a)
-			}
+				g.in("VMULPS %d(R12), %s, %s", 64*j+32*h, a, a)
+			})
 		}
 	}
 	g.in("CMPQ %d(AX), $0", offAdd)

@@ -340,3 +340,26 @@ var f32x256Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	3: {1: f32x256R3P1},
 	4: {1: f32x256R4P1},
 }
+
+//go:noescape
+func i8x256R1P1(a *kargs)
+
+//go:noescape
+func i8x256R2P1(a *kargs)
+
+//go:noescape
+func i8x256R3P1(a *kargs)
+
+//go:noescape
+func i8x256R4P1(a *kargs)
+
+//go:noescape
+func i8x256R1P2(a *kargs)
+
+// i8x256Kernels are the i8x256 tile kernels by [rows][panels].
+var i8x256Kernels = [maxRows + 1][maxPanels + 1]kernel{
+	1: {1: i8x256R1P1, 2: i8x256R1P2},
+	2: {1: i8x256R2P1},
+	3: {1: i8x256R3P1},
+	4: {1: i8x256R4P1},
+}
