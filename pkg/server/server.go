@@ -32,7 +32,7 @@ type Options struct {
 	// SessionDir keeps transcript sessions across restarts; "" keeps them
 	// in memory only.
 	SessionDir string
-	// MaxSessions bounds the transcript sessions held in memory; 0 means 4096.
+	// MaxSessions bounds the transcript sessions held in memory; 0 means 1024.
 	MaxSessions int
 	// DrainTimeout bounds how long Serve waits for in-flight requests once
 	// its context is cancelled; 0 means 30s.
@@ -62,7 +62,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 		opts.MaxBodyBytes = 16 << 20
 	}
 	if opts.MaxSessions == 0 {
-		opts.MaxSessions = 4096
+		opts.MaxSessions = 1024
 	}
 	if opts.DrainTimeout == 0 {
 		opts.DrainTimeout = 30 * time.Second

@@ -415,3 +415,42 @@ func TestModelsTokenizeMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestLogprobs(t *testing.T) {
+	eng := newFakeEngine(t, constReply("héllo"))
+	_, base := startServer(t, eng, Options{})
+	c := newClient(base)
+	params := openai.ChatCompletionNewParams{Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")},
+		Logprobs: openai.Bool(true), TopLogprobs: openai.Int(1)}
+	resp, err := c.Chat.Completions.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lps := resp.Choices[0].Logprobs.Content
+	// One entry per generated token (the stop token has no event): the
+	// byte tokens of "héllo", é being two of them.
+	if len(lps) != 6 || lps[0].Token != "h" || lps[0].Logprob != -0.5 || len(lps[0].TopLogprobs) != 1 {
+		t.Fatalf("logprobs %+v", lps)
+	}
+	if lps[1].Token != "\uFFFD" || len(lps[1].Bytes) != 1 || lps[1].Bytes[0] != 0xC3 {
+		t.Errorf("partial character token %+v", lps[1])
+	}
+	stream := c.Chat.Completions.NewStreaming(context.Background(), params)
+	n := 0
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 {
+			n += len(ch.Choices[0].Logprobs.Content)
+		}
+	}
+	if err := stream.Err(); err != nil || n != 6 {
+		t.Errorf("streamed %d logprobs: %v", n, err)
+	}
+	comp, err := c.Completions.New(context.Background(), openai.CompletionNewParams{
+		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("x")}, Logprobs: openai.Int(1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lp := comp.Choices[0].Logprobs; len(lp.Tokens) != 6 || len(lp.TokenLogprobs) != 6 || lp.TextOffset[5] != 5 // byte offsets: é is two bytes {
+		t.Errorf("completion logprobs %+v", lp)
+	}
+}
