@@ -450,7 +450,7 @@ func TestLogprobs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if lp := comp.Choices[0].Logprobs; len(lp.Tokens) != 6 || len(lp.TokenLogprobs) != 6 || lp.TextOffset[5] != 5 // byte offsets: é is two bytes {
+	if lp := comp.Choices[0].Logprobs; len(lp.Tokens) != 6 || len(lp.TokenLogprobs) != 6 || lp.TextOffset[5] != 5 { // byte offsets: é is two bytes
 		t.Errorf("completion logprobs %+v", lp)
 	}
 }
