@@ -29,7 +29,6 @@ type Tokenizer interface {
 	Encode(text string) []int32
 	Decode(ids []int32) string
 	TokenBytes(id int32) []byte
-	TokenID(tok string) (int32, bool)
 	IsSpecial(id int32) bool
 	VocabSize() int
 }

@@ -59,15 +59,6 @@ func (fakeTokenizer) TokenBytes(id int32) []byte {
 	return []byte(fakeAdded[id-256].text)
 }
 
-func (fakeTokenizer) TokenID(tok string) (int32, bool) {
-	for i, a := range fakeAdded {
-		if a.text == tok {
-			return int32(256 + i), true
-		}
-	}
-	return 0, false
-}
-
 func (fakeTokenizer) IsSpecial(id int32) bool { return id >= 256 && fakeAdded[id-256].special }
 func (fakeTokenizer) VocabSize() int          { return 256 + len(fakeAdded) }
 
