@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"unicode/utf8"
 )
 
 // Matcher follows a grammar byte by byte.
@@ -92,9 +91,10 @@ type Vocab struct {
 	tokens [][]byte // nil: never allowed by a grammar (special tokens)
 	end    []int32
 	all    *trie
-	// plain are the tokens of printable, complete UTF-8 text without
-	// quotes or backslashes: inside a string they change nothing, so the
-	// mask there is plain plus a walk over the others (nonPlain).
+	// plain are the tokens of printable text without quotes or
+	// backslashes (isPlain): between characters of a string they are all
+	// allowed, so the mask there is plain plus a walk over the others
+	// (nonPlain).
 	plain    []uint64
 	nonPlain *trie
 }
@@ -126,13 +126,23 @@ func NewVocab(size int, tokenBytes func(int32) []byte, excluded func(int32) bool
 	return v
 }
 
+// isPlain reports whether string text may hold b anywhere a character may
+// start: no quote, backslash or control character, and UTF-8 that is valid
+// or ends in the valid beginning of a character (byte-level BPE splits
+// characters across tokens).
 func isPlain(b []byte) bool {
+	f := &frame{}
 	for _, c := range b {
 		if c < 0x20 || c == '"' || c == '\\' {
 			return false
 		}
+		u8, lo, hi, ok := stepUTF8(f, c)
+		if !ok {
+			return false
+		}
+		f.u8, f.u8lo, f.u8hi = u8, lo, hi
 	}
-	return utf8.Valid(b)
+	return true
 }
 
 // trie holds token ids by their bytes; node 0 is the root.
