@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -35,7 +36,7 @@ func (rs DecodeResults) Rows() [][]string {
 	for _, r := range rs {
 		rows = append(rows, []string{strconv.Itoa(r.Depth), strconv.Itoa(r.Batch), fmt.Sprintf("%.2f", r.TPOTms),
 			fmt.Sprintf("%.0f%%", 100*r.TPOT.Spread()), fmt.Sprintf("%.1f", r.TokensPerSecond),
-			fmt.Sprintf("%.1f", r.GBps), fmt.Sprintf("%.1f%%", 100*r.BandwidthFraction)})
+			fmt.Sprintf("%.1f", r.GBps), fraction(r.BandwidthFraction)})
 	}
 	return rows
 }
@@ -70,7 +71,7 @@ func RunDecode(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Deco
 					salt++
 					prompts[i] = randomTokens(rng, cfg, max(depth, 1), salt)
 				}
-				tpot, err := decodeOnce(ctx, g, prompts, opts.Warmup, opts.Tokens)
+				tpot, err := decodeTogether(ctx, g, prompts, opts.Warmup, opts.Tokens)
 				if err != nil {
 					return nil, fmt.Errorf("decode depth %d batch %d: %w", depth, batch, err)
 				}
@@ -88,6 +89,23 @@ func RunDecode(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Deco
 		}
 	}
 	return out, nil
+}
+
+// errApart means the sequences of a measurement never decoded in the same step.
+var errApart = errors.New("the sequences never decoded together")
+
+// decodeTogether measures a batch, lengthening the warm-up when the engine
+// admitted the sequences too far apart for their decoding to overlap (which
+// depends on when each request reached the scheduler).
+func decodeTogether(ctx context.Context, g Generator, prompts [][]int32, warmup, tokens int) (float64, error) {
+	for range 4 {
+		tpot, err := decodeOnce(ctx, g, prompts, warmup, tokens)
+		if !errors.Is(err, errApart) {
+			return tpot, err
+		}
+		warmup = 2*warmup + tokens
+	}
+	return 0, fmt.Errorf("%w even with %d warm-up steps; increase --tokens", errApart, warmup)
 }
 
 // decodeOnce runs len(prompts) generations at once and returns the step
@@ -135,7 +153,7 @@ func decodeOnce(ctx context.Context, g Generator, prompts [][]int32, warmup, tok
 		}
 	}
 	if steps == 0 {
-		return 0, fmt.Errorf("the sequences never decoded together; increase --tokens")
+		return 0, errApart
 	}
 	return ms(end.Sub(start)) / float64(steps), nil
 }

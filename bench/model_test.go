@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"testing"
@@ -149,5 +150,36 @@ func TestRunSessionComparesWithColdPrompts(t *testing.T) {
 		if warm[i] != cold[i] {
 			t.Fatalf("cold prompt differs at %d", i)
 		}
+	}
+}
+
+// staggered admits each later sequence only after the earlier ones finished,
+// as a scheduler that was busy when they arrived might.
+type staggered struct {
+	mu   sync.Mutex
+	runs int
+}
+
+func (s *staggered) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.runs++
+	for range req.MaxTokens {
+		time.Sleep(100 * time.Microsecond)
+		if err := fn(engine.Event{}); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	return engine.Result{}, nil
+}
+
+func TestDecodeReportsSequencesThatNeverOverlap(t *testing.T) {
+	g := &staggered{}
+	_, err := decodeTogether(context.Background(), g, [][]int32{{1}, {2}}, 2, 4)
+	if !errors.Is(err, errApart) {
+		t.Fatalf("err = %v, want errApart", err)
+	}
+	if g.runs != 8 {
+		t.Errorf("%d generations, want 4 attempts of 2", g.runs)
 	}
 }

@@ -43,7 +43,7 @@ func (rs PrefillResults) Rows() [][]string {
 		}
 		rows = append(rows, []string{strconv.Itoa(r.Length), chunk, fmt.Sprintf("%.1f", r.TTFTms),
 			fmt.Sprintf("%.0f%%", 100*r.TTFT.Spread()), fmt.Sprintf("%.1f", r.TokensPerSecond),
-			fmt.Sprintf("%.1f", r.GFLOPS), fmt.Sprintf("%.1f%%", 100*r.PeakFraction)})
+			fmt.Sprintf("%.1f", r.GFLOPS), fraction(r.PeakFraction)})
 	}
 	return rows
 }
@@ -102,6 +102,14 @@ func RunPrefill(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Pre
 }
 
 func discard(engine.Event) error { return nil }
+
+// fraction prints a fraction of a ceiling; 0 means the ceiling was not measured.
+func fraction(f float64) string {
+	if f == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
 
 // randomTokens draws ordinary (non-special) token ids; the first is salt, so
 // that prompts of one run never share a prefix.

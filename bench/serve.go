@@ -54,6 +54,7 @@ type ServeResult struct {
 	Concurrency       int     `json:"concurrency"`
 	Requests          int     `json:"requests"`
 	Errors            int     `json:"errors"`
+	Empty             int     `json:"empty_answers"` // successful, but no token streamed (not in TTFT)
 	FirstError        string  `json:"first_error,omitempty"`
 	TTFTms            Summary `json:"ttft_ms"`
 	TPOTms            Summary `json:"tpot_ms"`
@@ -192,6 +193,7 @@ func RunServe(ctx context.Context, opts ServeOptions, send StreamFunc, progress 
 type sample struct {
 	ttft, tpot, e2e float64
 	tokens          int
+	empty           bool
 	err             error
 }
 
@@ -241,7 +243,12 @@ feed:
 			}
 			continue
 		}
-		ttft, e2e = append(ttft, s.ttft), append(e2e, s.e2e)
+		e2e = append(e2e, s.e2e)
+		if s.empty {
+			res.Empty++
+			continue
+		}
+		ttft = append(ttft, s.ttft)
 		if s.tokens > 1 {
 			tpot = append(tpot, s.tpot)
 		}
@@ -270,7 +277,9 @@ func oneRequest(ctx context.Context, send StreamFunc, messages []client.Message,
 		return sample{err: err}
 	}
 	if chunks == 0 {
-		return sample{err: fmt.Errorf("no content streamed")}
+		// The model ended at once (an immediate end of text): a valid, empty
+		// answer, with no first token to time.
+		return sample{empty: true, e2e: ms(end.Sub(start))}
 	}
 	if n == 0 {
 		n = chunks // the server sent no usage: one chunk per token is the common case

@@ -144,3 +144,15 @@ func TestClientStreamCountsContentChunks(t *testing.T) {
 		t.Errorf("%d chunks, %d completion tokens; want 3 and 3", chunks, n)
 	}
 }
+
+func TestRunServeCountsEmptyAnswersAsSuccess(t *testing.T) {
+	send := func(ctx context.Context, _ []client.Message, _ int, onChunk func()) (int, error) { return 0, nil }
+	opts := ServeOptions{URL: "http://127.0.0.1:1", Concurrency: []int{1}, Requests: 3, MaxTokens: 4}
+	rs, err := RunServe(context.Background(), opts, send, &Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rs[0]; r.Errors != 0 || r.Empty != 3 || r.TTFTms.N != 0 || r.E2Ems.N != 3 {
+		t.Errorf("result %+v", r)
+	}
+}
