@@ -90,7 +90,7 @@ func alignRun(opts *Options) error {
 		DType: opts.DType, Dump: opts.Dump, Threads: opts.Threads,
 	})
 	if err != nil {
-		return fmt.Errorf("ellm align: %w", err)
+		return err
 	}
 	if opts.JSON {
 		err = ealign.WriteJSON(opts.IO.Out, results)
