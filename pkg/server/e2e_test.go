@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,27 +20,9 @@ import (
 	"github.com/ellm-dev/ellm/pkg/tokenizer"
 )
 
-// tinyModel is the tiny dense Qwen3 of the shared data set. Its tokenizer
-// files hold a relative path to the real ones (git symlinks checked out as
-// files), which the loaders do not follow: the test links a directory.
+// tinyModel is the tiny dense Qwen3 of the shared data set.
 func tinyModel(t *testing.T) string {
-	t.Helper()
-	src := sharedtest.Path(t, "models", "tiny-qwen3-a")
-	dst := t.TempDir()
-	entries, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ent := range entries {
-		target := filepath.Join(src, ent.Name())
-		if b, err := os.ReadFile(target); err == nil && len(b) < 200 && strings.HasPrefix(string(b), "../") {
-			target = filepath.Join(src, strings.TrimSpace(string(b)))
-		}
-		if err := os.Symlink(target, filepath.Join(dst, ent.Name())); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dst
+	return sharedtest.Path(t, "models", "tiny-qwen3-a")
 }
 
 // tinyEngine loads the tiny dense Qwen3 from the shared data set.
