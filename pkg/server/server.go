@@ -177,7 +177,7 @@ func (s *Server) instrument(route string, h func(http.ResponseWriter, *http.Requ
 // Serve answers requests on ln until ctx is cancelled, then stops accepting
 // and waits (up to DrainTimeout) for in-flight requests to finish.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second,
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute,
 		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
