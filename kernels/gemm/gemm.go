@@ -65,7 +65,8 @@ func kernelsFor(p kernels.Path) kernelSet {
 
 // Context is the scratch one thread of control needs to run products of up to
 // maxM rows and maxK inputs, allocated once. A Context is not safe for
-// concurrent use.
+// concurrent use, and neither is its pool: Contexts sharing a pool must not
+// run at the same time. Outputs must not overlap the inputs.
 type Context struct {
 	pool       *threads.Pool
 	path       kernels.Path
