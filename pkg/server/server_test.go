@@ -454,3 +454,28 @@ func TestLogprobs(t *testing.T) {
 		t.Errorf("completion logprobs %+v", lp)
 	}
 }
+
+// TestContentParts: text parts render as their texts joined by newlines,
+// and the developer role as system.
+func TestContentParts(t *testing.T) {
+	eng := newFakeEngine(t, constReply("ok"))
+	_, base := startServer(t, eng, Options{})
+	tokens := func(body string) []int32 {
+		resp, err := http.Post(base+"/tokenize", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ Tokens []int32 }
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%d %v", resp.StatusCode, err)
+		}
+		return out.Tokens
+	}
+	parts := tokens(`{"messages":[{"role":"developer","content":[{"type":"text","text":"be"},{"type":"text","text":"brief"}]},{"content":[{"type":"text","text":"hi"}],"role":"user"}]}`)
+	plain := tokens(`{"messages":[{"role":"system","content":"be\nbrief"},{"role":"user","content":"hi"}]}`)
+	var tok fakeTokenizer
+	if got, want := tok.Decode(parts), tok.Decode(plain); got != want {
+		t.Errorf("parts render %q, plain %q", got, want)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 )
 
 // Roles a chat message may have.
@@ -18,10 +17,11 @@ type FieldError struct {
 
 func (e *FieldError) Error() string { return e.Param + ": " + e.Msg }
 
-// NormalizeMessages checks each message and returns it as the chat template
-// should see it: content given as parts becomes the parts' text joined by
-// newlines (as vLLM does), the developer role becomes system, and every
-// other key keeps its place and value.
+// NormalizeMessages checks each message (role, content as a string, null or
+// text parts) and returns it as the chat template should see it: the
+// developer role becomes system, and everything else keeps its place and
+// value (pkg/chat's OpenAI mode joins text parts and decodes tool-call
+// arguments when rendering).
 func NormalizeMessages(raw []json.RawMessage) ([]json.RawMessage, error) {
 	if len(raw) == 0 {
 		return nil, &FieldError{"messages", "must hold at least one message"}
@@ -36,51 +36,40 @@ func NormalizeMessages(raw []json.RawMessage) ([]json.RawMessage, error) {
 		if !roles[msg.Role] {
 			return nil, &FieldError{param + ".role", fmt.Sprintf("unknown role %q", msg.Role)}
 		}
-		set := map[string]json.RawMessage{}
-		if msg.Role == "developer" {
-			set["role"] = json.RawMessage(`"system"`)
-		}
-		text, isParts, err := contentText(msg.Content)
-		if err != nil {
+		if err := checkContent(msg.Content); err != nil {
 			return nil, &FieldError{param + ".content", err.Error()}
 		}
-		if isParts {
-			b, _ := json.Marshal(text)
-			set["content"] = b
+		out[i] = m
+		if msg.Role == "developer" {
+			n, err := ReplaceKeys(m, map[string]json.RawMessage{"role": json.RawMessage(`"system"`)})
+			if err != nil {
+				return nil, &FieldError{param, err.Error()}
+			}
+			out[i] = n
 		}
-		if msg.Role == "tool" && msg.ToolCallID == "" && len(msg.Content) == 0 {
-			return nil, &FieldError{param + ".content", "a tool message needs content"}
-		}
-		n, err := ReplaceKeys(m, set)
-		if err != nil {
-			return nil, &FieldError{param, err.Error()}
-		}
-		out[i] = n
 	}
 	return out, nil
 }
 
-// contentText reads content given as a string, null or text parts.
-func contentText(raw json.RawMessage) (text string, isParts bool, err error) {
+// checkContent accepts content given as a string, null or text parts.
+func checkContent(raw json.RawMessage) error {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '[' {
-		if len(raw) > 0 && raw[0] != '"' && string(raw) != "null" {
-			return "", false, fmt.Errorf("must be a string, null or an array of content parts")
-		}
-		return "", false, nil
+	if len(raw) == 0 || raw[0] == '"' || string(raw) == "null" {
+		return nil
+	}
+	if raw[0] != '[' {
+		return fmt.Errorf("must be a string, null or an array of content parts")
 	}
 	var parts []ContentPart
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", true, fmt.Errorf("content parts: %v", err)
+		return fmt.Errorf("content parts: %v", err)
 	}
-	texts := make([]string, len(parts))
 	for i, p := range parts {
 		if p.Type != "text" {
-			return "", true, fmt.Errorf("content part %d has type %q: only text is supported", i, p.Type)
+			return fmt.Errorf("content part %d has type %q: only text is supported", i, p.Type)
 		}
-		texts[i] = p.Text
 	}
-	return strings.Join(texts, "\n"), true, nil
+	return nil
 }
 
 // ReplaceKeys returns the JSON object obj with the values of the keys in set
