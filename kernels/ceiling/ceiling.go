@@ -9,6 +9,8 @@
 // Rates are work per CPU second of the threads doing it (CPUTime), the
 // slowest thread setting the pace, not per wall-clock second: on a machine
 // shared with other processes wall time also counts their time slices.
+// Options.WallClock switches to wall-clock seconds for callers that time
+// kernels that way.
 package ceiling
 
 import (
@@ -41,6 +43,9 @@ type Options struct {
 	Reps      int           // runs per number, the fastest is kept (default 5)
 	DRAMBytes int           // read buffer, ≫ last-level cache (default 1 GiB)
 	NoDRAM    bool          // skip the bandwidth measurement
+	// WallClock rates per wall-clock second instead of per CPU second, for
+	// callers that time their kernels by the wall clock: compare like with like.
+	WallClock bool
 }
 
 func (o *Options) defaults() {
@@ -141,6 +146,7 @@ type loopSet struct{ fma512, fma256, bf16, vnni *loop }
 
 // computeTask runs a loop on the first `active` workers, each timing itself.
 type computeTask struct {
+	wall   bool
 	l      *loop
 	n      int
 	active int
@@ -152,14 +158,19 @@ const maxThreads = 64
 
 func (t *computeTask) Run(w, _ int) {
 	if w < t.active {
-		t.cpu[w] = onThreadCPU(func() { t.l.run(t.n) })
+		t.cpu[w] = timed(t.wall, func() { t.l.run(t.n) })
 	}
 }
 
-// onThreadCPU runs f and returns the CPU time the thread spent in it. On a
-// shared machine wall time also counts the other processes the thread
-// waited for; CPU time is what the thread's own work took.
-func onThreadCPU(f func()) time.Duration {
+// timed runs f and returns the CPU time the thread spent in it, or with wall
+// the wall-clock time. On a shared machine wall time also counts the other
+// processes the thread waited for; CPU time is what the thread's own work took.
+func timed(wall bool, f func()) time.Duration {
+	if wall {
+		start := time.Now()
+		f()
+		return time.Since(start)
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start := threadCPU()
@@ -199,7 +210,7 @@ func computePeak(pool *threads.Pool, o Options, l *loop) Peak {
 	// Calibrate the iteration count to the interval on one thread.
 	n := 1 << 12
 	for {
-		d := onThreadCPU(func() { l.run(n) })
+		d := timed(o.WallClock, func() { l.run(n) })
 		if d > o.Interval/4 || n > 1<<30 {
 			n = int(float64(n) * float64(o.Interval) / float64(max(d, time.Microsecond)))
 			break
@@ -207,7 +218,7 @@ func computePeak(pool *threads.Pool, o Options, l *loop) Peak {
 		n *= 4
 	}
 	rate := func(active int) float64 {
-		t := &computeTask{l: l, n: n, active: min(active, maxThreads)}
+		t := &computeTask{wall: o.WallClock, l: l, n: n, active: min(active, maxThreads)}
 		best := 0.0
 		for range o.Reps {
 			pool.Run(t)
@@ -219,6 +230,7 @@ func computePeak(pool *threads.Pool, o Options, l *loop) Peak {
 }
 
 type readTask struct {
+	wall   bool
 	buf    []byte
 	active int
 	sink   [maxThreads]uint64
@@ -230,12 +242,12 @@ func (t *readTask) Run(w, _ int) {
 		return
 	}
 	lo, hi := threads.Split(len(t.buf), 1<<16, w, t.active)
-	t.cpu[w] = onThreadCPU(func() { t.sink[w] = readSum(t.buf[lo:hi]) })
+	t.cpu[w] = timed(t.wall, func() { t.sink[w] = readSum(t.buf[lo:hi]) })
 }
 
 func dramPeak(pool *threads.Pool, o Options, buf []byte) Peak {
 	rate := func(active int) float64 {
-		t := &readTask{buf: buf, active: min(active, maxThreads)}
+		t := &readTask{wall: o.WallClock, buf: buf, active: min(active, maxThreads)}
 		best := 0.0
 		for range o.Reps {
 			pool.Run(t)

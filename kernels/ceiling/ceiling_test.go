@@ -40,4 +40,14 @@ func TestMeasure(t *testing.T) {
 	if l := loops(); l.fma512 != nil && !(c.FMAGFLOPS.Single > 0) {
 		t.Errorf("FMA ceiling %+v on a CPU with AVX-512", c.FMAGFLOPS)
 	}
+	w, err := Measure(pool, Options{Interval: 2 * time.Millisecond, Reps: 2, NoDRAM: true, WallClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.DRAMGBps != (Peak{}) {
+		t.Errorf("NoDRAM measured DRAM: %+v", w.DRAMGBps)
+	}
+	if l := loops(); l.fma512 != nil && !(w.FMAGFLOPS.All > 0) {
+		t.Errorf("wall-clock FMA ceiling %+v", w.FMAGFLOPS)
+	}
 }
