@@ -150,7 +150,7 @@ type computeTask struct {
 	l      *loop
 	n      int
 	active int
-	cpu    [maxThreads]time.Duration
+	took   [maxThreads]time.Duration
 }
 
 // maxThreads bounds the workers a measurement uses.
@@ -158,7 +158,7 @@ const maxThreads = 64
 
 func (t *computeTask) Run(w, _ int) {
 	if w < t.active {
-		t.cpu[w] = timed(t.wall, func() { t.l.run(t.n) })
+		t.took[w] = timed(t.wall, func() { t.l.run(t.n) })
 	}
 }
 
@@ -222,7 +222,7 @@ func computePeak(pool *threads.Pool, o Options, l *loop) Peak {
 		best := 0.0
 		for range o.Reps {
 			pool.Run(t)
-			best = max(best, float64(n)*l.opsPerIter*float64(t.active)/slowest(t.cpu[:t.active])/1e9)
+			best = max(best, float64(n)*l.opsPerIter*float64(t.active)/slowest(t.took[:t.active])/1e9)
 		}
 		return best
 	}
@@ -234,7 +234,7 @@ type readTask struct {
 	buf    []byte
 	active int
 	sink   [maxThreads]uint64
-	cpu    [maxThreads]time.Duration
+	took   [maxThreads]time.Duration
 }
 
 func (t *readTask) Run(w, _ int) {
@@ -242,7 +242,7 @@ func (t *readTask) Run(w, _ int) {
 		return
 	}
 	lo, hi := threads.Split(len(t.buf), 1<<16, w, t.active)
-	t.cpu[w] = timed(t.wall, func() { t.sink[w] = readSum(t.buf[lo:hi]) })
+	t.took[w] = timed(t.wall, func() { t.sink[w] = readSum(t.buf[lo:hi]) })
 }
 
 func dramPeak(pool *threads.Pool, o Options, buf []byte) Peak {
@@ -251,7 +251,7 @@ func dramPeak(pool *threads.Pool, o Options, buf []byte) Peak {
 		best := 0.0
 		for range o.Reps {
 			pool.Run(t)
-			best = max(best, float64(len(buf))/slowest(t.cpu[:t.active])/1e9)
+			best = max(best, float64(len(buf))/slowest(t.took[:t.active])/1e9)
 		}
 		return best
 	}
