@@ -75,8 +75,8 @@ type Context struct {
 	silu       siluMulFunc // nil: the SwiGLU epilogue in Go
 	maxM, maxK int
 
-	xf     []float32 // activations padded to an even K (bf16 pairs read two at a time)
-	xp     []uint32  // bf16 pairs or u8 quads
+	xf     []float32 // f32 activations in tile form (as pairs: padded to an even K)
+	xp     []uint32  // bf16 pairs or u8 quads in tile form
 	sx     []float32 // int8: per-row scales
 	worker []workerState
 	task   task
