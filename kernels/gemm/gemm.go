@@ -268,11 +268,11 @@ func (t *task) prepare(lo, hi int) {
 }
 
 // multiply has the worker claim chunks of panels in order until none is
-// left (blockPanels, or maxPanels when all rows fit one tile). Each chunk is a contiguous stretch of the weights,
-// streamed once; claiming them rather than splitting the panels up front
-// keeps both threads busy to the end of the call when one of them is slowed
-// down (a shared core, an unfair share of memory bandwidth). Which thread
-// computes a panel never changes its results.
+// left (blockPanels, or maxPanels when all rows fit one tile). Each chunk is
+// a contiguous stretch of the weights, streamed once; claiming them rather
+// than splitting the panels up front keeps both threads busy to the end of
+// the call when one of them is slowed down (a shared core, an unfair share of
+// memory bandwidth). Which thread computes a panel never changes its results.
 func (t *task) multiply(worker int) {
 	ws := &t.c.worker[worker]
 	size := blockPanels
