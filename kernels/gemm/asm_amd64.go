@@ -50,7 +50,8 @@ func asmKernels(p kernels.Path) (kernelSet, bool) {
 	case kernels.AVX2:
 		return kernelSet{pairs: pairs256Kernels, f32: f32x256Kernels, quads: i8x256Kernels, rows: 4}, true
 	case kernels.AVX512:
-		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: maxRows, quadRows: 4}, true
+		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: maxRows, quadRows: 4,
+			widen: widenPairsAVX512}, true
 	case kernels.AVX512BF16:
 		return kernelSet{pairs: bf16x512Kernels, f32: f32x512Kernels, quads: vnni512Kernels, rows: maxRows, bf16Act: true}, true
 	}
@@ -59,3 +60,6 @@ func asmKernels(p kernels.Path) (kernelSet, bool) {
 
 //go:noescape
 func siluMulAVX512(h, u *float32, n int)
+
+//go:noescape
+func widenPairsAVX512(dst *float32, src *uint32, pairs int)

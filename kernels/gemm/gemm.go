@@ -10,6 +10,7 @@ package gemm
 
 import (
 	"fmt"
+	"math"
 	"sync/atomic"
 	"unsafe"
 
@@ -29,6 +30,11 @@ type kernelSet struct {
 	rows     int                                // tallest tile: every [1..rows][1] kernel exists
 	quadRows int                                // tallest int8 tile, if not rows
 	bf16Act  bool                               // pairs kernels take bf16-rounded activation pairs
+	// widen, if set, widens bf16 pairs to f32 panel steps (two per pair), so
+	// that a GEMM of more than one row tile can widen each block of panels
+	// once and run the f32 kernels over it: the same FMAs in the same order
+	// as the pairs kernels, without widening in every tile.
+	widen func(dst *float32, src *uint32, pairs int)
 }
 
 const (
@@ -86,6 +92,7 @@ type workerState struct {
 	a    kargs
 	tail [maxRows * panelWidth]float32 // a partial last panel goes through here
 	up   []float32                     // SwiGLU: up projection of one chunk
+	wide []float32                     // a block of panels widened to f32 (kernelSet.widen)
 	_    [64]byte                      // keep workers' kargs apart
 }
 
@@ -114,6 +121,9 @@ func NewContext(pool *threads.Pool, maxM, maxK int) *Context {
 	c.worker = make([]workerState, pool.Size())
 	for i := range c.worker {
 		c.worker[i].up = alignedF32(maxM * swigluChunk * panelWidth)
+		if c.set.widen != nil && maxM > c.set.rows {
+			c.worker[i].wide = alignedF32(blockPanels * maxK * panelWidth)
+		}
 	}
 	c.task.c = c
 	return c
@@ -179,6 +189,7 @@ type task struct {
 	xs      unsafe.Pointer // prepared activations
 	rowSize uintptr        // bytes of one prepared row: tile r0 starts at xs + r0·rowSize
 	rows    int            // rows of the tallest tile kernel for this weight kind
+	widen   bool           // bf16 weights widened block by block for the f32 kernels
 	kernels *[maxRows + 1][maxPanels + 1]kernel
 	next    atomic.Int64 // phase 1: the next chunk of panels to claim
 }
@@ -205,9 +216,12 @@ func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
 		t.form, t.kernels, t.xs, t.rowSize = formQuads, &c.set.quads, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
 	case c.set.bf16Act:
 		t.form, t.kernels, t.xs, t.rowSize = formBF16, &c.set.pairs, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
+	case c.set.widen != nil && m > c.set.rows:
+		t.form, t.kernels, t.xs, t.rowSize = formF32, &c.set.f32, unsafe.Pointer(&c.xf[0]), uintptr(w.K*4)
 	default:
 		t.form, t.kernels, t.xs, t.rowSize = formPairs, &c.set.pairs, unsafe.Pointer(&c.xf[0]), uintptr(w.steps*8)
 	}
+	t.widen = w.kind == kindBF16 && t.form == formF32
 	t.rows = c.set.rows
 	if w.kind == kindInt8 && c.set.quadRows != 0 {
 		t.rows = c.set.quadRows
@@ -312,6 +326,9 @@ func (t *task) chunk(ws *workerState, plo, phi int) {
 func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr, p0, p1 int, add bool) {
 	a := &ws.a
 	a.ps, a.ks, a.ldy = w.panelBytes(), w.steps, ldy
+	if t.widen {
+		a.ps, a.ks = uintptr(w.K*panelWidth*4), w.K
+	}
 	a.add = 0
 	if add {
 		a.add = 1
@@ -325,6 +342,10 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 	}
 	for b0 := p0; b0 < p1; b0 += blockPanels {
 		b1 := min(b0+blockPanels, p1)
+		base := unsafe.Add(w.base(), uintptr(b0)*a.ps) // panel b0
+		if t.widen {
+			base = t.widenBlock(ws, w, b0, b1)
+		}
 		for r0 := 0; r0 < t.m; r0 += t.rows {
 			rows := min(t.rows, t.m-r0)
 			a.x = unsafe.Add(t.xs, uintptr(r0)*t.rowSize)
@@ -333,12 +354,12 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 				for np < maxPanels && p+np*2 <= min(b1, full) && t.kernels[rows][np*2] != nil {
 					np *= 2
 				}
+				a.w = unsafe.Add(base, uintptr(p-b0)*a.ps)
 				if p >= full {
 					t.tail(ws, w, y, r0, rows, p-p0, p)
 					p++
 					continue
 				}
-				a.w = unsafe.Add(w.base(), uintptr(p)*a.ps)
 				a.y = unsafe.Add(y, uintptr(r0)*ldy+uintptr((p-p0)*panelWidth*4))
 				t.setInt8(a, w, r0, p)
 				a.r, a.p = rows, np
@@ -349,12 +370,30 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 	}
 }
 
-// tail computes the partial last panel through the worker's tail buffer,
-// with the same kernel as any other panel.
+// widenBlock widens panels [b0, b1) of bf16 weights w into the worker's
+// f32 block and returns it.
+func (t *task) widenBlock(ws *workerState, w *Weight, b0, b1 int) unsafe.Pointer {
+	k, steps := w.K, w.steps
+	for p := b0; p < b1; p++ {
+		dst := ws.wide[(p-b0)*k*panelWidth : (p-b0+1)*k*panelWidth]
+		src := w.pairs[p*steps*panelWidth : (p+1)*steps*panelWidth]
+		if k >= 2 {
+			t.c.set.widen(&dst[0], &src[0], k/2)
+		}
+		if k%2 == 1 { // the last k is the low half of a padded pair
+			for c, v := range src[(k/2)*panelWidth : (k/2+1)*panelWidth] {
+				dst[(k-1)*panelWidth+c] = math.Float32frombits(v << 16)
+			}
+		}
+	}
+	return unsafe.Pointer(&ws.wide[0])
+}
+
+// tail computes the partial last panel (a.w) through the worker's tail
+// buffer, with the same kernel as any other panel.
 func (t *task) tail(ws *workerState, w *Weight, y unsafe.Pointer, r0, rows, pi, p int) {
 	a := &ws.a
 	add, ldy := a.add, a.ldy
-	a.w = unsafe.Add(w.base(), uintptr(p)*a.ps)
 	a.y, a.ldy, a.add = unsafe.Pointer(&ws.tail[0]), panelWidth*4, 0
 	t.setInt8(a, w, r0, p)
 	a.r, a.p = rows, 1

@@ -130,3 +130,28 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func widenPairsAVX512(dst *float32, src *uint32, pairs int)
+// Widens `pairs` steps of a bf16-pair panel to two steps of an f32 panel
+// each: lo = bits<<16 (even k), hi = bits&0xffff0000 (odd k), exactly.
+TEXT ·widenPairsAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ pairs+16(FP), CX
+	TESTQ CX, CX
+	JZ done
+	VPTERNLOGD $0xff, Z2, Z2, Z2
+	VPSLLD $16, Z2, Z2
+loop:
+	VMOVDQU32 (SI), Z0
+	VPSLLD $16, Z0, Z1
+	VPANDD Z2, Z0, Z0
+	VMOVUPS Z1, (DI)
+	VMOVUPS Z0, 64(DI)
+	ADDQ $64, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ loop
+done:
+	VZEROUPPER
+	RET
