@@ -192,6 +192,7 @@ type Engine struct {
 	segs      []model.Segment
 	segSlot   []*slot
 	tick      uint64
+	tails     int // slots whose last generated token still needs its KV
 	rng       *rand.Rand
 	prefillMx int // prompt tokens per step when nothing decodes
 }
@@ -201,8 +202,11 @@ type slot struct {
 	id int
 	// tokens is the slot's content; positions [0, kv) have KV. While a job
 	// decodes, tokens ends with the sampled token whose KV comes next step.
-	tokens  []int32
-	kv      int
+	tokens []int32
+	kv     int
+	// tail: the job finished and its last sampled token (tokens[kv]) gets
+	// its KV in the next step.
+	tail    bool
 	session string // pinned conversation, "" = none
 	used    uint64 // LRU clock
 	job     *job

@@ -126,11 +126,11 @@ func TestModelSessionStore(t *testing.T) {
 	turn2 := append(slices.Clone(a1.Tokens), delta...)
 	before := e.Stats().PrefilledTokens
 	got, r := collect(t, e, Request{Tokens: turn2, MaxTokens: 6, SessionID: "a", StopTokens: noStop})
-	if !r.Restored || r.CachedTokens != len(a1.Tokens)-1 {
-		t.Errorf("restored %v cached %d, want true and %d", r.Restored, r.CachedTokens, len(a1.Tokens)-1)
+	if !r.Restored || r.CachedTokens != len(a1.Tokens) {
+		t.Errorf("restored %v cached %d, want true and %d", r.Restored, r.CachedTokens, len(a1.Tokens))
 	}
-	if n := e.Stats().PrefilledTokens - before; n != int64(len(delta)+1) {
-		t.Errorf("turn 2 prefilled %d tokens, want %d", n, len(delta)+1)
+	if n := e.Stats().PrefilledTokens - before; n != int64(len(delta)) {
+		t.Errorf("turn 2 prefilled %d tokens, want the delta %d", n, len(delta))
 	}
 	if want := runnerGreedy(t, dir, turn2, 6); !slices.Equal(got, want) {
 		t.Errorf("restored session: %v, recomputed: %v", got, want)

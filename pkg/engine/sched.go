@@ -24,7 +24,7 @@ func (e *Engine) run() {
 			e.shutdown()
 			return
 		}
-		if len(e.queue) == 0 && len(e.active) == 0 {
+		if len(e.queue) == 0 && len(e.active) == 0 && e.tails == 0 {
 			<-e.wake
 			continue
 		}
@@ -58,7 +58,7 @@ func (e *Engine) step() {
 		i++
 	}
 	e.admit()
-	if len(e.active) == 0 {
+	if len(e.active) == 0 && e.tails == 0 {
 		return
 	}
 
@@ -92,10 +92,26 @@ func (e *Engine) step() {
 		e.segSlot = append(e.segSlot, s)
 	}
 
+	// Finished generations' last tokens ride along without logits, so that a
+	// slot's KV covers its whole transcript and the next turn of a
+	// conversation prefills exactly its new tokens.
+	prefillEnd := len(e.segs)
+	for _, s := range e.slots {
+		if s.tail && s.job == nil {
+			e.segs = append(e.segs, model.Segment{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+1], Logits: model.LogitsNone})
+			e.segSlot = append(e.segSlot, s)
+			s.tail = false
+		}
+	}
+	e.tails = 0
+
 	t0 := time.Now()
 	if err := e.be.forward(e.segs); err != nil {
 		err = fmt.Errorf("forward: %w", err)
 		e.log.Error("forward pass failed", "err", err)
+		for _, s := range e.segSlot[prefillEnd:] {
+			s.tokens, s.kv = s.tokens[:0], 0
+		}
 		for len(e.active) > 0 {
 			s := e.active[0]
 			s.tokens, s.kv = s.tokens[:0], 0 // the cache contents are unknown
@@ -107,7 +123,7 @@ func (e *Engine) step() {
 	for i, seg := range e.segs {
 		s := e.segSlot[i]
 		s.kv += len(seg.Tokens)
-		if i >= decoding {
+		if i >= decoding && i < prefillEnd {
 			prefilled += len(seg.Tokens)
 		}
 		if seg.Logits == model.LogitsNone {
@@ -262,6 +278,10 @@ func (e *Engine) start(j *job, s *slot) {
 	}
 	// At least the last prompt token is recomputed: its logits give the
 	// first generated token.
+	// A request that arrives before its slot's last step has run computes
+	// the previous generation's last token first, so the counts below never
+	// depend on that timing.
+	e.flushTail(s)
 	reuse := min(commonPrefix(s.tokens[:s.kv], prompt), len(prompt)-1)
 	s.kv = reuse
 	s.tokens = append(s.tokens[:reuse], prompt[reuse:]...)
@@ -294,6 +314,10 @@ func (e *Engine) finish(s *slot, reason string, err error) {
 	j.err = err
 	close(j.events)
 	s.job = nil
+	if err == nil && s.kv == len(s.tokens)-1 && len(s.tokens) <= e.opts.SequenceLength {
+		s.tail = true
+		e.tails++
+	}
 	e.tick++
 	s.used = e.tick
 	if i := slices.Index(e.active, s); i >= 0 {
@@ -337,6 +361,7 @@ func (e *Engine) evict(s *slot) {
 		return
 	}
 	if e.store != nil {
+		e.flushTail(s)
 		if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be); err != nil {
 			e.log.Warn("session store: cannot save session", "session", s.session, "err", err)
 		}
@@ -346,6 +371,22 @@ func (e *Engine) evict(s *slot) {
 	e.stats.SessionsEvicted++
 	e.mu.Unlock()
 	e.refreshStoreStats()
+}
+
+// flushTail computes the KV of s's pending last token now: before the slot's
+// contents leave it (eviction to the store, shutdown) or a new job starts.
+func (e *Engine) flushTail(s *slot) {
+	if !s.tail {
+		return
+	}
+	s.tail = false
+	e.tails--
+	seg := []model.Segment{{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+1], Logits: model.LogitsNone}}
+	if err := e.be.forward(seg); err != nil {
+		e.log.Warn("cannot compute the last token of a finished generation", "err", err)
+		return
+	}
+	s.kv++
 }
 
 // restore loads session sid into s; an unusable stored session is deleted
@@ -394,6 +435,7 @@ func (e *Engine) shutdown() {
 	var errs []error
 	for _, s := range e.slots {
 		if s.session != "" && e.store != nil {
+			e.flushTail(s)
 			if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be); err != nil {
 				errs = append(errs, err)
 			}

@@ -143,10 +143,10 @@ func TestSessionTurnPrefillsOnlyTheDelta(t *testing.T) {
 	turn2 := append(slices.Clone(r1.Tokens), delta...)
 	before := e.Stats().PrefilledTokens
 	got, r2 := collect(t, e, Request{Tokens: turn2, MaxTokens: 6, SessionID: "s1"})
-	if prefilled := e.Stats().PrefilledTokens - before; prefilled != int64(len(delta)+1) {
-		t.Errorf("turn 2 prefilled %d tokens, want the delta %d + the last generated token", prefilled, len(delta))
+	if prefilled := e.Stats().PrefilledTokens - before; prefilled != int64(len(delta)) {
+		t.Errorf("turn 2 prefilled %d tokens, want exactly the delta %d", prefilled, len(delta))
 	}
-	if !r2.SessionHit || r2.CachedTokens != len(r1.Tokens)-1 {
+	if !r2.SessionHit || r2.CachedTokens != len(r1.Tokens) {
 		t.Errorf("turn 2 %+v", r2)
 	}
 	if want := greedyRef(turn2, 6, 97, nil); !slices.Equal(got, want) {
@@ -170,8 +170,8 @@ func TestSessionStoreEvictRestoreAndRestart(t *testing.T) {
 	delta := seqTokens(40, 7)
 	turn2 := append(slices.Clone(transcripts[0]), delta...)
 	got, r := collect(t, e, Request{Tokens: turn2, MaxTokens: 5, SessionID: sid(0)})
-	if !r.Restored || r.Prefilled != len(delta)+1 {
-		t.Errorf("restored %v prefilled %d, want true and %d", r.Restored, r.Prefilled, len(delta)+1)
+	if !r.Restored || r.Prefilled != len(delta) {
+		t.Errorf("restored %v prefilled %d, want true and %d", r.Restored, r.Prefilled, len(delta))
 	}
 	if want := greedyRef(turn2, 5, 97, nil); !slices.Equal(got, want) {
 		t.Errorf("restored session tokens %v, want %v", got, want)
@@ -187,7 +187,7 @@ func TestSessionStoreEvictRestoreAndRestart(t *testing.T) {
 	}
 	turn2 = append(slices.Clone(transcripts[1]), delta...)
 	got, r = collect(t, e2, Request{Tokens: turn2, MaxTokens: 5, SessionID: sid(1)})
-	if !r.Restored || r.Prefilled != len(delta)+1 || !slices.Equal(got, greedyRef(turn2, 5, 97, nil)) {
+	if !r.Restored || r.Prefilled != len(delta) || !slices.Equal(got, greedyRef(turn2, 5, 97, nil)) {
 		t.Errorf("after restart: restored %v prefilled %d", r.Restored, r.Prefilled)
 	}
 

@@ -35,7 +35,7 @@ func TestClientAgainstServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := 1 + len(fakeTokenizer{}.Encode("\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n<|im_start|>assistant\n"))
+	want := len(fakeTokenizer{}.Encode("\n<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n<|im_start|>assistant\n"))
 	if got := reply2.Usage.PromptTokens - reply2.Usage.CachedTokens; got != want {
 		t.Errorf("second turn prefilled %d, want %d", got, want)
 	}

@@ -201,7 +201,7 @@ func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) e
 	}
 	res.Total = time.Since(start)
 	f.mu.Lock()
-	f.cache = append(f.cache, res.Tokens[:len(res.Tokens)-1]) // the last token was sampled, never fed
+	f.cache = append(f.cache, res.Tokens) // like the engine, the last sampled token's KV is computed too
 	f.mu.Unlock()
 	return res, nil
 }

@@ -75,16 +75,14 @@ func TestTranscriptSessions(t *testing.T) {
 		s, prev := withSession[i], withSession[i-1]
 		// With a session the prompt is the previous transcript (all
 		// cached) plus the new messages: only those are prefilled.
-		// (The reply's last token, <|im_end|>, was sampled but never fed
-		// to the model: it is prefilled with the new messages.)
-		if s.cached != prev.prompt+prev.completion-1 {
-			t.Errorf("turn %d: cached %d, want the whole transcript but its last token %d", i, s.cached, prev.prompt+prev.completion-1)
+		if s.cached != prev.prompt+prev.completion {
+			t.Errorf("turn %d: cached %d, want the whole transcript %d", i, s.cached, prev.prompt+prev.completion)
 		}
 		newTokens := s.prompt - s.cached
 		if eng := sessEng.prefilled[i]; eng != newTokens {
 			t.Errorf("turn %d: engine prefilled %d, usage says %d", i, eng, newTokens)
 		}
-		if want := 1 + len(fakeTokenizer{}.Encode(s.added)); newTokens != want {
+		if want := len(fakeTokenizer{}.Encode(s.added)); newTokens != want {
 			t.Errorf("turn %d: %d new tokens prefilled, want the %d of %q", i, newTokens, want, s.added)
 		}
 		// Without one the engine recomputes from where the re-rendered
