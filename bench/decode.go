@@ -98,14 +98,28 @@ var errApart = errors.New("the sequences never decoded together")
 // admitted the sequences too far apart for their decoding to overlap (which
 // depends on when each request reached the scheduler).
 func decodeTogether(ctx context.Context, g Generator, prompts [][]int32, warmup, tokens int) (float64, error) {
-	for range 4 {
-		tpot, err := decodeOnce(ctx, g, prompts, warmup, tokens)
+	for try := range decodeTries {
+		tpot, err := decodeOnce(ctx, g, prompts, warmupOfTry(warmup, tokens, try), tokens)
 		if !errors.Is(err, errApart) {
 			return tpot, err
 		}
+	}
+	return 0, fmt.Errorf("%w even with %d warm-up steps; increase --tokens", errApart, warmupOfTry(warmup, tokens, decodeTries-1))
+}
+
+const decodeTries = 4
+
+func warmupOfTry(warmup, tokens, try int) int {
+	for range try {
 		warmup = 2*warmup + tokens
 	}
-	return 0, fmt.Errorf("%w even with %d warm-up steps; increase --tokens", errApart, warmup)
+	return warmup
+}
+
+// DecodeSequenceLength is the KV positions a decode measurement at depth
+// needs per sequence, the longest warm-up included.
+func DecodeSequenceLength(depth, warmup, tokens int) int {
+	return max(depth, 1) + warmupOfTry(warmup, tokens, decodeTries-1) + tokens
 }
 
 // decodeOnce runs len(prompts) generations at once and returns the step

@@ -207,7 +207,7 @@ func WriteFile(path string, r Report) error {
 // MeasureCeilings measures this machine's peaks on pool's workers.
 // A peak the CPU lacks stays 0, and so do the fractions computed from it.
 func MeasureCeilings(pool *threads.Pool) (*Ceilings, error) {
-	c, err := ceiling.Measure(pool, ceiling.Options{})
+	c, err := ceiling.Measure(pool, ceiling.Options{WallClock: true}) // the benchmarks time by the wall clock too
 	if err != nil {
 		return nil, fmt.Errorf("measure ceilings: %w", err)
 	}

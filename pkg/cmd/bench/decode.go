@@ -54,7 +54,7 @@ func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
 	if err != nil {
 		return err
 	}
-	seq := max(slices.Max(depths), 1) + opts.Tokens + decodeWarmup + 8
+	seq := bench.DecodeSequenceLength(slices.Max(depths), decodeWarmup, opts.Tokens)
 	s, err := opts.start(cmd.Context(), seq, slices.Max(batches), 0)
 	if err != nil {
 		return err
