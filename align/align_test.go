@@ -8,26 +8,31 @@ import (
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
-// TestSharedReferences runs every case of the shared reference set on the
-// active kernel path (set ELLM_KERNELS to pick another): what `make
-// test-align` runs through the command.
+// TestSharedReferences runs every case of the shared reference set on every
+// kernel path this CPU has (`make test-align` runs the default path through
+// the command): each path must meet the tolerances of its own numerics.
 func TestSharedReferences(t *testing.T) {
-	for _, ref := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a", "tokenizer"} {
-		t.Run(ref, func(t *testing.T) {
-			results, err := Run(Options{Kind: "all", Ref: sharedtest.Path(t, "align", ref), Path: kernels.Active()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			if err := WriteTables(&buf, results); err != nil {
-				t.Fatal(err)
-			}
-			if !Passed(results) || testing.Verbose() {
-				t.Log("\n" + buf.String())
-			}
-			if !Passed(results) {
-				t.Error("alignment failed")
-			}
-		})
+	for _, p := range kernels.Available() {
+		for _, ref := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
+			t.Run(p.String()+"/"+ref, func(t *testing.T) { checkReference(t, ref, p) })
+		}
+	}
+	t.Run("tokenizer", func(t *testing.T) { checkReference(t, "tokenizer", kernels.Active()) })
+}
+
+func checkReference(t *testing.T, ref string, p kernels.Path) {
+	results, err := Run(Options{Kind: "all", Ref: sharedtest.Path(t, "align", ref), Path: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteTables(&buf, results); err != nil {
+		t.Fatal(err)
+	}
+	if !Passed(results) || testing.Verbose() {
+		t.Log("\n" + buf.String())
+	}
+	if !Passed(results) {
+		t.Error("alignment failed")
 	}
 }
