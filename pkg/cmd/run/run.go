@@ -33,12 +33,7 @@ type Options struct {
 	IO  cmdutil.IOStreams
 	Ctx context.Context
 
-	ModelPath      string
-	DType, KVDType string
-	Threads        int
-	SequenceLength int
-	BatchSize      int
-	ChunkSize      int
+	cmdutil.EngineFlags
 
 	// Prompt answers once and exits ("-" reads it from standard input);
 	// empty starts the interactive chat.
@@ -91,13 +86,7 @@ Ctrl-C stops the current answer; Ctrl-C at the prompt, Ctrl-D, "exit" or
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.ModelPath, "model-path", "", "Hugging Face model directory (default: the built-in synthetic model)")
-	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
-	fl.StringVar(&opts.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
-	fl.IntVar(&opts.Threads, "threads", 0, "compute threads (default: physical cores)")
-	fl.IntVar(&opts.SequenceLength, "sequence-length", 4096, "KV positions per conversation")
-	fl.IntVar(&opts.BatchSize, "batch-size", 1, "KV cache slots")
-	fl.IntVar(&opts.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
+	opts.EngineFlags.AddFlags(fl, 4096, "KV positions per conversation", 1, "KV cache slots")
 	fl.StringVarP(&opts.Prompt, "prompt", "p", "", `answer this prompt and exit ("-" reads standard input)`)
 	fl.BoolVar(&opts.Raw, "raw", false, "send the prompt as is, without the chat template")
 	fl.StringVar(&opts.System, "system", "", "system message")
@@ -140,11 +129,9 @@ func runRun(opts *Options) error {
 		}
 		c = r
 	} else {
-		eng, err := engine.New(engine.Options{
-			ModelPath: opts.ModelPath, DType: opts.DType, KVDType: opts.KVDType, Threads: opts.Threads,
-			SequenceLength: opts.SequenceLength, BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize,
-			Logger: logger(opts.IO.ErrOut, opts.Verbose),
-		})
+		eo := opts.EngineFlags.Options()
+		eo.Logger = logger(opts.IO.ErrOut, opts.Verbose)
+		eng, err := engine.New(eo)
 		if err != nil {
 			return err
 		}

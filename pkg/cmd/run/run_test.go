@@ -61,8 +61,9 @@ func testOptions(t *testing.T, in string) (*Options, *bytes.Buffer, *bytes.Buffe
 	no := false
 	return &Options{
 		IO:  cmdutil.IOStreams{In: strings.NewReader(in), Out: out, ErrOut: errOut},
-		Ctx: context.Background(), ModelPath: sharedtest.Path(t, "models", "tiny-qwen3-a"),
-		DType: "bf16", KVDType: "bf16", Threads: 2, SequenceLength: 512, BatchSize: 1,
+		Ctx: context.Background(),
+		EngineFlags: cmdutil.EngineFlags{ModelPath: sharedtest.Path(t, "models", "tiny-qwen3-a"),
+			DType: "bf16", KVDType: "bf16", Threads: 2, SequenceLength: 512, BatchSize: 1},
 		Think: true, MaxTokens: 8, Temperature: 0, TopP: -1, TopK: -1, MinP: -1, RepetitionPenalty: -1, Seed: -1,
 		Terminal: &no,
 	}, out, errOut

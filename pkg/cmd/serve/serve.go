@@ -24,12 +24,7 @@ type Options struct {
 	Ctx     context.Context
 	Version string
 
-	ModelPath      string
-	DType, KVDType string
-	Threads        int
-	SequenceLength int
-	BatchSize      int
-	ChunkSize      int
+	cmdutil.EngineFlags
 
 	Host            string
 	Port            int
@@ -76,13 +71,7 @@ accepting requests, lets those in flight finish, then exits.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&opts.ModelPath, "model-path", "", "Hugging Face model directory (default: the built-in synthetic model)")
-	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
-	fl.StringVar(&opts.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
-	fl.IntVar(&opts.Threads, "threads", 0, "compute threads (default: physical cores)")
-	fl.IntVar(&opts.SequenceLength, "sequence-length", 4096, "KV positions per slot: the longest prompt + reply")
-	fl.IntVar(&opts.BatchSize, "batch-size", 4, "KV cache slots: requests generated at once")
-	fl.IntVar(&opts.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
+	opts.EngineFlags.AddFlags(fl, 4096, "KV positions per slot: the longest prompt + reply", 4, "KV cache slots: requests generated at once")
 	fl.StringVar(&opts.Host, "host", "0.0.0.0", "address to listen on")
 	fl.IntVar(&opts.Port, "port", 8000, "port to listen on")
 	fl.StringVar(&opts.ServedModelName, "served-model-name", "", "model name in the API (default: the model's)")
@@ -109,11 +98,9 @@ func serveRun(opts *Options) error {
 	if opts.Port < 0 || opts.Port > 65535 {
 		return fmt.Errorf("--port %d: not a port", opts.Port)
 	}
-	eng, err := engine.New(engine.Options{
-		ModelPath: opts.ModelPath, DType: opts.DType, KVDType: opts.KVDType, Threads: opts.Threads,
-		SequenceLength: opts.SequenceLength, BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize,
-		SessionStore: opts.SessionStore, MaxQueue: opts.MaxQueue, QueueTimeout: opts.QueueTimeout, Logger: log,
-	})
+	eo := opts.EngineFlags.Options()
+	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
+	eng, err := engine.New(eo)
 	if err != nil {
 		return err
 	}

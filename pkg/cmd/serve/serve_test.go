@@ -65,8 +65,8 @@ func TestServeRun(t *testing.T) {
 	var log bytes.Buffer
 	addr := make(chan net.Addr, 1)
 	opts := &Options{IO: cmdutil.IOStreams{Out: io.Discard, ErrOut: &log}, Ctx: ctx, Version: "test",
-		ModelPath: tinyModel(t), DType: "bf16", KVDType: "bf16", Threads: 1, SequenceLength: 256, BatchSize: 1,
-		Host: "127.0.0.1", Port: 0, MaxQueue: 4, MaxBodyBytes: 1 << 20, DrainTimeout: 5 * time.Second,
+		EngineFlags: cmdutil.EngineFlags{ModelPath: tinyModel(t), DType: "bf16", KVDType: "bf16", Threads: 1, SequenceLength: 256, BatchSize: 1},
+		Host:        "127.0.0.1", Port: 0, MaxQueue: 4, MaxBodyBytes: 1 << 20, DrainTimeout: 5 * time.Second,
 		Ready: func(a net.Addr) { addr <- a }}
 	done := make(chan error, 1)
 	go func() { done <- serveRun(opts) }()
