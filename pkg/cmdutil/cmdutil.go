@@ -4,6 +4,7 @@
 package cmdutil
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -125,4 +126,11 @@ func configString(x any) string {
 		return strings.Join(t, ",")
 	}
 	return fmt.Sprint(x)
+}
+
+// PrintJSON writes v as indented JSON: the --json output of every command.
+func PrintJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }

@@ -4,7 +4,6 @@
 package checkcpu
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,12 +116,11 @@ func checkcpuRun(opts *Options) error {
 		return err
 	}
 	if opts.JSON {
-		enc := json.NewEncoder(opts.IO.Out)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(r); err != nil {
-			return err
-		}
-	} else if err := printReport(opts.IO.Out, r); err != nil {
+		err = cmdutil.PrintJSON(opts.IO.Out, r)
+	} else {
+		err = printReport(opts.IO.Out, r)
+	}
+	if err != nil {
 		return err
 	}
 	if !r.Deployable {
