@@ -6,48 +6,27 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/ellm-dev/ellm/pkg/tokenizer"
 )
 
 // textDecoder turns generated tokens into text without splitting a UTF-8
 // character across outputs (byte-level BPE tokens may hold part of one).
 // Special tokens (<|im_end|>) are not text.
 type textDecoder struct {
-	tok     Tokenizer
-	pending []byte
+	tok  Tokenizer
+	text tokenizer.UTF8Stream
 }
 
 func (d *textDecoder) add(id int32) string {
 	if d.tok.IsSpecial(id) {
 		return ""
 	}
-	d.pending = append(d.pending, d.tok.TokenBytes(id)...)
-	n := validPrefix(d.pending)
-	out := strings.ToValidUTF8(string(d.pending[:n]), "\uFFFD")
-	d.pending = append(d.pending[:0], d.pending[n:]...)
-	return out
+	return d.text.Write(d.tok.TokenBytes(id))
 }
 
 // flush returns what is left, invalid bytes replaced.
-func (d *textDecoder) flush() string {
-	out := strings.ToValidUTF8(string(d.pending), "\uFFFD")
-	d.pending = d.pending[:0]
-	return out
-}
-
-// validPrefix is the length of b without a trailing incomplete UTF-8
-// sequence.
-func validPrefix(b []byte) int {
-	for back := 1; back <= utf8.UTFMax && back <= len(b); back++ {
-		if utf8.RuneStart(b[len(b)-back]) {
-			if utf8.FullRune(b[len(b)-back:]) {
-				return len(b)
-			}
-			return len(b) - back
-		}
-	}
-	return len(b)
-}
+func (d *textDecoder) flush() string { return d.text.Flush() }
 
 // stopper cuts the text at the first stop string. It holds back the end of
 // the text that could still become a stop string, so no stop string is

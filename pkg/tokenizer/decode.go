@@ -112,10 +112,9 @@ func validPrefix(b []byte) (n int, broken bool) {
 // are held until it is complete. The concatenation of everything Add and
 // Flush return equals Decode of all ids.
 type Decoder struct {
-	t       *Tokenizer
-	opts    DecodeOptions
-	pending []byte
-	out     []byte
+	t    *Tokenizer
+	opts DecodeOptions
+	text UTF8Stream
 }
 
 // NewDecoder returns a streaming decoder that keeps special tokens.
@@ -129,26 +128,41 @@ func (d *Decoder) Add(id int32) string {
 	if d.opts.SkipSpecial && d.t.IsSpecial(id) {
 		return ""
 	}
-	if len(d.pending) == 0 && id >= 0 && int(id) < len(d.t.wholeUTF8) && d.t.wholeUTF8[id] {
+	if d.text.empty() && id >= 0 && int(id) < len(d.t.wholeUTF8) && d.t.wholeUTF8[id] {
 		// The usual case: a token of whole characters, returned without a copy.
 		return d.t.tokenText[d.t.tokenOff[id]:d.t.tokenOff[id+1]]
 	}
-	d.pending = append(d.pending, d.t.TokenBytes(id)...)
-	return d.drain(false)
+	return d.text.Write(d.t.TokenBytes(id))
 }
 
 // Flush returns what is held back, an unfinished character becoming U+FFFD,
 // and resets the decoder.
-func (d *Decoder) Flush() string {
-	return d.drain(true)
+func (d *Decoder) Flush() string { return d.text.Flush() }
+
+// UTF8Stream turns bytes arriving in pieces into text without splitting a
+// character: what a streaming detokenizer needs whatever the tokenizer.
+// Invalid bytes become U+FFFD as in Decode.
+type UTF8Stream struct {
+	pending, out []byte
 }
 
-func (d *Decoder) drain(final bool) string {
-	if len(d.pending) == 0 {
+// Write consumes b and returns the text it completes.
+func (s *UTF8Stream) Write(b []byte) string {
+	s.pending = append(s.pending, b...)
+	return s.drain(false)
+}
+
+// Flush returns what is held back, an unfinished character becoming U+FFFD.
+func (s *UTF8Stream) Flush() string { return s.drain(true) }
+
+func (s *UTF8Stream) empty() bool { return len(s.pending) == 0 }
+
+func (s *UTF8Stream) drain(final bool) string {
+	if len(s.pending) == 0 {
 		return ""
 	}
 	var n int
-	d.out, n = appendLossy(d.out[:0], d.pending, final)
-	d.pending = d.pending[:copy(d.pending, d.pending[n:])]
-	return string(d.out)
+	s.out, n = appendLossy(s.out[:0], s.pending, final)
+	s.pending = s.pending[:copy(s.pending, s.pending[n:])]
+	return string(s.out)
 }
