@@ -15,7 +15,7 @@ const (
 
 // parallelRows is the pass size from which a per-row step runs on the pool:
 // below it (decode steps) the work is smaller than a pool barrier. A
-// variable so that tests can force the parallel path on tiny models.
+// variable so that tests can compare the pool's split with one thread.
 var parallelRows = 16
 
 // rowTask is the pool task of rows: each worker takes a contiguous share of
