@@ -71,7 +71,11 @@ func RunDecode(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Deco
 					salt++
 					prompts[i] = randomTokens(rng, cfg, max(depth, 1), salt)
 				}
-				tpot, err := decodeTogether(ctx, g, prompts, opts.Warmup, opts.Tokens)
+				sessions, err := prime(ctx, g, prompts)
+				if err != nil {
+					return nil, fmt.Errorf("decode depth %d batch %d: %w", depth, batch, err)
+				}
+				tpot, err := decodeTogether(ctx, g, sessions, opts.Warmup, opts.Tokens)
 				if err != nil {
 					return nil, fmt.Errorf("decode depth %d batch %d: %w", depth, batch, err)
 				}
@@ -91,13 +95,36 @@ func RunDecode(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Deco
 	return out, nil
 }
 
+// session is a prompt already prefilled into the engine's KV cache.
+type session struct {
+	id     string
+	tokens []int32
+}
+
+// prime prefills each prompt, one at a time, into a session of its own, so
+// that the timed generations start from a cached context at the given depth
+// and all begin decoding at once instead of queueing behind each other's
+// prefill. The engine needs a slot per sequence.
+func prime(ctx context.Context, g Generator, prompts [][]int32) ([]session, error) {
+	out := make([]session, len(prompts))
+	for i, p := range prompts {
+		id := fmt.Sprintf("bench-decode-%d", i)
+		res, err := g.Generate(ctx, engine.Request{Tokens: p, SessionID: id, MaxTokens: 1, StopTokens: noStop}, discard)
+		if err != nil {
+			return nil, fmt.Errorf("prefill sequence %d: %w", i, err)
+		}
+		out[i] = session{id: id, tokens: res.Tokens}
+	}
+	return out, nil
+}
+
 // errApart means the sequences of a measurement never decoded in the same step.
 var errApart = errors.New("the sequences never decoded together")
 
 // decodeTogether measures a batch, lengthening the warm-up when the engine
 // admitted the sequences too far apart for their decoding to overlap (which
 // depends on when each request reached the scheduler).
-func decodeTogether(ctx context.Context, g Generator, prompts [][]int32, warmup, tokens int) (float64, error) {
+func decodeTogether(ctx context.Context, g Generator, prompts []session, warmup, tokens int) (float64, error) {
 	for try := range decodeTries {
 		tpot, err := decodeOnce(ctx, g, prompts, warmupOfTry(warmup, tokens, try), tokens)
 		if !errors.Is(err, errApart) {
@@ -117,14 +144,14 @@ func warmupOfTry(warmup, tokens, try int) int {
 }
 
 // DecodeSequenceLength is the KV positions a decode measurement at depth
-// needs per sequence, the longest warm-up included.
+// needs per sequence: the prompt, its priming token, the longest warm-up.
 func DecodeSequenceLength(depth, warmup, tokens int) int {
-	return max(depth, 1) + warmupOfTry(warmup, tokens, decodeTries-1) + tokens
+	return max(depth, 1) + 1 + warmupOfTry(warmup, tokens, decodeTries-1) + tokens
 }
 
 // decodeOnce runs len(prompts) generations at once and returns the step
 // interval in ms over the window in which every one of them was decoding.
-func decodeOnce(ctx context.Context, g Generator, prompts [][]int32, warmup, tokens int) (float64, error) {
+func decodeOnce(ctx context.Context, g Generator, prompts []session, warmup, tokens int) (float64, error) {
 	n := warmup + tokens
 	stamps := make([][]time.Time, len(prompts))
 	errs := make([]error, len(prompts))
@@ -134,7 +161,7 @@ func decodeOnce(ctx context.Context, g Generator, prompts [][]int32, warmup, tok
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = g.Generate(ctx, engine.Request{Tokens: p, MaxTokens: n, StopTokens: noStop}, func(engine.Event) error {
+			_, errs[i] = g.Generate(ctx, engine.Request{Tokens: p.tokens, SessionID: p.id, MaxTokens: n, StopTokens: noStop}, func(engine.Event) error {
 				stamps[i] = append(stamps[i], time.Now())
 				return nil
 			})

@@ -175,7 +175,7 @@ func (s *staggered) Generate(ctx context.Context, req engine.Request, fn func(en
 
 func TestDecodeReportsSequencesThatNeverOverlap(t *testing.T) {
 	g := &staggered{}
-	_, err := decodeTogether(context.Background(), g, [][]int32{{1}, {2}}, 2, 4)
+	_, err := decodeTogether(context.Background(), g, []session{{"a", []int32{1}}, {"b", []int32{2}}}, 2, 4)
 	if !errors.Is(err, errApart) {
 		t.Fatalf("err = %v, want errApart", err)
 	}
