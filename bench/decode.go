@@ -161,8 +161,8 @@ func decodeOnce(ctx context.Context, g Generator, prompts []session, warmup, tok
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = g.Generate(ctx, engine.Request{Tokens: p.tokens, SessionID: p.id, MaxTokens: n, StopTokens: noStop}, func(engine.Event) error {
-				stamps[i] = append(stamps[i], time.Now())
+			_, errs[i] = g.Generate(ctx, engine.Request{Tokens: p.tokens, SessionID: p.id, MaxTokens: n, StopTokens: noStop}, func(ev engine.Event) error {
+				stamps[i] = append(stamps[i], ev.At)
 				return nil
 			})
 		}()

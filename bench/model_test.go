@@ -82,7 +82,7 @@ func (f *fakeGen) Generate(ctx context.Context, req engine.Request, fn func(engi
 		if i > 0 {
 			time.Sleep(f.step)
 		}
-		if err := fn(engine.Event{Token: 1}); err != nil {
+		if err := fn(engine.Event{Token: 1, At: time.Now()}); err != nil {
 			return engine.Result{}, err
 		}
 	}
@@ -166,7 +166,7 @@ func (s *staggered) Generate(ctx context.Context, req engine.Request, fn func(en
 	s.runs++
 	for range req.MaxTokens {
 		time.Sleep(100 * time.Microsecond)
-		if err := fn(engine.Event{}); err != nil {
+		if err := fn(engine.Event{At: time.Now()}); err != nil {
 			return engine.Result{}, err
 		}
 	}

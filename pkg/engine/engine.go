@@ -130,6 +130,9 @@ type Event struct {
 	Token   int32
 	Logprob float32
 	Top     []sample.TokenLogprob
+	// At is when the scheduler produced the token: the callback may run
+	// later when the caller's goroutine waits for a CPU the kernels hold.
+	At time.Time
 }
 
 // Result summarises a generation.

@@ -167,7 +167,7 @@ func (e *Engine) emit(s *slot, row []float32) {
 		e.finish(s, "stop", nil)
 		return
 	}
-	ev := Event{Token: tok}
+	ev := Event{Token: tok, At: time.Now()}
 	if j.req.Logprobs || j.req.TopLogprobs > 0 {
 		ev.Logprob = s.sampler.Logprob(tok)
 	}
