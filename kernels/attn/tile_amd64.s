@@ -3,16 +3,6 @@
 #include "textflag.h"
 #include "../ops/exp_amd64.h"
 
-DATA c_ninf<>+0(SB)/8, $0xff800000ff800000
-DATA c_ninf<>+8(SB)/8, $0xff800000ff800000
-DATA c_ninf<>+16(SB)/8, $0xff800000ff800000
-DATA c_ninf<>+24(SB)/8, $0xff800000ff800000
-DATA c_ninf<>+32(SB)/8, $0xff800000ff800000
-DATA c_ninf<>+40(SB)/8, $0xff800000ff800000
-DATA c_ninf<>+48(SB)/8, $0xff800000ff800000
-DATA c_ninf<>+56(SB)/8, $0xff800000ff800000
-GLOBL c_ninf<>(SB), RODATA|NOPTR, $64
-
 // After the score tree, lane 4k+j holds key k+4j: this puts key i in lane i.
 DATA keyperm<>+0(SB)/4, $0
 DATA keyperm<>+4(SB)/4, $4

@@ -1,6 +1,7 @@
 // Exp32 (kernels/ops) on registers, shared by every assembly file that needs
 // e^x bit-identical to ops.Exp32: kernels/ops and kernels/attn include it.
-// Each including file gets its own copy of the read-only constants below.
+// Each including file gets its own copy of the read-only constants below
+// (the polynomial's, and -inf for softmax maxima).
 
 // Exp32 on a register: x ← e^x; n, t, u (and k / K2) are scratch.
 #define EXP512(x, n, t, u) \
@@ -180,3 +181,14 @@ DATA c_bias<>+40(SB)/8, $0x3f8000003f800000
 DATA c_bias<>+48(SB)/8, $0x3f8000003f800000
 DATA c_bias<>+56(SB)/8, $0x3f8000003f800000
 GLOBL c_bias<>(SB), RODATA|NOPTR, $64
+
+// -inf in every lane: the starting running maximum of a softmax.
+DATA c_ninf<>+0(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+8(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+16(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+24(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+32(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+40(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+48(SB)/8, $0xff800000ff800000
+DATA c_ninf<>+56(SB)/8, $0xff800000ff800000
+GLOBL c_ninf<>(SB), RODATA|NOPTR, $64
