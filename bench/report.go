@@ -85,7 +85,7 @@ func DescribeMachine(threads int) Machine {
 	}
 	return Machine{
 		CPU: cpuid.CPU.BrandName, Vendor: cpuid.CPU.VendorString, Features: feats,
-		Cores: cpuid.CPU.PhysicalCores, LogicalCPU: runtime.NumCPU(), Threads: threads,
+		Cores: runtime.NumCPU(), LogicalCPU: runtime.NumCPU(), Threads: threads,
 		KernelPath: kernels.Active().String(), GoVersion: runtime.Version(),
 		OS: runtime.GOOS + "/" + runtime.GOARCH, Time: time.Now().UTC(),
 	}

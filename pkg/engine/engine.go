@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/klauspost/cpuid/v2"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/threads"
@@ -364,12 +363,9 @@ func withDefaults(o Options) Options {
 	return o
 }
 
-func physicalCores() int {
-	if n := cpuid.CPU.PhysicalCores; n > 0 {
-		return n
-	}
-	return runtime.NumCPU()
-}
+// physicalCores is a stopgap until cpu.DefaultThreads lands: the CPUs this
+// process may run on, never CPUID's count (a hypervisor may claim 254).
+func physicalCores() int { return runtime.NumCPU() }
 
 // newEngine starts the scheduler over a backend; New and the tests share it.
 func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, storeID string) (*Engine, error) {
