@@ -55,6 +55,12 @@ func NewRope(headDim, maxPos int, theta float64, scaling *YaRN) (*Rope, error) {
 	return r, nil
 }
 
+// RopeBytes is the size of NewRope's table for headDim and maxPos.
+func RopeBytes(headDim, maxPos int) int64 { return 4 * int64(headDim) * int64(maxPos) }
+
+// Bytes is the size of r's table.
+func (r *Rope) Bytes() int64 { return 4 * int64(len(r.tab)) }
+
 // invFreq returns the f32 inverse frequencies and the cos/sin scale.
 func invFreq(dim int, theta float64, y *YaRN) ([]float32, float32, error) {
 	half := dim / 2

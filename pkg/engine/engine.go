@@ -24,6 +24,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -61,6 +62,13 @@ type Options struct {
 	QueueTimeout time.Duration
 	// Logger receives the start-up summary and warnings (default: discard).
 	Logger *slog.Logger
+	// AllowLongContext lets SequenceLength exceed the model's context
+	// (max_position_embeddings, or its YaRN window) with a warning instead
+	// of a refusal.
+	AllowLongContext bool
+	// Memory reports what this process may commit, for the fit check
+	// before anything is allocated (default: cpu.ReadMemory of this machine).
+	Memory func() (cpu.Memory, error)
 }
 
 // Info describes what an Engine committed at start-up.
@@ -76,7 +84,9 @@ type Info struct {
 	Threads, Slots, SequenceLength, ChunkSize, StallTokens int
 
 	WeightBytes, KVBytes, ScratchBytes int64
-	SessionStore                       string
+	// Fit is the start-up fit check the engine passed.
+	Fit          *Fit
+	SessionStore string
 	LoadTime                           time.Duration
 }
 
@@ -255,6 +265,10 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
+	fit, err := fitModel(dir, opts)
+	if err != nil {
+		return fail(err)
+	}
 	m, err := model.Load(dir, model.LoadOptions{DType: opts.DType})
 	if err != nil {
 		return fail(err)
@@ -282,12 +296,9 @@ func New(opts Options) (*Engine, error) {
 	closers = append(closers, cache.Close)
 	pool := threads.New(opts.Threads, false)
 	closers = append(closers, func() error { pool.Close(); return nil })
-	prefill := opts.SequenceLength
-	if opts.ChunkSize > 0 {
-		prefill = opts.ChunkSize
-	}
-	runner, err := m.NewRunner(cache, model.RunnerOptions{
-		MaxTokens: max(prefill, opts.StallTokens) + opts.BatchSize, MaxLogits: opts.BatchSize, Pool: pool})
+	ro := runnerOptions(opts)
+	ro.Pool = pool
+	runner, err := m.NewRunner(cache, ro)
 	if err != nil {
 		return fail(err)
 	}
@@ -299,7 +310,7 @@ func New(opts Options) (*Engine, error) {
 		Threads: pool.Size(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
 		WeightBytes: m.WeightBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
-		SessionStore: opts.SessionStore,
+		Fit: fit, SessionStore: opts.SessionStore,
 	}
 	be := &modelBackend{runner: runner, cache: cache}
 	// Either file's eos ids end a generation (Qwen3's config names
@@ -319,20 +330,53 @@ func New(opts Options) (*Engine, error) {
 		e.info.ScratchBytes += s.sampler.Bytes()
 	}
 	e.info.LoadTime = time.Since(start)
-	if opts.SequenceLength > cfg.MaxPositionEmbeddings {
-		e.log.Warn("sequence length exceeds the model's max_position_embeddings: quality degrades beyond it",
-			"sequence_length", opts.SequenceLength, "max_position_embeddings", cfg.MaxPositionEmbeddings)
+	for _, w := range fit.Warnings {
+		e.log.Warn(w)
 	}
 	e.log.Info("engine ready",
 		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,
 		"weights", info.DType, "weight_bytes", info.WeightBytes,
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
 		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes,
+		"usable_memory", fit.Memory.Usable(), "max_sequence_length", fit.MaxSequenceLength,
 		"kernels", info.KernelPath, "threads", info.Threads, "load", e.info.LoadTime.Round(time.Millisecond))
 	if info.Synthetic {
 		e.log.Warn("running the built-in synthetic model: random weights, output is not language")
 	}
 	return e, nil
+}
+
+// fitModel runs the fit check on the model in dir before anything is
+// allocated: New refuses what CheckFit refuses.
+func fitModel(dir string, opts Options) (*Fit, error) {
+	cfg, err := modelcfg.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	readMem := opts.Memory
+	if readMem == nil {
+		readMem = func() (cpu.Memory, error) { return cpu.ReadMemory("/") }
+	}
+	mem, err := readMem()
+	if err != nil {
+		return nil, err
+	}
+	fit, err := CheckFit(cfg, opts, mem)
+	if err != nil {
+		return nil, err
+	}
+	return fit, fit.Err()
+}
+
+// runnerOptions sizes the runner (its Pool aside): one pass takes a whole
+// prompt (or a chunk), or a stall-bounded piece of one beside a decode row
+// of every slot.
+func runnerOptions(o Options) model.RunnerOptions {
+	prefill := o.SequenceLength
+	if o.ChunkSize > 0 {
+		prefill = o.ChunkSize
+	}
+	return model.RunnerOptions{MaxTokens: max(prefill, o.StallTokens) + o.BatchSize, MaxLogits: o.BatchSize}
 }
 
 func withDefaults(o Options) Options {

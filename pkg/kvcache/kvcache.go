@@ -75,7 +75,7 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 		SeqLen: seqLen, HeadDim: cfg.HeadDim, cfg: cfg,
 	}
 	per := c.tensorElems()
-	total := int64(per) * 2 * int64(c.Layers) * int64(dtype.size())
+	total := Bytes(cfg, slots, seqLen, dtype)
 	if int64(int(total)) != total || total <= 0 {
 		return nil, fmt.Errorf("kv cache: %d bytes cannot be allocated", total)
 	}
@@ -105,6 +105,18 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 		}
 	}
 	return c, nil
+}
+
+// BytesPerPosition is the cache memory one position of one slot takes for
+// cfg in dtype: K and V of every layer and kv head.
+func BytesPerPosition(cfg *modelcfg.Config, dtype DType) int64 {
+	return 2 * int64(cfg.NumHiddenLayers) * int64(cfg.NumKeyValueHeads) * int64(cfg.HeadDim) * int64(dtype.size())
+}
+
+// Bytes is the size of the cache New allocates for slots × seqLen positions,
+// so that a deployment can be sized before anything is allocated.
+func Bytes(cfg *modelcfg.Config, slots, seqLen int, dtype DType) int64 {
+	return BytesPerPosition(cfg, dtype) * int64(slots) * int64(seqLen)
 }
 
 func (c *Cache) tensorElems() int { return c.Slots * c.KVHeads * c.SeqLen * c.HeadDim }

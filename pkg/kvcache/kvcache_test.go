@@ -174,3 +174,22 @@ func FuzzImport(f *testing.F) {
 		}
 	})
 }
+
+// The fit check sizes the cache with Bytes before New runs.
+func TestBytesMatchesNew(t *testing.T) {
+	cfg := testConfig(t)
+	for _, dt := range []DType{BF16, F32} {
+		c, err := New(cfg, 3, 10, dt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 2 (K,V) × 2 layers × 2 kv heads × 4 dims × element size.
+		if want := int64(2 * 2 * 2 * 4 * dt.size()); BytesPerPosition(cfg, dt) != want {
+			t.Errorf("%s: %d bytes per position, want %d", dt, BytesPerPosition(cfg, dt), want)
+		}
+		if got, want := c.Bytes(), Bytes(cfg, 3, 10, dt); got != want {
+			t.Errorf("%s: New allocated %d bytes, Bytes says %d", dt, got, want)
+		}
+		c.Close()
+	}
+}

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/gemm"
@@ -102,11 +103,8 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 	if opts.MaxTokens < 1 {
 		return nil, fmt.Errorf("runner: MaxTokens = %d, must be positive", opts.MaxTokens)
 	}
-	if opts.MaxLogits < 1 {
-		opts.MaxLogits = cache.Slots
-	}
-	r := &Runner{m: m, cache: cache, pool: opts.Pool, eps: float32(cfg.RMSNormEps),
-		maxM: min(opts.MaxTokens, cache.Slots*cache.SeqLen), maxLogits: opts.MaxLogits}
+	r := &Runner{m: m, cache: cache, pool: opts.Pool, eps: float32(cfg.RMSNormEps)}
+	r.maxM, r.maxLogits = runnerRows(opts, cache.Slots, cache.SeqLen)
 	y, err := yarn(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("runner: %w", err)
@@ -187,11 +185,14 @@ func (r *Runner) Close() {
 // MaxTokens is the most rows one pass takes.
 func (r *Runner) MaxTokens() int { return r.maxM }
 
-// ScratchBytes is the memory of the runner's activation buffers.
+// ScratchBytes is the memory the runner allocated: activation buffers, GEMM
+// and attention scratch, the RoPE table (what the function ScratchBytes
+// predicts before allocating).
 func (r *Runner) ScratchBytes() int64 {
-	n := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.q) + len(r.ao) + len(r.h) +
-		len(r.lmIn) + len(r.logits) + r.moe.floats()
-	return int64(4 * n)
+	f := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.q) + len(r.ao) + len(r.h) + len(r.lmIn) + len(r.logits)
+	n := int64(4*f) + int64(4*(len(r.pos)+len(r.slot)+len(r.ids))) + int64(len(r.row))*int64(unsafe.Sizeof(Row{}))
+	n += int64(cap(r.seqs))*int64(unsafe.Sizeof(attn.Seq{})) + int64(8*cap(r.base)) + int64(16*len(r.rowTask.errs))
+	return n + r.moe.bytes() + r.mm.Bytes() + r.att.Bytes() + r.rope.Bytes()
 }
 
 // Logits returns logits row i of the last Forward: rows are numbered in

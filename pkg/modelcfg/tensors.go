@@ -168,7 +168,7 @@ func (c *Config) ActiveParams() int64 {
 
 // WeightBytes is the memory the weights take when loaded with weight dtype
 // dtype ("bf16", "f32" or "int8"). int8 quantizes linear weights to 1 byte per
-// element plus one f32 scale per output row, except the MoE router, which
+// element plus 8 bytes per output row (scale and zero-point correction), except the MoE router, which
 // pkg/model keeps in bf16 because a quantized router flips expert choices;
 // embeddings and norms stay bf16 as stored (f32 when dtype is f32). A tied
 // embedding is stored once.
@@ -183,7 +183,7 @@ func WeightBytes(c *Config, dtype string) (int64, error) {
 			n += 4 * e
 		case "int8":
 			if t.Kind.Linear() && t.Kind != KindRouter && len(t.Shape) == 2 {
-				n += e + 4*int64(t.Shape[0])
+				n += e + 8*int64(t.Shape[0]) // per output row: an f32 scale and an int32 correction
 			} else {
 				n += 2 * e
 			}

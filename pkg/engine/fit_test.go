@@ -1,0 +1,212 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/ellm-dev/ellm/pkg/cpu"
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+)
+
+const gib = int64(1) << 30
+
+func preset(t *testing.T, name string) *modelcfg.Config {
+	t.Helper()
+	c, err := modelcfg.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A 24 GiB machine, as in the issue: 60,000,000 positions of Qwen3-0.6B is
+// refused with the numbers and the largest length that fits.
+func TestCheckFitRefusesWithLargestLength(t *testing.T) {
+	cfg := preset(t, "qwen3-0.6b")
+	mem := cpu.Memory{Total: 24 * gib, Available: 22 * gib}
+	opts := Options{SequenceLength: 60_000_000, BatchSize: 1, Threads: 2, AllowLongContext: true}
+	f, err := CheckFit(cfg, opts, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.OK() {
+		t.Fatalf("fits: %+v", f)
+	}
+	if f.KVPerPosition != 112*1024 {
+		t.Errorf("bf16 KV per position %d, want 112 KiB (28 layers × 8 kv heads × 128 × 2 × 2)", f.KVPerPosition)
+	}
+	if f.KVCache != 60_000_000*f.KVPerPosition {
+		t.Errorf("KV cache %d", f.KVCache)
+	}
+	n := f.MaxSequenceLength
+	if n < 10_000 || int64(n) > 22*gib/f.KVPerPosition {
+		t.Fatalf("largest fitting length %d is implausible", n)
+	}
+	// It is the largest: n fits, n+1 does not, each checked on its own.
+	at := func(seq int) *Fit {
+		o := opts
+		o.SequenceLength = seq
+		g, err := CheckFit(cfg, o, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	if g := at(n); !g.OK() || g.Total > g.Budget {
+		t.Errorf("largest length %d does not fit: %v", n, g.Reasons)
+	}
+	if g := at(n + 1); g.OK() {
+		t.Errorf("length %d fits too", n+1)
+	}
+	msg := f.Err().Error()
+	for _, want := range []string{"needs ", "weights", "KV cache", "scratch", "usable", "MemAvailable", "--sequence-length that fits with --batch-size 1 is"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q does not say %q", msg, want)
+		}
+	}
+	var fe *FitError
+	if !errors.As(f.Err(), &fe) || fe.Fit != f {
+		t.Errorf("Err is %T", f.Err())
+	}
+}
+
+// Single-pass prefill scratch grows with the sequence: chunking shrinks it,
+// so the same memory fits a longer sequence.
+func TestCheckFitChunkingFitsLonger(t *testing.T) {
+	cfg := preset(t, "qwen3-0.6b")
+	mem := cpu.Memory{Total: 24 * gib, Available: 22 * gib}
+	whole, err := CheckFit(cfg, Options{SequenceLength: 4096, Threads: 2, AllowLongContext: true}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunked, err := CheckFit(cfg, Options{SequenceLength: 4096, ChunkSize: 512, Threads: 2, AllowLongContext: true}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(chunked.Scratch < whole.Scratch && chunked.MaxSequenceLength > whole.MaxSequenceLength) {
+		t.Errorf("chunk 512: scratch %d, max length %d; whole: %d, %d", chunked.Scratch, chunked.MaxSequenceLength, whole.Scratch, whole.MaxSequenceLength)
+	}
+	// With a fixed chunk, the length is bound by the KV cache alone, nearly.
+	if per := chunked.Budget / chunked.KVPerPosition; int64(chunked.MaxSequenceLength) > per {
+		t.Errorf("max length %d above budget/KV per position %d", chunked.MaxSequenceLength, per)
+	}
+}
+
+// The KV dtype is counted through pkg/kvcache: f32 doubles the cache.
+func TestCheckFitKVDType(t *testing.T) {
+	cfg := preset(t, "qwen3-8b")
+	mem := cpu.Memory{Total: 512 * gib, Available: 500 * gib}
+	bf, err := CheckFit(cfg, Options{SequenceLength: 32768, BatchSize: 4, KVDType: "bf16"}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f32, err := CheckFit(cfg, Options{SequenceLength: 32768, BatchSize: 4, KVDType: "f32"}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f32.KVCache != 2*bf.KVCache || bf.KVCache != kvcache.Bytes(cfg, 4, 32768, kvcache.BF16) {
+		t.Errorf("KV bf16 %d, f32 %d", bf.KVCache, f32.KVCache)
+	}
+	if _, err := CheckFit(cfg, Options{KVDType: "fp4"}, mem); err == nil {
+		t.Error("unknown KV dtype accepted")
+	}
+}
+
+// A cgroup limit tighter than MemAvailable binds, and the refusal names it.
+func TestCheckFitCgroupLimitBinds(t *testing.T) {
+	cfg := preset(t, "qwen3-8b")
+	free := cpu.Memory{Total: 256 * gib, Available: 200 * gib}
+	boxed := free
+	boxed.CgroupLimit, boxed.CgroupUsage, boxed.Cgroup = 16*gib, gib, "/kubepods/pod1"
+	opts := Options{SequenceLength: 32768, BatchSize: 1}
+	f, err := CheckFit(cfg, opts, free)
+	if err != nil || !f.OK() {
+		t.Fatalf("on the free machine: %v %v", err, f.Reasons)
+	}
+	g, err := CheckFit(cfg, opts, boxed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.OK() || g.Budget != int64(Headroom*float64(15*gib)) {
+		t.Fatalf("in a 16 GiB cgroup: ok %v, budget %d", g.OK(), g.Budget)
+	}
+	if msg := g.Err().Error(); !strings.Contains(msg, "cgroup /kubepods/pod1") {
+		t.Errorf("refusal %q does not name the cgroup", msg)
+	}
+}
+
+// Beyond max_position_embeddings: refused, unless YaRN extends the window or
+// the override flag is given.
+func TestCheckFitContextLimit(t *testing.T) {
+	plain := preset(t, "qwen3-0.6b")
+	mem := cpu.Memory{Total: 512 * gib, Available: 500 * gib}
+	f, err := CheckFit(plain, Options{SequenceLength: 65536}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.OK() || !strings.Contains(f.Err().Error(), "exceeds the model's context of 40960") || !strings.Contains(f.Err().Error(), "--allow-long-context") {
+		t.Errorf("65536 > 40960 without YaRN: %v", f.Reasons)
+	}
+	f, err = CheckFit(plain, Options{SequenceLength: 65536, AllowLongContext: true}, mem)
+	if err != nil || !f.OK() || len(f.Warnings) != 1 {
+		t.Errorf("with --allow-long-context: %v %v %v", err, f.Reasons, f.Warnings)
+	}
+	yarn := *plain
+	yarn.RopeScaling = &modelcfg.RopeScaling{RopeType: "yarn", Factor: 4, OriginalMaxPositionEmbeddings: 32768}
+	if ContextLimit(&yarn) != 131072 {
+		t.Errorf("YaRN ×4 of 32768: limit %d", ContextLimit(&yarn))
+	}
+	f, err = CheckFit(&yarn, Options{SequenceLength: 131072}, mem)
+	if err != nil || !f.OK() {
+		t.Errorf("131072 with YaRN ×4: %v %v", err, f.Reasons)
+	}
+	f, err = CheckFit(&yarn, Options{SequenceLength: 131073}, mem)
+	if err != nil || f.OK() {
+		t.Errorf("131073 with YaRN ×4 accepted")
+	}
+}
+
+func TestLargest(t *testing.T) {
+	for _, n := range []int{0, 1, 2, 3, 1000, 1 << 20, 123456789} {
+		if got := largest(func(x int) bool { return x <= n }); got != n {
+			t.Errorf("largest(≤%d) = %d", n, got)
+		}
+	}
+}
+
+// New runs the same check before loading anything: with the memory figures
+// injected, it refuses what does not fit and starts what does, reporting
+// the check it passed.
+func TestNewChecksFitFirst(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	tight := func() (cpu.Memory, error) { return cpu.Memory{Total: gib, Available: 48 << 20}, nil }
+	_, err := New(Options{ModelPath: dir, SequenceLength: 200_000, Threads: 1, AllowLongContext: true, Memory: tight})
+	var fe *FitError
+	if !errors.As(err, &fe) || fe.Fit.MaxSequenceLength <= 0 || fe.Fit.MaxSequenceLength >= 200_000 {
+		t.Fatalf("48 MiB usable, 200000 positions: %v", err)
+	}
+	fitting := fe.Fit.MaxSequenceLength
+	if _, err := New(Options{ModelPath: dir, SequenceLength: fe.Fit.ContextLimit + 1, Threads: 1}); !errors.As(err, &fe) ||
+		!strings.Contains(err.Error(), "exceeds the model's context") {
+		t.Fatalf("beyond the context: %v", err)
+	}
+	e, err := New(Options{ModelPath: dir, SequenceLength: fitting, Threads: 1, Memory: tight})
+	if err != nil {
+		t.Fatalf("the largest length the refusal named (%d): %v", fitting, err)
+	}
+	defer e.Close()
+	if f := e.Info().Fit; f == nil || !f.OK() || f.Memory.Usable() != 48<<20 {
+		t.Errorf("Info().Fit = %+v", f)
+	}
+	// What the check predicted is what the engine committed.
+	info := e.Info()
+	// (Weights to within panel padding, which the estimate leaves out.)
+	if f := info.Fit; f.KVCache != info.KVBytes || info.WeightBytes < f.Weights || float64(info.WeightBytes-f.Weights) > 0.01*float64(f.Weights) ||
+		f.Scratch != info.ScratchBytes+4*int64(fitting) {
+		t.Errorf("predicted weights %d KV %d scratch %d; committed %d %d %d (+ %d transcript)",
+			f.Weights, f.KVCache, f.Scratch, info.WeightBytes, info.KVBytes, info.ScratchBytes, 4*fitting)
+	}
+}

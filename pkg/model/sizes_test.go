@@ -1,0 +1,45 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+)
+
+// The fit check sizes a runner with ScratchBytes before anything exists:
+// it must be what NewRunner then allocates, dense and MoE, chunked or not.
+func TestScratchBytesMatchesRunner(t *testing.T) {
+	for _, name := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
+		m := loadTiny(t, name, LoadOptions{})
+		for _, c := range []struct{ slots, seq, maxTokens, logits, workers int }{
+			{1, 64, 64, 0, 1}, {3, 100, 32, 3, 2}, {2, 50, 500, 7, 3},
+		} {
+			pool := threads.New(c.workers, false)
+			r := newRunner(t, m, kvcache.BF16, c.slots, c.seq, RunnerOptions{MaxTokens: c.maxTokens, MaxLogits: c.logits, Pool: pool})
+			want := ScratchBytes(m.Config, c.slots, c.seq, RunnerOptions{MaxTokens: c.maxTokens, MaxLogits: c.logits}, c.workers, kernels.Active())
+			if got := r.ScratchBytes(); got != want || got <= 0 {
+				t.Errorf("%s %+v: runner holds %d bytes, ScratchBytes says %d", name, c, got, want)
+			}
+			pool.Close()
+		}
+	}
+}
+
+// WeightBytes predicts what Load commits, to within panel padding.
+func TestWeightBytesMatchesLoad(t *testing.T) {
+	for _, name := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
+		for _, dt := range []string{"bf16", "int8", "f32"} {
+			m := loadTiny(t, name, LoadOptions{DType: dt})
+			want, err := WeightBytes(m.Config, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := m.WeightBytes()
+			if got < want || float64(got-want) > 0.02*float64(want) {
+				t.Errorf("%s %s: Load committed %d bytes, WeightBytes says %d", name, dt, got, want)
+			}
+		}
+	}
+}
