@@ -21,6 +21,28 @@ type ModelSource struct {
 	Seed   uint64
 }
 
+// Config is the shape Resolve serves, known without generating anything:
+// what the fit check sizes before weights are written or loaded.
+func (s ModelSource) Config() (cfg *modelcfg.Config, fullLayers int, err error) {
+	switch {
+	case s.Path != "":
+		cfg, err = modelcfg.Load(s.Path)
+		return cfg, 0, err
+	case s.Preset == "":
+		return synth.DefaultConfig(), 0, nil
+	}
+	if cfg, err = modelcfg.Preset(s.Preset); err != nil {
+		return nil, 0, err
+	}
+	if s.Layers > 0 && s.Layers < cfg.NumHiddenLayers {
+		fullLayers = cfg.NumHiddenLayers
+		if cfg, err = cfg.Truncate(s.Layers); err != nil {
+			return nil, 0, err
+		}
+	}
+	return cfg, fullLayers, nil
+}
+
 // Resolve returns the model directory to load and its description. Synthetic
 // preset models are generated once into the user cache directory.
 func (s ModelSource) Resolve() (string, *Model, error) {
@@ -42,16 +64,9 @@ func (s ModelSource) Resolve() (string, *Model, error) {
 		}
 		return dir, describe("ellm-synthetic-default", "builtin", cfg, 0), nil
 	}
-	cfg, err := modelcfg.Preset(s.Preset)
+	cfg, full, err := s.Config()
 	if err != nil {
 		return "", nil, err
-	}
-	full := 0
-	if s.Layers > 0 && s.Layers < cfg.NumHiddenLayers {
-		full = cfg.NumHiddenLayers
-		if cfg, err = cfg.Truncate(s.Layers); err != nil {
-			return "", nil, err
-		}
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {

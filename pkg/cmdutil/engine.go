@@ -15,6 +15,8 @@ type EngineFlags struct {
 	SequenceLength int
 	BatchSize      int
 	ChunkSize      int
+	// AllowLongContext accepts a sequence length beyond the model's context.
+	AllowLongContext bool
 }
 
 // AddFlags defines the flags on fl; the KV shape's defaults and help are the command's.
@@ -26,10 +28,18 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.IntVar(&e.SequenceLength, "sequence-length", seqLen, seqHelp)
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
+	AddAllowLongContextFlag(fl, &e.AllowLongContext)
+}
+
+// AddAllowLongContextFlag defines --allow-long-context, which every command
+// that runs the fit check takes.
+func AddAllowLongContextFlag(fl *pflag.FlagSet, v *bool) {
+	fl.BoolVar(v, "allow-long-context", false,
+		"accept a --sequence-length beyond the model's context (max_position_embeddings, or its YaRN window): quality degrades")
 }
 
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
 	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads,
-		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize}
+		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize, AllowLongContext: e.AllowLongContext}
 }

@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/chat"
@@ -87,7 +86,7 @@ type Info struct {
 	// Fit is the start-up fit check the engine passed.
 	Fit          *Fit
 	SessionStore string
-	LoadTime                           time.Duration
+	LoadTime     time.Duration
 }
 
 // Stats is a snapshot of the engine's state and counters.
@@ -347,12 +346,20 @@ func New(opts Options) (*Engine, error) {
 }
 
 // fitModel runs the fit check on the model in dir before anything is
-// allocated: New refuses what CheckFit refuses.
+// allocated.
 func fitModel(dir string, opts Options) (*Fit, error) {
 	cfg, err := modelcfg.Load(dir)
 	if err != nil {
 		return nil, err
 	}
+	return Fits(cfg, opts)
+}
+
+// Fits runs CheckFit for cfg against opts.Memory (this machine's by
+// default) and returns the fit, with a *FitError when it may not start: New
+// calls it before allocating anything, and so may a command before it
+// prepares a model.
+func Fits(cfg *modelcfg.Config, opts Options) (*Fit, error) {
 	readMem := opts.Memory
 	if readMem == nil {
 		readMem = func() (cpu.Memory, error) { return cpu.ReadMemory("/") }

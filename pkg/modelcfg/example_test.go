@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
@@ -17,7 +18,7 @@ func ExamplePreset() {
 		float64(cfg.NumParams())/1e9, float64(cfg.ActiveParams())/1e9)
 
 	// The static KV cache of 4 slots × 32768 positions in bf16.
-	fmt.Printf("KV cache: %d GiB\n", modelcfg.KVCacheBytes(cfg, 32768, 4, 2)>>30)
+	fmt.Printf("KV cache: %d GiB\n", kvcache.Bytes(cfg, 4, 32768, kvcache.BF16)>>30)
 	// Output:
 	// Qwen3-30B-A3B: 48 layers, 128 experts (top 8), 30.5B params, 3.4B active
 	// KV cache: 12 GiB

@@ -314,39 +314,6 @@ func TestSizing(t *testing.T) {
 	if _, err := WeightBytes(c, "fp8"); err == nil {
 		t.Error("unknown dtype accepted")
 	}
-	// 28 layers × 8 kv heads × 128 × 2 (K and V) × 2 bytes = 114688 bytes per token.
-	if got := KVCacheBytes(c, 1000, 2, 2); got != 114688*2000 {
-		t.Errorf("KVCacheBytes = %d, want %d", got, 114688*2000)
-	}
-	if s := ScratchBytes(c, 512, 1); s <= 4*int64(c.VocabSize) {
-		t.Errorf("ScratchBytes = %d, below the logits alone", s)
-	}
-}
-
-func TestPlanMemory(t *testing.T) {
-	c, err := Preset("qwen3-30b-a3b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := PlanMemory(c, "int8", "f32", 8192, 4, 512)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, _ := WeightBytes(c, "int8")
-	if p.Weights != w || p.KVCache != KVCacheBytes(c, 8192, 4, 4) || p.Scratch != ScratchBytes(c, 515, 4) {
-		t.Errorf("plan %+v", p)
-	}
-	if p.Total() != p.Weights+p.KVCache+p.Scratch {
-		t.Error("Total is not the sum")
-	}
-	for _, bad := range []struct {
-		dtype, kv string
-		seq       int
-	}{{"fp4", "bf16", 10}, {"bf16", "int8", 10}, {"bf16", "bf16", 0}} {
-		if _, err := PlanMemory(c, bad.dtype, bad.kv, bad.seq, 1, 0); err == nil {
-			t.Errorf("PlanMemory(%s, %s, seq %d) accepted", bad.dtype, bad.kv, bad.seq)
-		}
-	}
 }
 
 func FuzzParse(f *testing.F) {

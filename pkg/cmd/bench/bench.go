@@ -30,6 +30,8 @@ type Common struct {
 	JSON      bool
 	CSV       bool
 	Plot      string
+	// AllowLongContext accepts a sequence length beyond the model's context.
+	AllowLongContext bool
 	// NoCeilings skips measuring the machine's peaks (fractions are then 0).
 	NoCeilings bool
 }
@@ -57,6 +59,7 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	fl.IntVar(&c.Threads, "threads", 0, "worker threads (0: physical cores)")
 	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
+	cmdutil.AddAllowLongContextFlag(fl, &c.AllowLongContext)
 	fl.IntVar(&c.Repeat, "repeat", 3, "measured repetitions per point (after one warm-up)")
 	fl.Uint64Var(&c.Seed, "seed", 1, "seed for synthetic weights and prompts")
 	addOutputFlags(cmd, c)
@@ -106,6 +109,16 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 		return nil, err
 	}
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}
+	eo := engine.Options{DType: c.DType, KVDType: c.KVDType, Threads: c.Threads,
+		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk, AllowLongContext: c.AllowLongContext}
+	// Refuse what cannot fit before generating a synthetic checkpoint.
+	cfg, _, err := src.Config()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := engine.Fits(cfg, eo); err != nil {
+		return nil, err
+	}
 	fmt.Fprintln(c.IO.ErrOut, "preparing model…")
 	dir, model, err := src.Resolve()
 	if err != nil {
@@ -113,8 +126,8 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	}
 	model.DType, model.KVDType = c.DType, c.KVDType
 	model.Scaled = model.FullLayers > 0
-	e, err := engine.New(engine.Options{ModelPath: dir, DType: c.DType, KVDType: c.KVDType, Threads: c.Threads,
-		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk})
+	eo.ModelPath = dir
+	e, err := engine.New(eo)
 	if err != nil {
 		return nil, err
 	}

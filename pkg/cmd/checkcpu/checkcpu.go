@@ -17,6 +17,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/cpu"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
@@ -32,6 +33,8 @@ type Options struct {
 	DType          string
 	KVDType        string
 	JSON           bool
+	// AllowLongContext accepts a sequence length beyond the model's context.
+	AllowLongContext bool
 
 	// Machine describes the machine (cpu.System by default); tests describe others.
 	Machine func() cpu.Source
@@ -75,12 +78,9 @@ with the reasons when it is not.`,
 	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&opts.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	cmdutil.AddAllowLongContextFlag(fl, &opts.AllowLongContext)
 	return cmd
 }
-
-// headroom is the share of available memory a deployment may commit: the
-// rest is left for the OS, the HTTP server and page-cache churn.
-const headroom = 0.9
 
 // Report is the JSON form of the output.
 type Report struct {
@@ -94,20 +94,15 @@ type Report struct {
 	Warnings   []string           `json:"warnings,omitempty"`
 }
 
-// Deployment is the sizing of one model on this machine.
+// Deployment is the sizing of one model on this machine: the same fit
+// check serve, run and bench run before they allocate.
 type Deployment struct {
-	Model          string `json:"model"`
-	Source         string `json:"source"`
-	DType          string `json:"dtype"`
-	KVDType        string `json:"kv_dtype"`
-	SequenceLength int    `json:"sequence_length"`
-	BatchSize      int    `json:"batch_size"`
-	ChunkSize      int    `json:"chunk_size"`
-	Params         int64  `json:"params"`
-	ActiveParams   int64  `json:"active_params"`
-	modelcfg.MemoryPlan
-	TotalBytes     int64 `json:"total_bytes"`
-	AvailableBytes int64 `json:"available_bytes"`
+	Model        string `json:"model"`
+	Source       string `json:"source"`
+	Params       int64  `json:"params"`
+	ActiveParams int64  `json:"active_params"`
+	*engine.Fit
+	AvailableBytes int64 `json:"available_bytes"` // usable: MemAvailable or the cgroup's room
 }
 
 func checkcpuRun(opts *Options) error {
@@ -162,7 +157,7 @@ func buildReport(opts *Options) (*Report, error) {
 	case r.Deployment != nil:
 		d := r.Deployment
 		r.Verdict = fmt.Sprintf("OK: %s (%s) needs %s of %s available (%.0f%% headroom kept), kernels take %s",
-			d.Model, d.DType, gib(d.TotalBytes), gib(d.AvailableBytes), 100*(1-headroom), r.KernelPath)
+			d.Model, d.DType, gib(d.Total), gib(d.AvailableBytes), 100*(1-engine.Headroom), r.KernelPath)
 	default:
 		r.Verdict = fmt.Sprintf("OK: kernels take %s; give --model-path or --preset to size a deployment", r.KernelPath)
 	}
@@ -183,27 +178,19 @@ func (r *Report) size(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	plan, err := modelcfg.PlanMemory(cfg, opts.DType, opts.KVDType, opts.SequenceLength, opts.BatchSize, opts.ChunkSize)
+	mem, err := cpu.ReadMemory(opts.Machine().Root)
+	if err != nil {
+		r.Reasons = append(r.Reasons, "available memory is unknown: cannot check that the deployment fits ("+err.Error()+")")
+	}
+	fit, err := engine.CheckFit(cfg, engine.Options{DType: opts.DType, KVDType: opts.KVDType, SequenceLength: opts.SequenceLength,
+		BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize, AllowLongContext: opts.AllowLongContext}, mem)
 	if err != nil {
 		return err
 	}
-	d := &Deployment{
-		Model: cfg.Name(), Source: source, DType: opts.DType, KVDType: opts.KVDType,
-		SequenceLength: opts.SequenceLength, BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize,
-		Params: cfg.NumParams(), ActiveParams: cfg.ActiveParams(), MemoryPlan: plan,
-		TotalBytes: plan.Total(), AvailableBytes: r.CPU.MemAvailable,
-	}
-	r.Deployment = d
-	if maxPos := contextLimit(cfg); opts.SequenceLength > maxPos {
-		r.Reasons = append(r.Reasons, fmt.Sprintf("--sequence-length %d exceeds the model's context of %d positions", opts.SequenceLength, maxPos))
-	}
-	switch budget := int64(headroom * float64(d.AvailableBytes)); {
-	case d.AvailableBytes <= 0:
-		r.Reasons = append(r.Reasons, "available memory is unknown (no /proc/meminfo): cannot check that the deployment fits")
-	case d.TotalBytes > budget:
-		r.Reasons = append(r.Reasons, fmt.Sprintf("needs %s (weights %s + KV cache %s + scratch %s) but only %s of the %s available may be committed",
-			gib(d.TotalBytes), gib(plan.Weights), gib(plan.KVCache), gib(plan.Scratch), gib(budget), gib(d.AvailableBytes)))
-	}
+	r.Deployment = &Deployment{Model: cfg.Name(), Source: source, Params: cfg.NumParams(), ActiveParams: cfg.ActiveParams(),
+		Fit: fit, AvailableBytes: mem.Usable()}
+	r.Reasons = append(r.Reasons, fit.Reasons...)
+	r.Warnings = append(r.Warnings, fit.Warnings...)
 	f := r.CPU.KernelFeatures()
 	if opts.DType == "int8" && !f.AVX512VNNI {
 		r.Warnings = append(r.Warnings, "--dtype int8 without AVX512_VNNI: int8 weights are widened to f32, saving memory but not time")
@@ -211,26 +198,7 @@ func (r *Report) size(opts *Options) error {
 	return nil
 }
 
-// contextLimit is the longest sequence the config supports: with YaRN the
-// original window times the factor, else max_position_embeddings.
-func contextLimit(c *modelcfg.Config) int {
-	if r := c.RopeScaling; r != nil && r.Kind() == "yarn" && r.OriginalMaxPositionEmbeddings > 0 {
-		return max(c.MaxPositionEmbeddings, int(r.Factor*float64(r.OriginalMaxPositionEmbeddings)))
-	}
-	return c.MaxPositionEmbeddings
-}
-
-func gib(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.0f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
-}
+func gib(n int64) string { return engine.Size(n) }
 
 func newTable(w io.Writer, header ...any) *tablewriter.Table {
 	t := tablewriter.NewTable(w,
@@ -282,9 +250,10 @@ func printReport(w io.Writer, r *Report) error {
 		rows := [][]string{
 			{"weights", fmt.Sprint(d.Weights), gib(d.Weights)},
 			{"KV cache", fmt.Sprint(d.KVCache), gib(d.KVCache)},
-			{"scratch (estimate)", fmt.Sprint(d.Scratch), gib(d.Scratch)},
-			{"total", fmt.Sprint(d.TotalBytes), gib(d.TotalBytes)},
-			{"available", fmt.Sprint(d.AvailableBytes), gib(d.AvailableBytes)},
+			{"scratch", fmt.Sprint(d.Scratch), gib(d.Scratch)},
+			{"total", fmt.Sprint(d.Total), gib(d.Total)},
+			{"usable (" + d.Memory.Bound() + ")", fmt.Sprint(d.AvailableBytes), gib(d.AvailableBytes)},
+			{fmt.Sprintf("budget (%.0f%%)", 100*engine.Headroom), fmt.Sprint(d.Budget), gib(d.Budget)},
 		}
 		if err := t.Bulk(rows); err != nil {
 			return err
@@ -292,6 +261,8 @@ func printReport(w io.Writer, r *Report) error {
 		if err := t.Render(); err != nil {
 			return err
 		}
+		p("KV cache: %s per position per slot; the largest --sequence-length that fits with --batch-size %d is %d (model context %d)\n",
+			gib(d.KVPerPosition), d.BatchSize, d.MaxSequenceLength, d.ContextLimit)
 	}
 	p("\n")
 	for _, wn := range r.Warnings {

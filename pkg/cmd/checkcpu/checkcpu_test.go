@@ -43,6 +43,26 @@ func machine(t *testing.T, f kernels.Features, availGiB int, thp string) func() 
 	}
 }
 
+// cgroupMachine is machine with a cgroup v2 memory limit of limitGiB.
+func cgroupMachine(t *testing.T, availGiB, limitGiB int) func() cpu.Source {
+	src := machine(t, sapphire, availGiB, "madvise")
+	root := src().Root
+	for rel, content := range map[string]string{
+		"proc/self/cgroup":                 "0::/pod\n",
+		"sys/fs/cgroup/pod/memory.max":     fmt.Sprint(int64(limitGiB) << 30),
+		"sys/fs/cgroup/pod/memory.current": "0",
+	} {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src
+}
+
 var (
 	sapphire = kernels.Features{AVX2: true, FMA: true, F16C: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512DQ: true, AVX512BF16: true, AVX512VNNI: true, AVX512FP16: true}
 	haswell  = kernels.Features{AVX2: true, FMA: true, F16C: true}
@@ -108,6 +128,12 @@ func TestCheckCPU(t *testing.T) {
 			[]string{"int8 without AVX512_VNNI"}},
 		{"sequence too long", Options{Machine: machine(t, sapphire, 64, "madvise"), Preset: "qwen3-0.6b", SequenceLength: 50000}, 1,
 			[]string{"--sequence-length 50000 exceeds the model's context of 40960 positions"}},
+		{"sequence too long, allowed", Options{Machine: machine(t, sapphire, 64, "madvise"), Preset: "qwen3-0.6b", SequenceLength: 50000, AllowLongContext: true, ChunkSize: 4096}, 0,
+			[]string{"warning: --sequence-length 50000 exceeds the model's context of 40960 positions (allowed by --allow-long-context", "OK: Qwen3-0.6B"}},
+		{"60M positions refused with the largest that fits", Options{Machine: machine(t, sapphire, 22, "madvise"), Preset: "qwen3-0.6b", SequenceLength: 60_000_000, AllowLongContext: true}, 1,
+			[]string{"NOT DEPLOYABLE: needs", "the largest --sequence-length that fits with --batch-size 1 is", "112 KiB per position per slot"}},
+		{"cgroup limit binds", Options{Machine: cgroupMachine(t, 64, 8), Preset: "qwen3-8b", SequenceLength: 8192}, 1,
+			[]string{"NOT DEPLOYABLE: needs", "cgroup /pod limit 8589934592 bytes"}},
 		{"bad ELLM_KERNELS", Options{Machine: machine(t, haswell, 64, "madvise"), KernelsEnvError: func() error { return errors.New("ELLM_KERNELS=avx512: this CPU supports at most avx2") }}, 1,
 			[]string{"NOT DEPLOYABLE: ELLM_KERNELS=avx512"}},
 	}
@@ -134,7 +160,7 @@ func TestCheckCPUErrors(t *testing.T) {
 		{Options{Preset: "qwen3-0.6b", ModelPath: "x"}, "not both"},
 		{Options{Preset: "gpt-2"}, `unknown preset "gpt-2"`},
 		{Options{Preset: "qwen3-0.6b", DType: "fp4"}, `weight dtype "fp4"`},
-		{Options{Preset: "qwen3-0.6b", KVDType: "int4"}, `kv dtype "int4"`},
+		{Options{Preset: "qwen3-0.6b", KVDType: "int4"}, `dtype "int4"`},
 		{Options{ModelPath: "/nonexistent"}, "/nonexistent"},
 	} {
 		tc.opts.Machine = machine(t, sapphire, 16, "madvise")
