@@ -40,9 +40,15 @@ type Options struct {
 	// Listen opens the listener (tests pass port 0 and learn the address
 	// from Ready); nil is net.Listen.
 	Listen func(network, address string) (net.Listener, error)
-	// Ready, if set, is called with the address once the server accepts
-	// connections.
+	// Listening, if set, is called with the address once the port is open
+	// (answering 503 while the model loads).
+	Listening func(net.Addr)
+	// Ready, if set, is called with the address once the server answers
+	// requests.
 	Ready func(net.Addr)
+
+	// newEngine loads the engine (engine.New; tests slow it down).
+	newEngine func(engine.Options) (*engine.Engine, error)
 }
 
 // NewCmdServe returns the cobra command; runF replaces the behaviour in tests.
@@ -59,8 +65,12 @@ Requests naming a session (header X-Session-ID or body field session_id)
 keep their exact token transcript: the next request that extends the
 conversation prefills only its new messages. See docs/server.md.
 
-The server listens once the model is loaded; SIGINT or SIGTERM stops
-accepting requests, lets those in flight finish, then exits.`,
+The port opens before the model loads: until it is ready, /health and
+every route answer 503 (a readiness probe waits, a liveness probe passes
+the TCP check). A deployment that does not fit in memory is refused before
+anything is allocated (exit status 1, with the largest --sequence-length
+that fits). SIGINT or SIGTERM stops accepting requests, lets those in
+flight finish (--drain-timeout), then exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ctx = cmd.Context()
@@ -98,34 +108,54 @@ func serveRun(opts *Options) error {
 	if opts.Port < 0 || opts.Port > 65535 {
 		return fmt.Errorf("--port %d: not a port", opts.Port)
 	}
-	eo := opts.EngineFlags.Options()
-	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
-	eng, err := engine.New(eo)
-	if err != nil {
-		return err
-	}
-	srv, err := server.New(server.FromEngine(eng), server.Options{
-		ModelName: opts.ServedModelName, APIKey: opts.APIKey, MaxBodyBytes: opts.MaxBodyBytes, Version: opts.Version,
-		SessionDir: opts.SessionStore, DrainTimeout: opts.DrainTimeout, Logger: log,
-	})
-	if err != nil {
-		return errors.Join(err, eng.Close())
-	}
 	listen := opts.Listen
 	if listen == nil {
 		listen = net.Listen
 	}
 	ln, err := listen("tcp", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
 	if err != nil {
-		return errors.Join(fmt.Errorf("listen: %w", err), eng.Close())
+		return fmt.Errorf("listen: %w", err)
 	}
+	// Closing the API's queue (when Serve drains) closes the real listener.
+	api := newConnQueue(ln.Addr(), func() { _ = ln.Close() })
+	loading := newConnQueue(ln.Addr(), nil)
+	sw := newSwitcher(ln, loading)
+	stopLoading := serveLoading(loading)
+	log.Info("listening while the model loads", "addr", ln.Addr().String())
+	if opts.Listening != nil {
+		opts.Listening(ln.Addr())
+	}
+	fail := func(err error) error {
+		stopLoading()
+		_ = api.Close()
+		return err
+	}
+	eo := opts.EngineFlags.Options()
+	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
+	newEngine := opts.newEngine
+	if newEngine == nil {
+		newEngine = engine.New
+	}
+	eng, err := newEngine(eo)
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := server.New(server.FromEngine(eng), server.Options{
+		ModelName: opts.ServedModelName, APIKey: opts.APIKey, MaxBodyBytes: opts.MaxBodyBytes, Version: opts.Version,
+		SessionDir: opts.SessionStore, DrainTimeout: opts.DrainTimeout, Logger: log,
+	})
+	if err != nil {
+		return fail(errors.Join(err, eng.Close()))
+	}
+	sw.to(api)
+	stopLoading()
 	info := eng.Info()
 	log.Info("serving", "addr", ln.Addr().String(), "model", info.ModelName, "served_as", opts.ServedModelName,
 		"slots", info.Slots, "sequence_length", info.SequenceLength, "kernels", info.KernelPath, "auth", opts.APIKey != "")
 	if opts.Ready != nil {
 		opts.Ready(ln.Addr())
 	}
-	err = srv.Serve(ctx, ln)
+	err = srv.Serve(ctx, api)
 	// Closing the engine writes the sessions held in slots to the store.
 	if cerr := eng.Close(); cerr != nil {
 		err = errors.Join(err, fmt.Errorf("close engine: %w", cerr))

@@ -3,6 +3,7 @@ package serve
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
@@ -94,5 +96,72 @@ func TestServeRun(t *testing.T) {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
 		}
+	}
+}
+
+// TestServeAnswers503WhileLoading: the port opens before the model loads;
+// /health and the API answer 503 until the engine is ready, then 200.
+func TestServeAnswers503WhileLoading(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var log bytes.Buffer
+	listening, ready := make(chan net.Addr, 1), make(chan net.Addr, 1)
+	release := make(chan struct{})
+	opts := &Options{IO: cmdutil.IOStreams{Out: io.Discard, ErrOut: &log}, Ctx: ctx, Version: "test",
+		EngineFlags: cmdutil.EngineFlags{ModelPath: tinyModel(t), DType: "bf16", KVDType: "bf16", Threads: 1, SequenceLength: 256, BatchSize: 1},
+		Host:        "127.0.0.1", Port: 0, MaxQueue: 4, MaxBodyBytes: 1 << 20, DrainTimeout: 5 * time.Second,
+		Listening: func(a net.Addr) { listening <- a }, Ready: func(a net.Addr) { ready <- a },
+		newEngine: func(o engine.Options) (*engine.Engine, error) { <-release; return engine.New(o) }}
+	done := make(chan error, 1)
+	go func() { done <- serveRun(opts) }()
+	base := "http://" + (<-listening).String()
+	get := func(method, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(`{"prompt":"Hi","max_tokens":2}`))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for range 3 { // several connections, all answered by the loading server
+		if code, body := get("GET", "/health"); code != 503 || !strings.Contains(body, "loading") {
+			t.Fatalf("/health while loading: %d %s", code, body)
+		}
+	}
+	if code, body := get("POST", "/v1/completions"); code != 503 || !strings.Contains(body, "model_loading") {
+		t.Fatalf("completions while loading: %d %s", code, body)
+	}
+	close(release)
+	<-ready
+	if code, _ := get("GET", "/health"); code != 200 {
+		t.Fatalf("/health once ready: %d", code)
+	}
+	if code, body := get("POST", "/v1/completions"); code != 200 {
+		t.Fatalf("completions once ready: %d %s", code, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serveRun: %v\n%s", err, log.String())
+	}
+}
+
+// TestServeRefusesWhatDoesNotFit: the fit check fails the command (exit 1)
+// and closes the port it opened.
+func TestServeRefusesWhatDoesNotFit(t *testing.T) {
+	listening := make(chan net.Addr, 1)
+	opts := &Options{IO: cmdutil.IOStreams{Out: io.Discard, ErrOut: io.Discard}, Ctx: context.Background(),
+		EngineFlags: cmdutil.EngineFlags{ModelPath: tinyModel(t), Threads: 1, SequenceLength: 60_000_000, BatchSize: 1},
+		Host:        "127.0.0.1", Port: 0, Listening: func(a net.Addr) { listening <- a }}
+	err := serveRun(opts)
+	var fe *engine.FitError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "the largest --sequence-length that fits") {
+		t.Fatalf("60M positions: %v", err)
+	}
+	if c, err := net.Dial("tcp", (<-listening).String()); err == nil {
+		c.Close()
+		t.Error("the port is still open after the refusal")
 	}
 }
