@@ -55,15 +55,29 @@ type Pool struct {
 // New starts a pool of n workers (n < 1 means one per available CPU).
 // With pin, worker i is bound to the i-th CPU this process may run on.
 func New(n int, pin bool) *Pool {
-	cpus := allowedCPUs()
+	cpus := AllowedCPUs()
 	if n < 1 {
 		n = len(cpus)
 	}
+	if !pin {
+		cpus = nil
+	}
+	return start(n, cpus)
+}
+
+// NewOn starts one worker per entry of cpus, worker i bound to cpus[i]
+// (a placement such as pkg/numa's, which groups workers by node).
+func NewOn(cpus []int) *Pool {
+	return start(max(len(cpus), 1), cpus)
+}
+
+// start runs n workers, worker i pinned to cpus[i % len(cpus)] unless cpus is empty.
+func start(n int, cpus []int) *Pool {
 	p := &Pool{n: n, workers: make([]worker, n)}
 	for i := 1; i < n; i++ {
 		p.workers[i].wake = make(chan struct{}, 1)
 		cpu := -1
-		if pin && len(cpus) > 0 {
+		if len(cpus) > 0 {
 			cpu = cpus[i%len(cpus)]
 		}
 		go p.loop(i, cpu)
@@ -173,7 +187,9 @@ func Split(n, align, worker, workers int) (lo, hi int) {
 	return min(lo*align, n), min(hi*align, n)
 }
 
-func allowedCPUs() []int {
+// AllowedCPUs lists the CPUs this process may run on (its affinity mask),
+// ascending; all CPUs when the mask cannot be read.
+func AllowedCPUs() []int {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		cpus := make([]int, runtime.NumCPU())

@@ -17,6 +17,8 @@ type EngineFlags struct {
 	ChunkSize      int
 	// AllowLongContext accepts a sequence length beyond the model's context.
 	AllowLongContext bool
+	// NUMA is the placement over NUMA nodes: auto or off.
+	NUMA string
 }
 
 // AddFlags defines the flags on fl; the KV shape's defaults and help are the command's.
@@ -29,6 +31,7 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
 	AddAllowLongContextFlag(fl, &e.AllowLongContext)
+	fl.StringVar(&e.NUMA, "numa", "auto", "on several NUMA nodes: auto spreads pinned workers over them and interleaves weights and KV cache; off leaves it to the OS")
 }
 
 // AddAllowLongContextFlag defines --allow-long-context, which every command
@@ -41,5 +44,5 @@ func AddAllowLongContextFlag(fl *pflag.FlagSet, v *bool) {
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
 	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads,
-		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize, AllowLongContext: e.AllowLongContext}
+		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize, AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
 }

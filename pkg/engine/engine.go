@@ -27,6 +27,7 @@ import (
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/numa"
 	"github.com/ellm-dev/ellm/pkg/sample"
 	"github.com/ellm-dev/ellm/pkg/synth"
 	"github.com/ellm-dev/ellm/pkg/tokenizer"
@@ -68,6 +69,11 @@ type Options struct {
 	// Memory reports what this process may commit, for the fit check
 	// before anything is allocated (default: cpu.ReadMemory of this machine).
 	Memory func() (cpu.Memory, error)
+	// NUMA is "auto" (default: on several nodes, spread the workers over
+	// them, pinned, and interleave weights and KV cache) or "off".
+	NUMA string
+	// Topology describes the NUMA nodes (default: SystemTopology).
+	Topology Topology
 }
 
 // Info describes what an Engine committed at start-up.
@@ -84,7 +90,9 @@ type Info struct {
 
 	WeightBytes, KVBytes, ScratchBytes int64
 	// Fit is the start-up fit check the engine passed.
-	Fit          *Fit
+	Fit *Fit
+	// NUMA is the placement over several nodes (nil on one node).
+	NUMA         *numa.Plan
 	SessionStore string
 	LoadTime     time.Duration
 }
@@ -293,7 +301,14 @@ func New(opts Options) (*Engine, error) {
 		return fail(err)
 	}
 	closers = append(closers, cache.Close)
+	placement, numaWarns, err := placeNUMA(opts, m, cache)
+	if err != nil {
+		return fail(err)
+	}
 	pool := threads.New(opts.Threads, false)
+	if placement != nil {
+		pool = threads.NewOn(placement.CPUs)
+	}
 	closers = append(closers, func() error { pool.Close(); return nil })
 	ro := runnerOptions(opts)
 	ro.Pool = pool
@@ -309,7 +324,7 @@ func New(opts Options) (*Engine, error) {
 		Threads: pool.Size(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
 		WeightBytes: m.WeightBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
-		Fit: fit, SessionStore: opts.SessionStore,
+		Fit: fit, NUMA: placement, SessionStore: opts.SessionStore,
 	}
 	be := &modelBackend{runner: runner, cache: cache}
 	// Either file's eos ids end a generation (Qwen3's config names
@@ -329,8 +344,14 @@ func New(opts Options) (*Engine, error) {
 		e.info.ScratchBytes += s.sampler.Bytes()
 	}
 	e.info.LoadTime = time.Since(start)
-	for _, w := range fit.Warnings {
+	for _, w := range append(fit.Warnings, numaWarns...) {
 		e.log.Warn(w)
+	}
+	if placement != nil {
+		for _, n := range placement.Nodes {
+			e.log.Info("numa node", "node", n.Node, "workers", fmt.Sprintf("%d-%d", n.FirstWorker, n.FirstWorker+n.Workers-1),
+				"cpus", n.CPUs, "bytes", n.Share)
+		}
 	}
 	e.log.Info("engine ready",
 		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,

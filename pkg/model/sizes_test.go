@@ -43,3 +43,27 @@ func TestWeightBytesMatchesLoad(t *testing.T) {
 		}
 	}
 }
+
+// WeightMemory covers every packed weight: its bytes add up to what Load
+// reports minus the embedding table (mapped) and the per-channel scales.
+func TestWeightMemoryCoversThePackedWeights(t *testing.T) {
+	for _, name := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
+		m := loadTiny(t, name, LoadOptions{DType: "bf16"})
+		var n int64
+		for _, b := range m.WeightMemory() {
+			if len(b) == 0 {
+				t.Fatalf("%s: an empty weight buffer", name)
+			}
+			n += int64(len(b))
+		}
+		table := 2 * int64(m.Config.VocabSize) * int64(m.Config.HiddenSize)
+		norms := int64(0)
+		for _, l := range m.layers {
+			norms += 4 * int64(len(l.inputNorm)+len(l.postNorm)+len(l.qNorm)+len(l.kNorm)+len(l.qkvBias)+len(l.oBias))
+		}
+		norms += 4 * int64(len(m.finalNorm))
+		if want := m.WeightBytes() - table - norms; n != want {
+			t.Errorf("%s: weight buffers hold %d bytes, want %d", name, n, want)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"bytes"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/numa"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+)
+
+// On a described two-node machine (this machine's CPUs split into two
+// nodes), the engine plans one pinned worker per node and tries to
+// interleave weights and KV over both (the kernel keeps node 0, the one it
+// has), and answers exactly as without placement.
+func TestEngineNUMAPlacement(t *testing.T) {
+	allowed := threads.AllowedCPUs()
+	if len(allowed) < 2 {
+		t.Skip("needs two CPUs")
+	}
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	twoNodes := func() ([]numa.Node, []int, error) {
+		return []numa.Node{{ID: 0, Cores: [][]int{{allowed[0]}}}, {ID: 1, Cores: [][]int{{allowed[1]}}}}, allowed[:2], nil
+	}
+	var log bytes.Buffer
+	e := newModelEngine(t, dir, Options{Threads: 2, Topology: twoNodes, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	p := e.Info().NUMA
+	if p == nil || !slices.Equal(p.CPUs, allowed[:2]) || !slices.Equal(p.Interleave, []int{0, 1}) || e.Info().Threads != 2 {
+		t.Fatalf("plan %+v, threads %d", p, e.Info().Threads)
+	}
+	// The kernel keeps the online nodes of the mask (here node 0 only).
+	if nodes, err := numa.Interleaved(e.be.(*modelBackend).cache.Memory()); err != nil || !slices.Contains(nodes, 0) {
+		t.Errorf("KV cache interleaved over %v (%v)", nodes, err)
+	}
+	for _, want := range []string{"numa node", "node=1"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+	plain := newModelEngine(t, dir, Options{Threads: 2, NUMA: "off", Topology: twoNodes})
+	if nodes, err := numa.Interleaved(plain.be.(*modelBackend).cache.Memory()); plain.Info().NUMA != nil || err != nil || nodes != nil {
+		t.Errorf("NUMA off still placed: %+v, KV cache interleaved over %v (%v)", plain.Info().NUMA, nodes, err)
+	}
+	prompt := e.Tokenizer().Encode("The quick brown fox")
+	got, _ := collect(t, e, Request{Tokens: prompt, MaxTokens: 8, StopTokens: []int32{}})
+	want, _ := collect(t, plain, Request{Tokens: prompt, MaxTokens: 8, StopTokens: []int32{}})
+	if !slices.Equal(got, want) {
+		t.Errorf("placed %v, unplaced %v", got, want)
+	}
+	if _, err := New(Options{ModelPath: dir, NUMA: "spread"}); err == nil || !strings.Contains(err.Error(), "want auto or off") {
+		t.Errorf("bad --numa: %v", err)
+	}
+}

@@ -1,0 +1,4 @@
+package kvcache
+
+// Memory is the whole cache mapping, for placing its pages (pkg/numa).
+func (c *Cache) Memory() []byte { return c.mem }
