@@ -15,10 +15,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/numa"
 )
 
 // Options are the inputs of `ellm check-cpu`.
@@ -42,11 +44,14 @@ type Options struct {
 	ActivePath func() kernels.Path
 	// KernelsEnvError reports a bad ELLM_KERNELS (kernels.EnvError by default).
 	KernelsEnvError func() error
+	// AllowedCPUs are the CPUs the engine may use (threads.AllowedCPUs by
+	// default; nil: every CPU of the machine's nodes).
+	AllowedCPUs func() []int
 }
 
 // NewCmdCheckCPU returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdCheckCPU(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError}
+	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError, AllowedCPUs: threads.AllowedCPUs}
 	cmd := &cobra.Command{
 		Use:   "check-cpu",
 		Short: "Check this CPU and memory before deploying a model",
@@ -88,10 +93,12 @@ type Report struct {
 	KernelPath string             `json:"kernel_path"`
 	Kernels    []cpu.KernelChoice `json:"kernels"`
 	Deployment *Deployment        `json:"deployment,omitempty"`
-	Deployable bool               `json:"deployable"`
-	Verdict    string             `json:"verdict"`
-	Reasons    []string           `json:"reasons,omitempty"`
-	Warnings   []string           `json:"warnings,omitempty"`
+	// NUMA is the placement `serve` makes on several nodes (nil on one).
+	NUMA       *numa.Plan `json:"numa,omitempty"`
+	Deployable bool       `json:"deployable"`
+	Verdict    string     `json:"verdict"`
+	Reasons    []string   `json:"reasons,omitempty"`
+	Warnings   []string   `json:"warnings,omitempty"`
 }
 
 // Deployment is the sizing of one model on this machine: the same fit
@@ -142,13 +149,13 @@ func buildReport(opts *Options) (*Report, error) {
 	if info.HugePages == "never" {
 		r.Warnings = append(r.Warnings, "transparent hugepages are off: the KV cache and weights use 4 KiB pages (more TLB misses)")
 	}
-	if info.NUMANodes > 1 {
-		r.Warnings = append(r.Warnings, fmt.Sprintf("%d NUMA nodes: memory bandwidth depends on where pages land; consider numactl --interleave=all", info.NUMANodes))
-	}
 	if opts.ModelPath != "" || opts.Preset != "" {
 		if err := r.size(opts); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.placeNUMA(opts); err != nil {
+		return nil, err
 	}
 	r.Deployable = len(r.Reasons) == 0
 	switch {
@@ -195,6 +202,41 @@ func (r *Report) size(opts *Options) error {
 	if opts.DType == "int8" && !f.AVX512VNNI {
 		r.Warnings = append(r.Warnings, "--dtype int8 without AVX512_VNNI: int8 weights are widened to f32, saving memory but not time")
 	}
+	return nil
+}
+
+// placeNUMA plans the workers and memory over the nodes, as serve does with
+// --numa auto: one worker per allowed physical core.
+func (r *Report) placeNUMA(opts *Options) error {
+	nodes, err := numa.ReadNodes(opts.Machine().Root)
+	if err != nil {
+		r.Warnings = append(r.Warnings, "NUMA topology: "+err.Error())
+		return nil
+	}
+	var allowed []int
+	if opts.AllowedCPUs != nil {
+		allowed = opts.AllowedCPUs()
+	} else {
+		for _, n := range nodes {
+			for _, core := range n.Cores {
+				allowed = append(allowed, core...)
+			}
+		}
+	}
+	var bytes int64
+	if d := r.Deployment; d != nil {
+		bytes = d.Weights + d.KVCache
+	}
+	if len(nodes) < 2 {
+		return nil
+	}
+	p, err := numa.Place(nodes, allowed, 0, bytes)
+	if err != nil {
+		r.Warnings = append(r.Warnings, err.Error())
+		return nil
+	}
+	r.NUMA = p
+	r.Warnings = append(r.Warnings, p.Warnings...)
 	return nil
 }
 
@@ -263,6 +305,18 @@ func printReport(w io.Writer, r *Report) error {
 		}
 		p("KV cache: %s per position per slot; the largest --sequence-length that fits with --batch-size %d is %d (model context %d)\n",
 			gib(d.KVPerPosition), d.BatchSize, d.MaxSequenceLength, d.ContextLimit)
+	}
+	if np := r.NUMA; np != nil {
+		p("\nNUMA plan (--numa auto): %d workers pinned node by node, one per physical core\n", len(np.CPUs))
+		for _, n := range np.Nodes {
+			p("  node %d: workers %d-%d on CPUs %s; holds %s of weights and KV cache, %s free\n", n.Node, n.FirstWorker,
+				n.FirstWorker+n.Workers-1, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(n.CPUs)), ","), "[]"), gib(n.Share), gib(n.MemFree))
+		}
+		if len(np.Interleave) > 0 {
+			p("  packed weights and KV cache interleaved page by page over nodes %v (mbind; in a container grant CAP_SYS_NICE)\n", np.Interleave)
+		} else {
+			p("  the allowed CPUs are on one node: pages stay local\n")
+		}
 	}
 	p("\n")
 	for _, wn := range r.Warnings {

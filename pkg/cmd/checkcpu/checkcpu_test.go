@@ -43,6 +43,28 @@ func machine(t *testing.T, f kernels.Features, availGiB int, thp string) func() 
 	}
 }
 
+// twoNodes is machine split into two NUMA nodes of one core (two SMT
+// threads) each, with freeGiB free on each.
+func twoNodes(t *testing.T, freeGiB int) func() cpu.Source {
+	src := machine(t, sapphire, 64, "madvise")
+	root := src().Root
+	for rel, content := range map[string]string{
+		"sys/devices/system/node/node0/cpulist": "0-1",
+		"sys/devices/system/node/node1/cpulist": "2-3",
+		"sys/devices/system/node/node0/meminfo": fmt.Sprintf("Node 0 MemFree: %d kB\n", freeGiB<<20),
+		"sys/devices/system/node/node1/meminfo": fmt.Sprintf("Node 1 MemFree: %d kB\n", freeGiB<<20),
+	} {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src
+}
+
 // cgroupMachine is machine with a cgroup v2 memory limit of limitGiB.
 func cgroupMachine(t *testing.T, availGiB, limitGiB int) func() cpu.Source {
 	src := machine(t, sapphire, availGiB, "madvise")
@@ -132,6 +154,11 @@ func TestCheckCPU(t *testing.T) {
 			[]string{"warning: --sequence-length 50000 exceeds the model's context of 40960 positions (allowed by --allow-long-context", "OK: Qwen3-0.6B"}},
 		{"60M positions refused with the largest that fits", Options{Machine: machine(t, sapphire, 22, "madvise"), Preset: "qwen3-0.6b", SequenceLength: 60_000_000, AllowLongContext: true}, 1,
 			[]string{"NOT DEPLOYABLE: needs", "the largest --sequence-length that fits with --batch-size 1 is", "112 KiB per position per slot"}},
+		{"two NUMA nodes: the plan", Options{Machine: twoNodes(t, 30), Preset: "qwen3-8b", SequenceLength: 8192}, 0,
+			[]string{"NUMA plan (--numa auto): 2 workers pinned node by node", "node 0: workers 0-0 on CPUs 0; holds", "node 1: workers 1-1 on CPUs 2; holds",
+				"interleaved page by page over nodes [0 1]"}},
+		{"two NUMA nodes, too little free on each", Options{Machine: twoNodes(t, 4), Preset: "qwen3-8b", SequenceLength: 8192}, 0,
+			[]string{"warning: node 0 holds", "pages spill to other nodes"}},
 		{"cgroup limit binds", Options{Machine: cgroupMachine(t, 64, 8), Preset: "qwen3-8b", SequenceLength: 8192}, 1,
 			[]string{"NOT DEPLOYABLE: needs", "cgroup /pod limit 8589934592 bytes"}},
 		{"bad ELLM_KERNELS", Options{Machine: machine(t, haswell, 64, "madvise"), KernelsEnvError: func() error { return errors.New("ELLM_KERNELS=avx512: this CPU supports at most avx2") }}, 1,
