@@ -32,6 +32,8 @@ type Common struct {
 	Plot      string
 	// AllowLongContext accepts a sequence length beyond the model's context.
 	AllowLongContext bool
+	// NUMA is the engine's placement over NUMA nodes: auto or off.
+	NUMA string
 	// NoCeilings skips measuring the machine's peaks (fractions are then 0).
 	NoCeilings bool
 }
@@ -60,6 +62,7 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
 	cmdutil.AddAllowLongContextFlag(fl, &c.AllowLongContext)
+	fl.StringVar(&c.NUMA, "numa", "auto", "placement over NUMA nodes: auto or off (see docs/deploy.md)")
 	fl.IntVar(&c.Repeat, "repeat", 3, "measured repetitions per point (after one warm-up)")
 	fl.Uint64Var(&c.Seed, "seed", 1, "seed for synthetic weights and prompts")
 	addOutputFlags(cmd, c)
@@ -110,7 +113,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	}
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}
 	eo := engine.Options{DType: c.DType, KVDType: c.KVDType, Threads: c.Threads,
-		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk, AllowLongContext: c.AllowLongContext}
+		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk, AllowLongContext: c.AllowLongContext, NUMA: c.NUMA}
 	// Refuse what cannot fit before generating a synthetic checkpoint.
 	cfg, _, err := src.Config()
 	if err != nil {
