@@ -1,26 +1,10 @@
 package cpu
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
-)
 
-// writeTree writes files (relative path → content) under a new temp root.
-func writeTree(t *testing.T, files map[string]string) string {
-	t.Helper()
-	root := t.TempDir()
-	for rel, content := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root
-}
+	"github.com/ellm-dev/ellm/pkg/cpu/cputest"
+)
 
 const meminfo64G = "MemTotal:       67108864 kB\nMemFree:  1000 kB\nMemAvailable:   50331648 kB\n"
 
@@ -66,7 +50,7 @@ func TestReadMemory(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.files["proc/meminfo"] = meminfo64G
-			m, err := ReadMemory(writeTree(t, c.files))
+			m, err := ReadMemory(cputest.WriteTree(t, "", c.files))
 			if err != nil {
 				t.Fatal(err)
 			}

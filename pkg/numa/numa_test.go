@@ -2,14 +2,14 @@ package numa
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ellm-dev/ellm/pkg/cpu/cputest"
 )
 
 // dualSocket writes a /sys tree for 2 nodes × cores × 2 SMT threads,
@@ -17,16 +17,8 @@ import (
 // siblings 2·cores.., node 1 the next ones.
 func dualSocket(t *testing.T, cores int, freeGiB [2]int) string {
 	t.Helper()
-	root := t.TempDir()
-	write := func(rel, content string) {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files := map[string]string{}
+	write := func(rel, content string) { files[rel] = content }
 	for node := range 2 {
 		first, sib := node*cores, 2*cores+node*cores
 		write(fmt.Sprintf("sys/devices/system/node/node%d/cpulist", node), fmt.Sprintf("%d-%d,%d-%d\n", first, first+cores-1, sib, sib+cores-1))
@@ -39,7 +31,7 @@ func dualSocket(t *testing.T, cores int, freeGiB [2]int) string {
 			}
 		}
 	}
-	return root
+	return cputest.WriteTree(t, "", files)
 }
 
 func seq(lo, hi int) []int {

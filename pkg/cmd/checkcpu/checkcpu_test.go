@@ -14,6 +14,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/cpu"
+	"github.com/ellm-dev/ellm/pkg/cpu/cputest"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
@@ -48,20 +49,12 @@ func machine(t *testing.T, f kernels.Features, availGiB int, thp string) func() 
 func twoNodes(t *testing.T, freeGiB int) func() cpu.Source {
 	src := machine(t, sapphire, 64, "madvise")
 	root := src().Root
-	for rel, content := range map[string]string{
+	cputest.WriteTree(t, root, map[string]string{
 		"sys/devices/system/node/node0/cpulist": "0-1",
 		"sys/devices/system/node/node1/cpulist": "2-3",
 		"sys/devices/system/node/node0/meminfo": fmt.Sprintf("Node 0 MemFree: %d kB\n", freeGiB<<20),
 		"sys/devices/system/node/node1/meminfo": fmt.Sprintf("Node 1 MemFree: %d kB\n", freeGiB<<20),
-	} {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	return src
 }
 
@@ -69,19 +62,11 @@ func twoNodes(t *testing.T, freeGiB int) func() cpu.Source {
 func cgroupMachine(t *testing.T, availGiB, limitGiB int) func() cpu.Source {
 	src := machine(t, sapphire, availGiB, "madvise")
 	root := src().Root
-	for rel, content := range map[string]string{
+	cputest.WriteTree(t, root, map[string]string{
 		"proc/self/cgroup":                 "0::/pod\n",
 		"sys/fs/cgroup/pod/memory.max":     fmt.Sprint(int64(limitGiB) << 30),
 		"sys/fs/cgroup/pod/memory.current": "0",
-	} {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	return src
 }
 
