@@ -535,3 +535,60 @@ func TestStrictDecodingCatchesTypos(t *testing.T) {
 		t.Error("a misspelt field decoded")
 	}
 }
+
+// TestDockerfile: CI cannot build the image (no registry for the base), so
+// it checks what the manifests rely on: a static build, a non-root user,
+// `ellm serve` as entry point, the volumes the StatefulSet mounts.
+func TestDockerfile(t *testing.T) {
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var froms []string
+	var user, entry string
+	var env, volumes []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		rest := strings.TrimSpace(strings.TrimPrefix(line, f[0]))
+		switch strings.ToUpper(f[0]) {
+		case "FROM":
+			froms = append(froms, rest)
+		case "USER":
+			user = rest
+		case "ENTRYPOINT":
+			entry = rest
+		case "ENV":
+			env = append(env, f[1:]...)
+		case "VOLUME":
+			volumes = append(volumes, rest)
+		}
+	}
+	if len(froms) < 2 || !strings.HasSuffix(froms[0], " AS build") || froms[len(froms)-1] != "scratch" {
+		t.Errorf("stages %q: want a build stage and a scratch final image", froms)
+	}
+	if user == "" || strings.HasPrefix(user, "0") || strings.HasPrefix(user, "root") {
+		t.Errorf("USER %q: want a non-root user", user)
+	}
+	if entry != `["ellm", "serve"]` {
+		t.Errorf("ENTRYPOINT %s", entry)
+	}
+	for _, want := range []string{"CGO_ENABLED=0", "GOTOOLCHAIN=go1.27.3"} {
+		if !strings.Contains(strings.Join(env, " "), want) {
+			t.Errorf("ENV lacks %s", want)
+		}
+	}
+	// The go.mod's toolchain is the one the image builds with.
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mod), "\ngo 1.27.3\n") {
+		t.Error("go.mod's go version changed: update GOTOOLCHAIN in the Dockerfile")
+	}
+	if len(volumes) != 1 || !strings.Contains(volumes[0], `"/models"`) || !strings.Contains(volumes[0], `"/data"`) {
+		t.Errorf("VOLUME %q", volumes)
+	}
+}
