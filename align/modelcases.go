@@ -13,12 +13,12 @@ import (
 // modelTol is one tolerance set of a model case (fp32_engine or bf16_engine).
 // Nil bounds are not checked.
 type modelTol struct {
-	LogitsMaxAbs       *float64 `json:"logits_max_abs"`
-	LogitsCosineMin    *float64 `json:"logits_cosine_min"`
-	LogitsMeanAbsMax   *float64 `json:"logits_mean_abs_max"`
-	ArgmaxMustMatch    bool     `json:"argmax_must_match"`
-	HiddenMaxAbs       *float64 `json:"hidden_max_abs"`
-	FracCosine999Min   *float64 `json:"frac_positions_cosine_ge_0.999_min"`
+	LogitsMaxAbs     *float64 `json:"logits_max_abs"`
+	LogitsCosineMin  *float64 `json:"logits_cosine_min"`
+	LogitsMeanAbsMax *float64 `json:"logits_mean_abs_max"`
+	ArgmaxMustMatch  bool     `json:"argmax_must_match"`
+	HiddenMaxAbs     *float64 `json:"hidden_max_abs"`
+	FracCosine999Min *float64 `json:"frac_positions_cosine_ge_0.999_min"`
 	// ArgmaxAgreeFracMin was computed over all positions, not the few rows a
 	// case keeps: FORMAT.md makes it informative, so it is reported, never judged.
 	ArgmaxAgreeFracMin *float64 `json:"argmax_agree_frac_min"`
