@@ -52,6 +52,9 @@ type Source struct {
 	Features kernels.Features
 	// Root is prepended to /proc and /sys paths ("" or "/" for the real ones).
 	Root string
+	// Affinity returns the CPUs this process may run on (SchedAffinity);
+	// nil means every CPU of the topology under Root.
+	Affinity func() ([]int, error)
 	// Notes are remarks from detection (e.g. CPUID and the OS disagree).
 	Notes []string
 }
@@ -66,7 +69,7 @@ func System() Source {
 		Caches: Caches{L1D: cacheSize(c.Cache.L1D), L1I: cacheSize(c.Cache.L1I), L2: cacheSize(c.Cache.L2), L3: cacheSize(c.Cache.L3)},
 	}
 	f := kernels.CPU()
-	return Source{Identity: id, Features: f, Root: "/", Notes: crossCheck(f)}
+	return Source{Identity: id, Features: f, Root: "/", Affinity: SchedAffinity, Notes: crossCheck(f)}
 }
 
 func cacheSize(n int) int64 {
