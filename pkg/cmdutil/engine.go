@@ -11,7 +11,7 @@ import (
 type EngineFlags struct {
 	ModelPath      string
 	DType, KVDType string
-	Threads        int
+	ThreadFlags
 	SequenceLength int
 	BatchSize      int
 	ChunkSize      int
@@ -22,7 +22,7 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.StringVar(&e.ModelPath, "model-path", "", "Hugging Face model directory (default: the built-in synthetic model)")
 	fl.StringVar(&e.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&e.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
-	fl.IntVar(&e.Threads, "threads", 0, "compute threads (default: physical cores)")
+	e.ThreadFlags.AddFlags(fl)
 	fl.IntVar(&e.SequenceLength, "sequence-length", seqLen, seqHelp)
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
@@ -30,6 +30,18 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
-	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads,
+	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads, NoPin: !e.PinThreads,
 		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize}
+}
+
+// ThreadFlags size and place the compute threads; serve, run and bench share them.
+type ThreadFlags struct {
+	Threads    int
+	PinThreads bool
+}
+
+// AddFlags defines --threads and --pin-threads on fl.
+func (t *ThreadFlags) AddFlags(fl *pflag.FlagSet) {
+	fl.IntVar(&t.Threads, "threads", 0, "compute threads (default: one per physical core this process may use, within its cgroup CPU quota)")
+	fl.BoolVar(&t.PinThreads, "pin-threads", true, "bind each compute thread to its own CPU, one per physical core (false: leave placement to the OS)")
 }

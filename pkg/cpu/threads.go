@@ -3,7 +3,9 @@ package cpu
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -75,6 +77,18 @@ func DefaultThreads(s Source) Threads {
 	}
 	t.Why = fmt.Sprintf("%d (affinity %d CPUs, cgroup quota %s, %d physical cores)", t.N, len(t.Allowed), quota, t.Cores)
 	return t
+}
+
+// Resolve is t for a request of n threads: t itself when n < 1 (the
+// default), else n threads pinned by PinCPUs, with Why saying so.
+func (t Threads) Resolve(n int) Threads {
+	if n < 1 || n == t.N {
+		return t
+	}
+	r := t
+	r.N, r.CPUs = n, t.PinCPUs(n)
+	r.Why = fmt.Sprintf("%d (requested; the default would be %s)", n, t.Why)
+	return r
 }
 
 // PinCPUs lists the CPUs n workers are pinned to: one per physical core
@@ -214,6 +228,30 @@ func ParseCPUList(s string) ([]int, error) {
 	return cpus, nil
 }
 
+// FormatCPUList writes cpus in the kernel's list format, ranges for runs
+// of consecutive CPUs in the order given ("0-3,8"); "none" for no CPUs.
+func FormatCPUList(cpus []int) string {
+	if len(cpus) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(cpus[i]))
+		if j > i {
+			fmt.Fprintf(&b, "-%d", cpus[j])
+		}
+		i = j + 1
+	}
+	return b.String()
+}
+
 // cgroupQuota is the tightest CPU bandwidth limit on this process's cgroup
 // and its ancestors, in CPUs (0 = none): cgroup v2 cpu.max, v1
 // cpu.cfs_quota_us / cpu.cfs_period_us. The cgroup comes from
@@ -221,7 +259,9 @@ func ParseCPUList(s string) ([]int, error) {
 // container (cgroup namespace or not) and a hybrid v1/v2 host both work.
 func cgroupQuota(root string) (cpus float64, file string, err error) {
 	groups, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, "", nil // a kernel without cgroups sets no quota
+	} else if err != nil {
 		return 0, "", err
 	}
 	mounts, err := readMounts(filepath.Join(root, "proc/self/mountinfo"))

@@ -220,8 +220,14 @@ func TestDefaultThreadsIgnoresCPUID(t *testing.T) {
 
 func TestDefaultThreadsMissingFiles(t *testing.T) {
 	th := DefaultThreads(Source{Root: t.TempDir(), Affinity: func() ([]int, error) { return nil, fmt.Errorf("no") }})
-	if th.N < 1 || len(th.CPUs) != th.N || len(th.Notes) != 2 {
-		t.Errorf("N %d CPUs %v notes %v: want at least one thread and notes for affinity and cgroup", th.N, th.CPUs, th.Notes)
+	if th.N < 1 || len(th.CPUs) != th.N || len(th.Notes) != 1 || th.Quota != 0 {
+		t.Errorf("N %d CPUs %v quota %v notes %v: want at least one thread, no quota (no cgroups), a note for the affinity", th.N, th.CPUs, th.Quota, th.Notes)
+	}
+	// A cgroup file without its mount table is a note, not a failure.
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{"proc/self/cgroup": "0::/\n"})
+	if th := DefaultThreads(Source{Root: root, Affinity: mask(0)}); th.N != 1 || len(th.Notes) != 1 || !strings.HasPrefix(th.Notes[0], "cgroup quota:") {
+		t.Errorf("N %d notes %v", th.N, th.Notes)
 	}
 }
 
@@ -300,6 +306,14 @@ func TestParseCPUList(t *testing.T) {
 	}
 }
 
+func TestFormatCPUList(t *testing.T) {
+	for want, cpus := range map[string][]int{"none": nil, "0": {0}, "0-3,8": {0, 1, 2, 3, 8}, "4,0-1": {4, 0, 1}, "1,3,5": {1, 3, 5}} {
+		if got := FormatCPUList(cpus); got != want {
+			t.Errorf("FormatCPUList(%v) = %q, want %q", cpus, got, want)
+		}
+	}
+}
+
 func FuzzParseCPUList(f *testing.F) {
 	for _, s := range []string{"0", "0-3", "1-2,8,10-11", "3-1", ""} {
 		f.Add(s)
@@ -309,11 +323,7 @@ func FuzzParseCPUList(f *testing.F) {
 		if err != nil || len(cpus) == 0 {
 			return
 		}
-		var parts []string
-		for _, c := range cpus {
-			parts = append(parts, fmt.Sprint(c))
-		}
-		again, err := ParseCPUList(strings.Join(parts, ","))
+		again, err := ParseCPUList(FormatCPUList(cpus))
 		if err != nil || !slices.Equal(again, cpus) {
 			t.Errorf("%q → %v, reformatted → %v, %v", s, cpus, again, err)
 		}

@@ -84,7 +84,9 @@ const headroom = 0.9
 
 // Report is the JSON form of the output.
 type Report struct {
-	CPU        *cpu.Info          `json:"cpu"`
+	CPU *cpu.Info `json:"cpu"`
+	// Threads is the default compute thread count serve, run and bench take.
+	Threads    cpu.Threads        `json:"compute_threads"`
 	KernelPath string             `json:"kernel_path"`
 	Kernels    []cpu.KernelChoice `json:"kernels"`
 	Deployment *Deployment        `json:"deployment,omitempty"`
@@ -133,13 +135,15 @@ func buildReport(opts *Options) (*Report, error) {
 	if opts.ModelPath != "" && opts.Preset != "" {
 		return nil, errors.New("give --model-path or --preset, not both")
 	}
-	info := cpu.Detect(opts.Machine())
+	src := opts.Machine()
+	info := cpu.Detect(src)
 	f := info.KernelFeatures()
 	active := opts.ActivePath()
 	if !f.Supports(active) {
 		active = f.Best()
 	}
-	r := &Report{CPU: info, KernelPath: active.String(), Kernels: cpu.KernelPaths(f, active)}
+	r := &Report{CPU: info, Threads: cpu.DefaultThreads(src), KernelPath: active.String(), Kernels: cpu.KernelPaths(f, active)}
+	r.Warnings = append(r.Warnings, r.Threads.Notes...)
 	r.Warnings = append(r.Warnings, cpu.Fallbacks(f)...)
 	if err := opts.KernelsEnvError(); err != nil {
 		r.Reasons = append(r.Reasons, err.Error())
@@ -247,6 +251,7 @@ func printReport(w io.Writer, r *Report) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("CPU          %s (%s, family %d, model %d, stepping %d)\n", c.Model, c.Vendor, c.Family, c.ModelID, c.Stepping)
 	p("Topology     %d physical cores, %d threads, %d socket(s), %d NUMA node(s)\n", c.PhysicalCores, c.Threads, c.Sockets, c.NUMANodes)
+	p("Threads      %s, pinned to CPUs %s (override: --threads, --pin-threads=false)\n", r.Threads.Why, cpu.FormatCPUList(r.Threads.CPUs))
 	p("Caches       L1d %s, L1i %s, L2 %s, L3 %s\n", cache(c.Caches.L1D), cache(c.Caches.L1I), cache(c.Caches.L2), cache(c.Caches.L3))
 	p("Memory       %s total, %s available; transparent hugepages: %s\n", gib(c.MemTotal), gib(c.MemAvailable), orUnknown(c.HugePages))
 	var have, lack []string

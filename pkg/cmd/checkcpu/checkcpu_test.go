@@ -225,3 +225,36 @@ func TestNewCmdFlags(t *testing.T) {
 		t.Error("defaults for machine detection not set")
 	}
 }
+
+// The compute threads come from the machine's topology (4 CPUs, 2 cores
+// here), whatever CPUID claims, in the text and the JSON alike.
+func TestComputeThreads(t *testing.T) {
+	m := machine(t, sapphire, 64, "[madvise]")
+	liar := func() cpu.Source {
+		s := m()
+		s.Identity.PhysicalCores, s.Identity.LogicalCores = 254, 254
+		return s
+	}
+	const want = "Threads      2 (affinity 4 CPUs, cgroup quota none, 2 physical cores), pinned to CPUs 0,2"
+	out, err := run(t, &Options{Machine: liar})
+	if err != nil || !strings.Contains(out, want) {
+		t.Errorf("err %v, output lacks %q:\n%s", err, want, out)
+	}
+	out, err = run(t, &Options{Machine: liar, JSON: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Threads struct {
+			N    int    `json:"n"`
+			CPUs []int  `json:"cpus"`
+			Why  string `json:"why"`
+		} `json:"compute_threads"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Threads.N != 2 || fmt.Sprint(r.Threads.CPUs) != "[0 2]" || !strings.HasPrefix(want[13:], r.Threads.Why) {
+		t.Errorf("compute_threads %+v", r.Threads)
+	}
+}
