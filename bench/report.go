@@ -91,7 +91,7 @@ func DescribeMachine(threads int) Machine {
 	return Machine{
 		CPU: cpuid.CPU.BrandName, Vendor: cpuid.CPU.VendorString, Features: feats,
 		Cores: cpu.DefaultThreads(cpu.System()).Cores, LogicalCPU: runtime.NumCPU(), Threads: threads,
-		KernelPath: kernels.Active().String(), GoVersion: runtime.Version(),
+		KernelPath: kernels.Describe(), GoVersion: runtime.Version(),
 		OS: runtime.GOOS + "/" + runtime.GOARCH, Time: time.Now().UTC(),
 	}
 }

@@ -1,8 +1,12 @@
 package cmdutil
 
 import (
+	"log/slog"
+
 	"github.com/spf13/pflag"
 
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/tune"
 	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
@@ -44,4 +48,29 @@ type ThreadFlags struct {
 func (t *ThreadFlags) AddFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&t.Threads, "threads", 0, "compute threads (default: one per physical core this process may use, within its cgroup CPU quota)")
 	fl.BoolVar(&t.PinThreads, "pin-threads", true, "bind each compute thread to its own CPU, one per physical core (false: leave placement to the OS)")
+}
+
+// ChooseKernels picks each operation's kernel path before an engine starts:
+// this CPU and build's cached calibration, else about 100 ms of measurement
+// (kernels/tune), unless ELLM_KERNELS forces one path. It logs the choice.
+func ChooseKernels(version string, log *slog.Logger) error {
+	if err := kernels.EnvError(); err != nil {
+		return err
+	}
+	r, err := tune.Apply(tune.Options{Version: version})
+	if err != nil {
+		return err
+	}
+	if r.Note != "" {
+		log.Warn("kernel calibration", "note", r.Note)
+	}
+	args := []any{"source", r.Source}
+	if r.Source == "cache" || r.Source == "measured" {
+		args = append(args, "file", r.CacheFile)
+	}
+	for _, c := range r.Choices {
+		args = append(args, c.Op.String(), c.Path.String()+": "+c.Why)
+	}
+	log.Info("kernel paths", args...)
+	return nil
 }

@@ -305,7 +305,7 @@ func New(opts Options) (*Engine, error) {
 
 	info := Info{
 		ModelName: cfg.Name(), ModelPath: dir, Synthetic: synthetic || cfg.EllmSynthetic, Config: cfg,
-		KernelPath: kernels.Active().String(), DType: m.DType, KVDType: string(kvd),
+		KernelPath: kernels.Describe(), DType: m.DType, KVDType: string(kvd),
 		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
 		WeightBytes: m.WeightBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),

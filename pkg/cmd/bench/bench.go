@@ -4,12 +4,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ellm-dev/ellm/bench"
-	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -18,6 +18,7 @@ import (
 // Common are the flags every model benchmark shares.
 type Common struct {
 	IO        cmdutil.IOStreams
+	Version   string
 	ModelPath string
 	Preset    string
 	Layers    int
@@ -101,7 +102,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	if c.Layers > 0 && c.Preset == "" {
 		return nil, fmt.Errorf("--layers needs --preset (a checkpoint is measured whole)")
 	}
-	if err := kernels.EnvError(); err != nil {
+	if err := cmdutil.ChooseKernels(c.Version, slog.New(slog.NewTextHandler(c.IO.ErrOut, nil))); err != nil {
 		return nil, err
 	}
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}

@@ -22,7 +22,7 @@ type KernelsOptions struct {
 }
 
 func newCmdKernels(f *cmdutil.Factory, runF func(*KernelsOptions) error) *cobra.Command {
-	opts := &KernelsOptions{Common: Common{IO: f.IO}}
+	opts := &KernelsOptions{Common: Common{IO: f.IO, Version: f.Version}}
 	cmd := &cobra.Command{
 		Use:   "kernels",
 		Short: "GEMM, GEMV and attention throughput as fractions of this machine's measured ceilings",
