@@ -9,6 +9,7 @@ package threads
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -40,10 +41,11 @@ type worker struct {
 }
 
 // Pool is a fixed set of workers. Worker 0 is the goroutine that calls Run;
-// workers 1..n-1 are goroutines locked to OS threads (and pinned to cores
+// workers 1..n-1 are goroutines locked to OS threads (and pinned to CPUs
 // when asked). A Pool is not safe for concurrent Run calls.
 type Pool struct {
 	n       int
+	cpus    []int // worker i's CPU when pinned, else nil
 	workers []worker
 	gen     atomic.Uint64
 	pending atomic.Int32
@@ -55,34 +57,64 @@ type Pool struct {
 // New starts a pool of n workers (n < 1 means one per available CPU).
 // With pin, worker i is bound to the i-th CPU this process may run on.
 func New(n int, pin bool) *Pool {
-	cpus := AllowedCPUs()
+	cpus := allowedCPUs()
 	if n < 1 {
 		n = len(cpus)
 	}
-	if !pin {
-		cpus = nil
+	if !pin || len(cpus) == 0 {
+		return start(n, nil)
 	}
-	return start(n, cpus)
+	pinned := make([]int, n)
+	for i := range pinned {
+		pinned[i] = cpus[i%len(cpus)]
+	}
+	return start(n, pinned)
 }
 
-// NewOn starts one worker per entry of cpus, worker i bound to cpus[i]
-// (a placement such as pkg/numa's, which groups workers by node).
-func NewOn(cpus []int) *Pool {
-	return start(max(len(cpus), 1), cpus)
+// NewPinned starts one worker per entry of cpus, worker i bound to cpus[i]
+// (workers 1..n-1 from the start, worker 0 when the caller asks: PinCaller).
+// The caller chooses the CPUs, e.g. one per physical core.
+func NewPinned(cpus []int) *Pool {
+	if len(cpus) == 0 {
+		return start(1, nil)
+	}
+	return start(len(cpus), slices.Clone(cpus))
 }
 
-// start runs n workers, worker i pinned to cpus[i % len(cpus)] unless cpus is empty.
 func start(n int, cpus []int) *Pool {
-	p := &Pool{n: n, workers: make([]worker, n)}
+	p := &Pool{n: n, cpus: cpus, workers: make([]worker, n)}
 	for i := 1; i < n; i++ {
 		p.workers[i].wake = make(chan struct{}, 1)
 		cpu := -1
-		if len(cpus) > 0 {
-			cpu = cpus[i%len(cpus)]
+		if cpus != nil {
+			cpu = cpus[i]
 		}
 		go p.loop(i, cpu)
 	}
 	return p
+}
+
+// CPUs are the CPUs the workers are pinned to (nil when not pinned).
+func (p *Pool) CPUs() []int { return slices.Clone(p.cpus) }
+
+// PinCaller locks the calling goroutine, the one that will call Run and so
+// be worker 0, to its OS thread and binds that thread to worker 0's CPU. The
+// returned function undoes both. Unpinned pools only lock the thread.
+func (p *Pool) PinCaller() (unpin func()) {
+	runtime.LockOSThread()
+	var old unix.CPUSet
+	restore := false
+	if p.cpus != nil && unix.SchedGetaffinity(0, &old) == nil {
+		var set unix.CPUSet
+		set.Set(p.cpus[0])
+		restore = unix.SchedSetaffinity(0, &set) == nil // best effort, as for the workers
+	}
+	return func() {
+		if restore {
+			_ = unix.SchedSetaffinity(0, &old)
+		}
+		runtime.UnlockOSThread()
+	}
 }
 
 // Size is the number of workers.
@@ -187,9 +219,7 @@ func Split(n, align, worker, workers int) (lo, hi int) {
 	return min(lo*align, n), min(hi*align, n)
 }
 
-// AllowedCPUs lists the CPUs this process may run on (its affinity mask),
-// ascending; all CPUs when the mask cannot be read.
-func AllowedCPUs() []int {
+func allowedCPUs() []int {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		cpus := make([]int, runtime.NumCPU())

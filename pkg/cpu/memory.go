@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -66,54 +65,37 @@ func ReadMemory(root string) (Memory, error) {
 	return m, err
 }
 
-// readCgroupMemory finds the tightest limit from the process's cgroup up to
-// the hierarchy's root: a parent's limit binds its children too.
+// readCgroupMemory finds the tightest memory limit from the process's
+// cgroup up to its hierarchy's root (cgroup v2 and v1 alike, located through
+// /proc/self/cgroup and /proc/self/mountinfo as for the CPU quota).
 func readCgroupMemory(root string, total int64) (limit, usage int64, name string, err error) {
-	groups, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
-	if errors.Is(err, os.ErrNotExist) {
-		return 0, 0, "", nil
-	}
+	hs, err := cgroupHierarchies(root, "memory")
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("memory cgroup: %w", err)
 	}
-	v2, v1 := "", ""
-	for _, line := range strings.Split(string(groups), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
+	for _, h := range hs {
+		limitFile, usageFile, inactive := "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"
+		if h.v2 {
+			limitFile, usageFile, inactive = "memory.max", "memory.current", "inactive_file"
 		}
-		switch {
-		case parts[0] == "0" && parts[1] == "":
-			v2 = parts[2]
-		case strings.Contains(","+parts[1]+",", ",memory,"):
-			v1 = parts[2]
-		}
-	}
-	type layout struct{ mount, group, limit, usage, inactive string }
-	var layouts []layout
-	if v1 != "" {
-		layouts = append(layouts, layout{"sys/fs/cgroup/memory", v1, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file"})
-	}
-	if v2 != "" {
-		layouts = append(layouts, layout{"sys/fs/cgroup", v2, "memory.max", "memory.current", "inactive_file"})
-	}
-	for _, l := range layouts {
-		for g := path.Clean("/" + l.group); ; g = path.Dir(g) {
-			dir := filepath.Join(root, l.mount, g)
-			lim, ok := readLimit(filepath.Join(dir, l.limit))
+		upFrom(h.mount, h.rel, func(dir string) {
+			lim, ok := readLimit(filepath.Join(dir, limitFile))
 			// cgroup v1 reports "no limit" as a huge number: anything at or
 			// above the machine's memory does not bind.
-			if ok && (total <= 0 || lim < total) && (limit == 0 || lim < limit) {
-				cur, err := readInt64(filepath.Join(dir, l.usage))
-				if err != nil {
-					return 0, 0, "", fmt.Errorf("memory cgroup %s: %w", g, err)
-				}
-				limit, usage, name = lim, max(cur-readStat(filepath.Join(dir, "memory.stat"), l.inactive), 0), g
+			if !ok || total > 0 && lim >= total || limit > 0 && lim >= limit || err != nil {
+				return
 			}
-			if g == "/" {
-				break
+			cur, e := readInt64(filepath.Join(dir, usageFile))
+			if e != nil {
+				err = fmt.Errorf("memory cgroup %s: %w", dir, e)
+				return
 			}
-		}
+			rel, _ := filepath.Rel(h.mount, dir)
+			limit, usage, name = lim, max(cur-readStat(filepath.Join(dir, "memory.stat"), inactive), 0), path.Clean("/"+rel)
+		})
+	}
+	if err != nil {
+		return 0, 0, "", err
 	}
 	return limit, usage, name, nil
 }

@@ -6,6 +6,11 @@ import (
 	"github.com/ellm-dev/ellm/pkg/cpu/cputest"
 )
 
+const (
+	mountV2 = "30 25 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate\n"
+	mountV1 = "31 25 0:27 / /sys/fs/cgroup/memory rw,nosuid shared:5 - cgroup cgroup rw,memory\n"
+)
+
 const meminfo64G = "MemTotal:       67108864 kB\nMemFree:  1000 kB\nMemAvailable:   50331648 kB\n"
 
 func TestReadMemory(t *testing.T) {
@@ -22,10 +27,12 @@ func TestReadMemory(t *testing.T) {
 		{name: "no cgroup file", files: map[string]string{}, usable: 48 * gib},
 		{name: "v2 unlimited", files: map[string]string{
 			"proc/self/cgroup":                    "0::/user.slice\n",
+			"proc/self/mountinfo":                 mountV2,
 			"sys/fs/cgroup/user.slice/memory.max": "max\n",
 		}, usable: 48 * gib},
 		{name: "v2 pod limit with reclaimable cache", files: map[string]string{
 			"proc/self/cgroup":                               "0::/kubepods/pod1/ctr\n",
+			"proc/self/mountinfo":                            mountV2,
 			"sys/fs/cgroup/kubepods/pod1/ctr/memory.max":     "max\n",
 			"sys/fs/cgroup/kubepods/pod1/memory.max":         "17179869184\n", // 16 GiB on the pod binds the container
 			"sys/fs/cgroup/kubepods/pod1/memory.current":     "4294967296\n",
@@ -36,11 +43,13 @@ func TestReadMemory(t *testing.T) {
 		}, limit: 16 * gib, usage: 2 * gib, usable: 14 * gib, cgroup: "/kubepods/pod1", boundByCgp: true},
 		{name: "v2 limit above MemAvailable", files: map[string]string{
 			"proc/self/cgroup":                 "0::/big\n",
+			"proc/self/mountinfo":              mountV2,
 			"sys/fs/cgroup/big/memory.max":     "60129542144\n", // 56 GiB
 			"sys/fs/cgroup/big/memory.current": "0\n",
 		}, limit: 56 * gib, usable: 48 * gib, cgroup: "/big"},
 		{name: "v1 limit", files: map[string]string{
-			"proc/self/cgroup": "12:memory:/docker/abc\n11:cpu,cpuacct:/docker/abc\n",
+			"proc/self/cgroup":    "12:memory:/docker/abc\n11:cpu,cpuacct:/docker/abc\n",
+			"proc/self/mountinfo": mountV1,
 			"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "8589934592\n",
 			"sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes": "1073741824\n",
 			"sys/fs/cgroup/memory/docker/abc/memory.stat":           "cache 5\ntotal_inactive_file 536870912\n",

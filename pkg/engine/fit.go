@@ -76,6 +76,9 @@ func (f *Fit) Err() error {
 // and weights + KV cache + scratch within Headroom of the usable memory.
 func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) {
 	opts = withDefaults(opts)
+	if opts.Threads <= 0 {
+		opts.Threads = cpu.DefaultThreads(cpu.System()).N // as NewPool resolves it
+	}
 	kvd, err := kvcache.ParseDType(opts.KVDType)
 	if err != nil {
 		return nil, err

@@ -4,52 +4,70 @@ import (
 	"fmt"
 
 	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
 	"github.com/ellm-dev/ellm/pkg/numa"
 )
 
-// Topology is the machine's NUMA nodes and the CPUs this process may use.
-type Topology func() (nodes []numa.Node, allowed []int, err error)
+// Topology is the machine's NUMA nodes.
+type Topology func() ([]numa.Node, error)
 
 // SystemTopology reads this machine's.
-func SystemTopology() ([]numa.Node, []int, error) {
-	nodes, err := numa.ReadNodes("/")
-	return nodes, threads.AllowedCPUs(), err
-}
+func SystemTopology() ([]numa.Node, error) { return numa.ReadNodes("/") }
 
-// placeNUMA plans the workers and memory over the NUMA nodes the allowed
-// CPUs span and interleaves the packed weights and the KV cache over them.
-// It returns nil (nothing to do) on one node or with NUMA "off", and the
-// warnings of a best-effort placement: mbind may be forbidden (a container's
-// seccomp profile without CAP_SYS_NICE), which costs speed, not correctness.
-func placeNUMA(opts Options, m *model.Model, cache *kvcache.Cache) (*numa.Plan, []string, error) {
-	switch opts.NUMA {
-	case "off":
-		return nil, nil, nil
-	case "", "auto":
-	default:
-		return nil, nil, fmt.Errorf("numa %q: want auto or off", opts.NUMA)
+// startPool starts the kernel pool: NewPool's default threads and pinning,
+// except on several NUMA nodes (NUMA "auto"), where the workers are spread
+// over the nodes and pinned node by node, and the packed weights and the KV
+// cache are interleaved over them. The warnings are those of a best-effort
+// placement: mbind may be forbidden (a container's seccomp profile without
+// CAP_SYS_NICE), which costs speed, not correctness.
+func startPool(opts Options, m *model.Model, cache *kvcache.Cache) (*threads.Pool, cpu.Threads, *numa.Plan, []string, error) {
+	th := cpu.DefaultThreads(cpu.System()).Resolve(opts.Threads)
+	plan, err := placeNUMA(opts, th, m.WeightBytes()+cache.Bytes())
+	if err != nil {
+		return nil, th, nil, nil, err
 	}
-	topo := opts.Topology
-	if topo == nil {
-		topo = SystemTopology
-	}
-	nodes, allowed, err := topo()
-	if err != nil || len(nodes) < 2 {
-		return nil, nil, nil // one node (or no NUMA support): first touch is local
-	}
-	plan, err := numa.Place(nodes, allowed, opts.Threads, m.WeightBytes()+cache.Bytes())
-	if err != nil || len(plan.Interleave) == 0 {
-		return nil, nil, nil // the allowed CPUs are on one node
+	if plan == nil {
+		pool, th := NewPool(opts.Threads, opts.NoPin)
+		return pool, th, nil, nil, nil
 	}
 	warns := plan.Warnings
-	bufs := append(m.WeightMemory(), cache.Memory())
-	for _, b := range bufs {
+	for _, b := range append(m.WeightMemory(), cache.Memory()) {
 		if err := numa.Interleave(b, plan.Interleave); err != nil {
 			warns = append(warns, fmt.Sprintf("%v: weights and KV cache stay where first touched (in a container, grant CAP_SYS_NICE)", err))
 			break
 		}
 	}
-	return plan, warns, nil
+	if opts.NoPin {
+		return threads.New(len(plan.CPUs), false), th, plan, warns, nil
+	}
+	th.CPUs = plan.CPUs
+	th.Why += fmt.Sprintf(", spread over NUMA nodes %v", plan.Interleave)
+	return threads.NewPinned(plan.CPUs), th, plan, warns, nil
+}
+
+// placeNUMA plans th.N workers on th.Allowed over the NUMA nodes: nil (no
+// placement) with NUMA "off", on one node, or when the allowed CPUs are on one.
+func placeNUMA(opts Options, th cpu.Threads, bytes int64) (*numa.Plan, error) {
+	switch opts.NUMA {
+	case "off":
+		return nil, nil
+	case "", "auto":
+	default:
+		return nil, fmt.Errorf("numa %q: want auto or off", opts.NUMA)
+	}
+	topo := opts.Topology
+	if topo == nil {
+		topo = SystemTopology
+	}
+	nodes, err := topo()
+	if err != nil || len(nodes) < 2 {
+		return nil, nil // one node (or no NUMA support): first touch is local
+	}
+	plan, err := numa.Place(nodes, th.Allowed, th.N, bytes)
+	if err != nil || len(plan.Interleave) == 0 {
+		return nil, nil
+	}
+	return plan, nil
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/numa"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
@@ -17,19 +17,23 @@ import (
 // interleave weights and KV over both (the kernel keeps node 0, the one it
 // has), and answers exactly as without placement.
 func TestEngineNUMAPlacement(t *testing.T) {
-	allowed := threads.AllowedCPUs()
+	allowed, err := cpu.SchedAffinity()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(allowed) < 2 {
 		t.Skip("needs two CPUs")
 	}
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
-	twoNodes := func() ([]numa.Node, []int, error) {
-		return []numa.Node{{ID: 0, Cores: [][]int{{allowed[0]}}}, {ID: 1, Cores: [][]int{{allowed[1]}}}}, allowed[:2], nil
+	twoNodes := func() ([]numa.Node, error) {
+		return []numa.Node{{ID: 0, Cores: [][]int{{allowed[0]}}}, {ID: 1, Cores: [][]int{{allowed[1]}}}}, nil
 	}
 	var log bytes.Buffer
 	e := newModelEngine(t, dir, Options{Threads: 2, Topology: twoNodes, Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	p := e.Info().NUMA
-	if p == nil || !slices.Equal(p.CPUs, allowed[:2]) || !slices.Equal(p.Interleave, []int{0, 1}) || e.Info().Threads != 2 {
-		t.Fatalf("plan %+v, threads %d", p, e.Info().Threads)
+	if p == nil || !slices.Equal(p.CPUs, allowed[:2]) || !slices.Equal(p.Interleave, []int{0, 1}) || e.Info().Threads != 2 ||
+		!slices.Equal(e.Info().PinnedCPUs, allowed[:2]) || !strings.Contains(e.Info().ThreadsWhy, "NUMA nodes [0 1]") {
+		t.Fatalf("plan %+v, threads %d (%s) pinned %v", p, e.Info().Threads, e.Info().ThreadsWhy, e.Info().PinnedCPUs)
 	}
 	// The kernel keeps the online nodes of the mask (here node 0 only).
 	if nodes, err := numa.Interleaved(e.be.(*modelBackend).cache.Memory()); err != nil || !slices.Contains(nodes, 0) {

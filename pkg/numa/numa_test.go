@@ -131,40 +131,6 @@ func TestPlaceWarnsAndRefuses(t *testing.T) {
 	}
 }
 
-func TestParseCPUList(t *testing.T) {
-	for in, want := range map[string][]int{"0": {0}, "0-3\n": {0, 1, 2, 3}, "0-1,8,10-11": {0, 1, 8, 10, 11}, "": nil} {
-		got, err := ParseCPUList(in)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("%q: %v %v, want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"a", "3-1", "1,,2", "-1", "1-"} {
-		if _, err := ParseCPUList(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-}
-
-func FuzzParseCPUList(f *testing.F) {
-	for _, s := range []string{"0-3,8-11", "5", "", "2-1"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if len(s) > 12 {
-			return // ranges expand: keep the lists small
-		}
-		cpus, err := ParseCPUList(s)
-		if err != nil {
-			return
-		}
-		for _, c := range cpus {
-			if c < 0 {
-				t.Fatalf("%q: negative CPU %d", s, c)
-			}
-		}
-	})
-}
-
 // On this machine (one node, or more): mbind really sets the interleave
 // policy on the pages, as get_mempolicy reads back.
 func TestInterleaveSetsPolicy(t *testing.T) {

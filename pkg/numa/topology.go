@@ -20,6 +20,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ellm-dev/ellm/pkg/cpu"
 )
 
 // Node is one NUMA node.
@@ -53,7 +55,7 @@ func ReadNodes(root string) ([]Node, error) {
 		if err != nil {
 			return nil, fmt.Errorf("numa node %d: %w", id, err)
 		}
-		cpus, err := ParseCPUList(string(b))
+		cpus, err := cpu.ParseCPUList(string(b))
 		if err != nil {
 			return nil, fmt.Errorf("numa node %d: %w", id, err)
 		}
@@ -123,30 +125,4 @@ func nodeMeminfo(p string) (total, free int64) {
 		}
 	}
 	return total, free
-}
-
-// ParseCPUList parses the kernel's CPU list format ("0-3,8,10-11").
-func ParseCPUList(s string) ([]int, error) {
-	var cpus []int
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, nil
-	}
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
-			return nil, fmt.Errorf("cpu list %q: bad entry %q", s, part)
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a {
-				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
-			}
-		}
-		for c := a; c <= b; c++ {
-			cpus = append(cpus, c)
-		}
-	}
-	return cpus, nil
 }

@@ -15,7 +15,7 @@ import (
 // generated (which would write the whole model to disk first).
 func TestStartRefusesBeforeGenerating(t *testing.T) {
 	var errOut bytes.Buffer
-	c := &Common{IO: cmdutil.IOStreams{Out: &errOut, ErrOut: &errOut}, Preset: "qwen3-235b-a22b", DType: "f32", KVDType: "f32", Threads: 1, NoCeilings: true}
+	c := &Common{IO: cmdutil.IOStreams{Out: &errOut, ErrOut: &errOut}, Preset: "qwen3-235b-a22b", DType: "f32", KVDType: "f32", ThreadFlags: cmdutil.ThreadFlags{Threads: 1}, NoCeilings: true}
 	// 235B parameters at f32 are ~940 GB: more than this machine has.
 	_, err := c.start(context.Background(), 4096, 1, 0)
 	var fe *engine.FitError

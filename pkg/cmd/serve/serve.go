@@ -130,6 +130,10 @@ func serveRun(opts *Options) error {
 		_ = api.Close()
 		return err
 	}
+	// The kernel calibration (about 100 ms when not cached) is part of loading.
+	if err := cmdutil.ChooseKernels(opts.Version, log); err != nil {
+		return fail(err)
+	}
 	eo := opts.EngineFlags.Options()
 	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
 	newEngine := opts.newEngine
