@@ -135,11 +135,24 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 				suggest += fmt.Sprintf(" (the model's context is %d)", f.ContextLimit)
 			}
 		}
+		// Single-pass prefill scratch grows with the sequence: chunking may
+		// make the requested length fit.
+		if opts.ChunkSize == 0 && opts.SequenceLength > suggestedChunk {
+			o := opts
+			o.ChunkSize = suggestedChunk
+			if g, err := CheckFit(cfg, o, mem); err == nil && g.Total <= g.Budget {
+				suggest += fmt.Sprintf(", or keep it and prefill in chunks: --chunk-size %d needs %s", suggestedChunk, Size(g.Total))
+			}
+		}
 		f.Reasons = append(f.Reasons, fmt.Sprintf("needs %s (weights %s + KV cache %s + scratch %s) but only %s of the %s usable may be committed (%s, %.0f%% kept free); %s",
 			Size(f.Total), Size(f.Weights), Size(f.KVCache), Size(f.Scratch), Size(f.Budget), Size(mem.Usable()), mem.Bound(), 100*(1-Headroom), suggest))
 	}
 	return f, nil
 }
+
+// suggestedChunk is the --chunk-size a refusal suggests when single-pass
+// prefill scratch is what does not fit.
+const suggestedChunk = 4096
 
 // largest is the largest n ≥ 1 with fits(n), fits being monotone (true up
 // to some n, false beyond); 0 when fits(1) is false.

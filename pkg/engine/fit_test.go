@@ -89,6 +89,14 @@ func TestCheckFitChunkingFitsLonger(t *testing.T) {
 	if !(chunked.Scratch < whole.Scratch && chunked.MaxSequenceLength > whole.MaxSequenceLength) {
 		t.Errorf("chunk 512: scratch %d, max length %d; whole: %d, %d", chunked.Scratch, chunked.MaxSequenceLength, whole.Scratch, whole.MaxSequenceLength)
 	}
+	// A refusal that chunking would turn around says so.
+	g, err := CheckFit(cfg, Options{SequenceLength: whole.MaxSequenceLength * 5 / 4, Threads: 2, AllowLongContext: true}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.OK() || !strings.Contains(g.Err().Error(), "or keep it and prefill in chunks: --chunk-size 4096 needs") {
+		t.Errorf("refusal without the chunking hint: %v", g.Err())
+	}
 	// With a fixed chunk, the length is bound by the KV cache alone, nearly.
 	if per := chunked.Budget / chunked.KVPerPosition; int64(chunked.MaxSequenceLength) > per {
 		t.Errorf("max length %d above budget/KV per position %d", chunked.MaxSequenceLength, per)
