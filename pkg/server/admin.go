@@ -22,34 +22,36 @@ type sessionObject struct {
 	InSlot       bool  `json:"in_slot"`
 }
 
-// sessionList merges what the engine holds with the transcripts in memory.
+// sessionList merges what the engine holds with the transcripts in
+// memory, most recently used first.
 func (s *Server) sessionList() ([]sessionObject, error) {
 	list, err := s.eng.Sessions()
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]*sessionObject{}
-	out := make([]sessionObject, 0, len(list))
-	add := func(si SessionInfo) {
-		if o, ok := byID[si.ID]; ok {
-			o.Tokens = max(o.Tokens, si.Tokens)
-			o.LastUsed = max(o.LastUsed, si.LastUsed.Unix())
-			return
+	byID := map[string]int{}
+	var merged []SessionInfo
+	for _, si := range append(list, s.sessions.list()...) {
+		i, ok := byID[si.ID]
+		if !ok {
+			byID[si.ID] = len(merged)
+			merged = append(merged, si)
+			continue
 		}
-		out = append(out, sessionObject{ID: si.ID, Object: "session", Tokens: si.Tokens, CachedTokens: si.KVTokens,
-			Bytes: si.Bytes, LastUsed: si.LastUsed.Unix(), InSlot: si.InSlot})
-		byID[si.ID] = &out[len(out)-1]
+		m := &merged[i]
+		m.Tokens = max(m.Tokens, si.Tokens)
+		if si.LastUsed.After(m.LastUsed) {
+			m.LastUsed = si.LastUsed
+		}
 	}
-	out = slices.Grow(out, len(list)+s.opts.MaxSessions)
-	for _, si := range list {
-		add(si)
-	}
-	for _, si := range s.sessions.list() {
-		add(si)
-	}
-	slices.SortFunc(out, func(a, b sessionObject) int {
-		return cmp.Or(cmp.Compare(b.LastUsed, a.LastUsed), strings.Compare(a.ID, b.ID))
+	slices.SortFunc(merged, func(a, b SessionInfo) int {
+		return cmp.Or(b.LastUsed.Compare(a.LastUsed), strings.Compare(a.ID, b.ID))
 	})
+	out := make([]sessionObject, len(merged))
+	for i, si := range merged {
+		out[i] = sessionObject{ID: si.ID, Object: "session", Tokens: si.Tokens, CachedTokens: si.KVTokens,
+			Bytes: si.Bytes, LastUsed: si.LastUsed.Unix(), InSlot: si.InSlot}
+	}
 	return out, nil
 }
 

@@ -163,6 +163,7 @@ func (st *sessionStore) get(id string) (*session, bool) {
 	if e, ok := st.byKey[id]; ok {
 		ent := e.Value.(*entry)
 		if st.ttl > 0 && st.now().Sub(ent.used) > st.ttl {
+			// Expired: the engine's copy too, as it was saved at the same time.
 			st.lru.Remove(e)
 			delete(st.byKey, id)
 			st.mu.Unlock()
