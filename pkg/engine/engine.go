@@ -419,8 +419,11 @@ func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, stor
 		e.store = s
 		e.info.SessionStoreMaxBytes = s.maxBytes
 		st := s.stats()
-		opts.Logger.Info("session store", "dir", opts.SessionStore, "max_bytes", s.maxBytes,
-			"max_bytes_from", map[bool]string{true: "flag", false: "10% of free space"}[opts.SessionStoreMaxBytes != 0],
+		bound := "set"
+		if opts.SessionStoreMaxBytes == 0 {
+			bound = "10% of the free space"
+		}
+		opts.Logger.Info("session store", "dir", opts.SessionStore, "max_bytes", s.maxBytes, "max_bytes_from", bound,
 			"bytes", st.bytes, "sessions", st.sessions, "ttl", opts.SessionTTL)
 	}
 	e.stats.Slots = opts.BatchSize
