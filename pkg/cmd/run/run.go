@@ -234,7 +234,11 @@ func (c *conversation) banner() string {
 	if c.tmpl == nil {
 		mode = "raw text, no chat template"
 	}
-	return fmt.Sprintf("%s · %s · %s kernels, %d threads · context %d tokens\n%s", model, mode, i.KernelPath, i.Threads,
+	threads := fmt.Sprintf("%d threads", i.Threads)
+	if i.Threads == 1 {
+		threads = "1 thread"
+	}
+	return fmt.Sprintf("%s · %s · %s kernels, %s · context %d tokens\n%s", model, mode, i.KernelPath, threads,
 		i.SequenceLength, quitHint)
 }
 
