@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,32 +130,17 @@ func TestSessionAdminWithoutKeyIsOpenAndLogged(t *testing.T) {
 	}
 }
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestSessionTTLInMemory(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var elapsed atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
 	eng := newFakeEngine(t, agentReply)
-	_, base := startServer(t, eng, Options{SessionTTL: time.Hour, Clock: clock.now})
+	_, base := startServer(t, eng, Options{SessionTTL: time.Hour, Clock: clock})
 	c := newClient(base)
 	sess := option.WithHeader("X-Session-ID", "ttl")
 	_, msgs := runAgent(t, c, 2, sess)
 	params := openai.ChatCompletionNewParams{Messages: msgs, Tools: []openai.ChatCompletionToolUnionParam{weatherTool}}
-	clock.add(59 * time.Minute)
+	elapsed.Add(int64(59 * time.Minute))
 	resp, err := c.Chat.Completions.New(context.Background(), params, sess)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +149,7 @@ func TestSessionTTLInMemory(t *testing.T) {
 		t.Fatalf("within the TTL: hits %s, want 2", hits)
 	}
 	msgs = append(msgs, resp.Choices[0].Message.ToParam(), openai.UserMessage("later"))
-	clock.add(61 * time.Minute)
+	elapsed.Add(int64(61 * time.Minute))
 	var list sessionListBody
 	call(t, "GET", base+"/v1/sessions", "", &list)
 	for _, s := range list.Data {
