@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -44,9 +45,10 @@ import (
 //   - KV is valid only for the exact weights, dtypes, kernel path and cache
 //     layout that computed it (the KV identity).
 //
-// The directory is bounded: files beyond maxBytes are evicted by last use
-// (the sessions of this store and any other file in the directory, such as
-// another model's sessions, by modification time), and sessions idle longer
+// The directory is bounded: beyond maxBytes, session files are evicted by
+// last use (this store's sessions by their index, other models' or older
+// versions' session files by modification time; files not named like a
+// session store's are never counted or touched), and sessions idle longer
 // than ttl are deleted when anything is saved and by the engine's janitor.
 //
 // All methods are safe for concurrent use; KV files are read and written
@@ -107,9 +109,14 @@ type transcriptMeta struct {
 }
 
 var (
-	kvMagic         = [8]byte{'E', 'L', 'L', 'M', 'S', 'K', 'V', 1}
-	transcriptMagic = [8]byte{'E', 'L', 'L', 'M', 'S', 'T', 'R', 1}
-	castagnoli      = crc32.MakeTable(crc32.Castagnoli)
+	// sessionFile is the name of a session store's file, of any model:
+	// model identity, session hash, kind (.session: before transcripts moved here).
+	sessionFile = regexp.MustCompile(`^[0-9a-f]{16}-[0-9a-f]{32}\.(kv|transcript|session)$`)
+	// legacyTranscript is a transcript the server kept itself, under transcripts/.
+	legacyTranscript = regexp.MustCompile(`^[0-9a-f]{32}\.json$`)
+	kvMagic          = [8]byte{'E', 'L', 'L', 'M', 'S', 'K', 'V', 1}
+	transcriptMagic  = [8]byte{'E', 'L', 'L', 'M', 'S', 'T', 'R', 1}
+	castagnoli       = crc32.MakeTable(crc32.Castagnoli)
 )
 
 const (
@@ -237,33 +244,35 @@ func (s *store) load() error {
 		own[s.fileName(sid, kvExt)] = sid
 	}
 	sizes := map[string]int64{}
-	err = filepath.WalkDir(s.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		name := d.Name()
-		switch {
-		case path == s.indexPath() || path == s.lockPath():
-			return nil
-		case filepath.Dir(path) == s.dir && (strings.HasPrefix(name, "sessions-") || strings.HasPrefix(name, "index-")):
-			return nil // indexes and locks (of other models too)
-		case strings.HasPrefix(name, s.tid[:16]+"-") && strings.Contains(name, ".tmp"):
-			return os.Remove(path) // a write this store did not finish
-		}
-		info, err := d.Info()
-		if err != nil {
-			return nil // vanished meanwhile
-		}
-		if _, ok := own[name]; ok && filepath.Dir(path) == s.dir {
-			sizes[name] = info.Size()
-			return nil
+	account := func(path string, info fs.FileInfo) {
+		if _, ok := own[info.Name()]; ok && filepath.Dir(path) == s.dir {
+			sizes[info.Name()] = info.Size()
+			return
 		}
 		s.foreign[path] = foreignFile{size: info.Size(), modTime: info.ModTime()}
 		s.bytes += info.Size()
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("session store: %w", err)
+	}
+	for _, pattern := range []string{"*", filepath.Join("transcripts", "*")} {
+		paths, err := filepath.Glob(filepath.Join(s.dir, pattern))
+		if err != nil {
+			return fmt.Errorf("session store: %w", err)
+		}
+		for _, path := range paths {
+			name := filepath.Base(path)
+			if strings.HasPrefix(name, s.tid[:16]+"-") && strings.Contains(name, ".tmp") {
+				_ = os.Remove(path) // a write this store did not finish
+				continue
+			}
+			// Only files of a session store's own naming count (and may
+			// be evicted): the directory may hold anything else.
+			_, mine := own[name]
+			if !mine && !sessionFile.MatchString(name) && !(filepath.Base(filepath.Dir(path)) == "transcripts" && legacyTranscript.MatchString(name)) {
+				continue
+			}
+			if info, err := os.Lstat(path); err == nil && info.Mode().IsRegular() {
+				account(path, info)
+			}
+		}
 	}
 	for sid, ent := range s.index {
 		ent.TranscriptBytes = sizes[s.fileName(sid, transcriptExt)]

@@ -63,7 +63,7 @@ func dirBytes(t *testing.T, dir string) int64 {
 	t.Helper()
 	var n int64
 	filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
-		if err == nil && !info.IsDir() && (strings.HasSuffix(path, kvExt) || strings.HasSuffix(path, transcriptExt) || strings.HasSuffix(path, ".old")) {
+		if err == nil && !info.IsDir() && (strings.HasSuffix(path, kvExt) || strings.HasSuffix(path, transcriptExt) || strings.HasSuffix(path, ".json") && !strings.Contains(path, "sessions-")) {
 			n += info.Size()
 		}
 		return nil
@@ -276,11 +276,15 @@ func TestStoreRejectsCorruptOrForeignTranscripts(t *testing.T) {
 func TestStoreRestartKeepsTheBound(t *testing.T) {
 	dir := t.TempDir()
 	clock := newTestClock()
-	// What another model or an older version left: evicted first, by age.
-	legacy := filepath.Join(dir, "transcripts", "0123.old")
+	// What an older version left: evicted first, by age.
+	legacy := filepath.Join(dir, "transcripts", "0123456789abcdef0123456789abcdef.json")
 	os.MkdirAll(filepath.Dir(legacy), 0o755)
 	os.WriteFile(legacy, make([]byte, 3000), 0o644)
 	os.Chtimes(legacy, clock.now().Add(-time.Hour), clock.now().Add(-time.Hour))
+	// Files that are not a session store's are neither counted nor touched.
+	notes := filepath.Join(dir, "notes.txt")
+	os.WriteFile(notes, make([]byte, 1<<20), 0o644)
+	os.Chtimes(notes, clock.now().Add(-48*time.Hour), clock.now().Add(-48*time.Hour))
 
 	s, _ := testStore(t, dir, func(c *storeConfig) { c.now = clock.now })
 	be := newFake(1, 64, 97)
@@ -312,7 +316,10 @@ func TestStoreRestartKeepsTheBound(t *testing.T) {
 		t.Errorf("after restart %v, want %v", ids, want)
 	}
 	if _, err := os.Stat(legacy); !errors.Is(err, os.ErrNotExist) {
-		t.Error("the oldest unknown file was not evicted first")
+		t.Error("the oldest session file (an older version's) was not evicted first")
+	}
+	if _, err := os.Stat(notes); err != nil {
+		t.Errorf("a file that is not a session's was touched: %v", err)
 	}
 	if n := dirBytes(t, dir); n > bound || n != s2.stats().bytes {
 		t.Errorf("%d bytes on disk, %d accounted, bound %d", n, s2.stats().bytes, bound)
