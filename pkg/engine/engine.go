@@ -112,7 +112,7 @@ type Stats struct {
 	SessionStoreBytes    int64 // files in the session store's directory
 	SessionStoreMaxBytes int64
 	SessionsDropped      int64 // stored sessions evicted to keep within SessionStoreMaxBytes
-	SessionsExpired      int64 // sessions deleted after SessionTTL
+	SessionsExpired      int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
 	SessionsEvicted      int64 // sessions moved out of a slot (to the store when there is one)
 	SessionsRestored     int64 // sessions read back from the store
 	SessionsRecomputed   int64 // stored sessions found unusable (corrupt, other model) and recomputed
