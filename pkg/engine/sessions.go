@@ -89,6 +89,9 @@ func (e *Engine) Sessions() ([]SessionInfo, error) {
 // and its files in the store. ErrNoSession if the engine held none,
 // ErrSessionBusy while one of its requests runs.
 func (e *Engine) DeleteSession(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty id", ErrNoSession) // "" is a slot without a session
+	}
 	inSlot, busy := false, false
 	err := e.do(func() {
 		for _, s := range e.slots {

@@ -66,8 +66,10 @@ func TestEngineSessionsListDeleteExpire(t *testing.T) {
 	if err := e.DeleteSession(sid(0)); err != nil { // only in the store
 		t.Fatal(err)
 	}
-	if err := e.DeleteSession("never-seen"); !errors.Is(err, ErrNoSession) {
-		t.Errorf("deleting an unknown session: %v", err)
+	for _, id := range []string{"never-seen", ""} {
+		if err := e.DeleteSession(id); !errors.Is(err, ErrNoSession) {
+			t.Errorf("deleting unknown session %q: %v", id, err)
+		}
 	}
 
 	// Sessions idle beyond the TTL go, in slots and in the store.

@@ -91,8 +91,10 @@ func TestSessionAdmin(t *testing.T) {
 	}
 
 	var errBody struct{ Error struct{ Code string } }
-	if code := call(t, "DELETE", base+"/v1/sessions/nobody", "secret", &errBody); code != http.StatusNotFound || errBody.Error.Code != "session_not_found" {
-		t.Errorf("DELETE unknown: %d %+v", code, errBody)
+	for _, id := range []string{"nobody", ""} {
+		if code := call(t, "DELETE", base+"/v1/sessions/"+id, "secret", &errBody); code != http.StatusNotFound || errBody.Error.Code != "session_not_found" {
+			t.Errorf("DELETE unknown %q: %d %+v", id, code, errBody)
+		}
 	}
 	eng.store.busy["alpha"] = true
 	if code := call(t, "DELETE", base+"/v1/sessions/alpha", "secret", &errBody); code != http.StatusConflict || errBody.Error.Code != "session_busy" {
