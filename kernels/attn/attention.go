@@ -49,7 +49,7 @@ type item struct {
 	seq, lo, hi, head int32
 }
 
-// scratch is one worker's: the widened K/V tile of a bf16 cache and the
+// scratch is one worker's: the widened K/V tile of a bf16 or int8 cache and the
 // online-softmax state of every (row, head) of a block.
 type scratch struct {
 	kt, vt []float32 // [Tile, headDim]
@@ -210,10 +210,14 @@ func (a *Attention) block(w *scratch, it item) {
 			continue
 		}
 		var k, v []float32
-		if c.K16 != nil {
+		switch {
+		case c.K16 != nil:
 			k = widenK(a.path, w.kt, c.K16[o0:o1], nil, t1-t0, hd)
 			v = widenV(a.path, w.vt, c.V16[o0:o1], nil, t1-t0, hd)
-		} else {
+		case c.K8 != nil:
+			k = dequantK(a.path, w.kt, c.K8[o0:o1], c.KS[o0/hd:o1/hd], t1-t0, hd)
+			v = dequantV(a.path, w.vt, c.V8[o0:o1], c.VS[o0/hd:o1/hd], t1-t0, hd)
+		default:
 			k = widenK(a.path, w.kt, nil, c.K32[o0:o1], t1-t0, hd)
 			v = widenV(a.path, w.vt, nil, c.V32[o0:o1], t1-t0, hd)
 		}

@@ -158,3 +158,45 @@ func widenV(p kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows
 	}
 	return dst[:rows*hd]
 }
+
+// The int8 dequantizers widen each 16 values with VPMOVSXBD, convert exactly
+// (VCVTDQ2PS) and multiply by the row's scale: one rounding, the bits of
+// dequantGo. Rows advance dst by rowStride bytes, 16-value chunks within a
+// row by chunkStride: (64, Tile·64) writes widenK's chunk-major K tile,
+// (hd·4, 64) plain rows. Like the bf16 widening loops they prefetch the next
+// tile into L2.
+
+//go:noescape
+func dequantAVX512(dst *float32, src *int8, scale *float32, rows, hd, rowStride, chunkStride int)
+
+//go:noescape
+func dequantAVX2(dst *float32, src *int8, scale *float32, rows, hd, rowStride, chunkStride int)
+
+func dequantSIMD(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd, rowStride, chunkStride int) {
+	if p >= kernels.AVX512 {
+		dequantAVX512(&dst[0], &src[0], &scale[0], rows, hd, rowStride, chunkStride)
+	} else {
+		dequantAVX2(&dst[0], &src[0], &scale[0], rows, hd, rowStride, chunkStride)
+	}
+}
+
+// dequantK fills the K tile dst from rows of int8 keys and their scales, in
+// the layout widenK gives the path.
+func dequantK(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+	if !useSIMD(p, hd) {
+		dequantGo(dst, src, scale, rows, hd)
+		return dst[:rows*hd]
+	}
+	dequantSIMD(p, dst, src, scale, rows, hd, 64, Tile*64)
+	return dst
+}
+
+// dequantV returns the V tile of int8 rows as f32 rows.
+func dequantV(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+	if !useSIMD(p, hd) {
+		dequantGo(dst, src, scale, rows, hd)
+	} else {
+		dequantSIMD(p, dst, src, scale, rows, hd, 4*hd, 64)
+	}
+	return dst[:rows*hd]
+}

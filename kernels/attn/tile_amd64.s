@@ -1690,3 +1690,82 @@ q4vnext:
 	JLT  q4v
 	VZEROUPPER
 	RET
+
+// func dequantAVX512(dst *float32, src *int8, scale *float32, rows, hd, rowStride, chunkStride int)
+// dst[t][c] (at t·rowStride + c·chunkStride bytes) = src[t][16c : 16c+16]·scale[t].
+TEXT ·dequantAVX512(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ scale+16(FP), BX
+	MOVQ rows+24(FP), DX
+	MOVQ hd+32(FP), R8
+	MOVQ rowStride+40(FP), R11
+	MOVQ chunkStride+48(FP), R12
+	MOVQ R8, R10
+	SHLQ $6, R10           // tile size in bytes: 64 rows of hd int8
+	SHRQ $4, R8            // chunks per row
+dqrow:
+	TESTQ DX, DX
+	JLE   dqdone
+	PREFETCHT1 256(BX)     // the next tile's scales
+	VBROADCASTSS (BX), Z1
+	MOVQ  DI, R9
+	MOVQ  R8, CX
+dqchunk:
+	PREFETCHT1 (SI)(R10*1)
+	VPMOVSXBD (SI), Z0
+	VCVTDQ2PS Z0, Z0
+	VMULPS Z1, Z0, Z0
+	VMOVUPS Z0, (R9)
+	ADDQ  $16, SI
+	ADDQ  R12, R9
+	DECQ  CX
+	JNZ   dqchunk
+	ADDQ  $4, BX
+	ADDQ  R11, DI
+	DECQ  DX
+	JMP   dqrow
+dqdone:
+	VZEROUPPER
+	RET
+
+// func dequantAVX2(dst *float32, src *int8, scale *float32, rows, hd, rowStride, chunkStride int)
+TEXT ·dequantAVX2(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ scale+16(FP), BX
+	MOVQ rows+24(FP), DX
+	MOVQ hd+32(FP), R8
+	MOVQ rowStride+40(FP), R11
+	MOVQ chunkStride+48(FP), R12
+	MOVQ R8, R10
+	SHLQ $6, R10
+	SHRQ $4, R8
+dq2row:
+	TESTQ DX, DX
+	JLE   dq2done
+	PREFETCHT1 256(BX)
+	VBROADCASTSS (BX), Y2
+	MOVQ  DI, R9
+	MOVQ  R8, CX
+dq2chunk:
+	PREFETCHT1 (SI)(R10*1)
+	VPMOVSXBD (SI), Y0
+	VPMOVSXBD 8(SI), Y1
+	VCVTDQ2PS Y0, Y0
+	VCVTDQ2PS Y1, Y1
+	VMULPS Y2, Y0, Y0
+	VMULPS Y2, Y1, Y1
+	VMOVUPS Y0, (R9)
+	VMOVUPS Y1, 32(R9)
+	ADDQ  $16, SI
+	ADDQ  R12, R9
+	DECQ  CX
+	JNZ   dq2chunk
+	ADDQ  $4, BX
+	ADDQ  R11, DI
+	DECQ  DX
+	JMP   dq2row
+dq2done:
+	VZEROUPPER
+	RET

@@ -86,3 +86,63 @@ func TestGroupKernelsMatchTile(t *testing.T) {
 		}
 	}
 }
+
+// The int8 dequantizers of every SIMD path against dequantGo, bit for bit,
+// in both layouts (chunk-major K tile, V rows), on random values with the
+// extremes ±127 and zero, for row counts that end a tile early: nothing
+// outside the layout's cells is written (the rest of dst is a NaN guard).
+func TestDequantMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, p := range kernels.Available() {
+		if !useSIMD(p, 16) {
+			continue
+		}
+		for _, hd := range []int{16, 48, 128, 256} {
+			for _, rows := range []int{1, 5, 16, 63, Tile} {
+				src := make([]int8, Tile*hd)
+				for i := range src {
+					src[i] = int8(r.IntN(255) - 127)
+				}
+				src[0], src[1], src[2] = 127, -127, 0
+				scale := make([]float32, Tile)
+				for i := range scale {
+					scale[i] = float32(r.ExpFloat64() * 0.01)
+				}
+				scale[rows-1] = 0 // an all-zero row quantizes to scale 0
+				want := make([]float32, rows*hd)
+				dequantGo(want, src, scale, rows, hd)
+
+				const guard = 64
+				nan := float32(math.NaN())
+				buf := make([]float32, Tile*hd+guard)
+				for i := range buf {
+					buf[i] = nan
+				}
+				k := dequantK(p, buf[:Tile*hd], src[:rows*hd], scale[:rows], rows, hd)
+				for tr := range Tile {
+					for d := range hd {
+						got := k[(d/16*Tile+tr)*16+d%16]
+						switch {
+						case tr >= rows && !math.IsNaN(float64(got)):
+							t.Fatalf("%v hd %d rows %d: K row %d (past the end) written", p, hd, rows, tr)
+						case tr < rows && math.Float32bits(got) != math.Float32bits(want[tr*hd+d]):
+							t.Fatalf("%v hd %d rows %d: K[%d][%d] = %v, Go %v", p, hd, rows, tr, d, got, want[tr*hd+d])
+						}
+					}
+				}
+				for i := range buf {
+					buf[i] = nan
+				}
+				v := dequantV(p, buf[:Tile*hd], src[:rows*hd], scale[:rows], rows, hd)
+				if !bitsEqual(v, want) {
+					t.Fatalf("%v hd %d rows %d: V differs from Go", p, hd, rows)
+				}
+				for i := rows * hd; i < len(buf); i++ {
+					if !math.IsNaN(float64(buf[i])) {
+						t.Fatalf("%v hd %d rows %d: V element %d past the end written", p, hd, rows, i)
+					}
+				}
+			}
+		}
+	}
+}
