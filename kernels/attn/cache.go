@@ -19,6 +19,11 @@
 // each path are tested bit-identical to one another (grouped vs single,
 // in place vs widened), which is what keeps rows invariant when the grouping
 // of queries changes between a prefill and a decode step.
+//
+// An int8 cache is dequantized a tile at a time into the same f32 scratch a
+// bf16 tile is widened into (value·scale, one rounding, the same bits on
+// every path), for prefill and decode alike, so its rows are invariant in
+// the same way; decode reads half the bytes of a bf16 cache from DRAM.
 package attn
 
 import (
