@@ -85,6 +85,17 @@ func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention,
 	return a, nil
 }
 
+// ScratchBytes is the memory of the workers' scratch: per worker a K/V tile
+// and one block of rows' softmax state, whatever the number of rows.
+func (a *Attention) ScratchBytes() int64 {
+	var n int
+	for i := range a.ws {
+		w := &a.ws[i]
+		n += len(w.kt) + len(w.vt) + len(w.ml) + len(w.acc) + len(w.s)
+	}
+	return 4 * int64(n)
+}
+
 // Forward writes attention outputs for seqs: q and out are [rows, qHeads,
 // headDim] (q already normed and rotated); query head h reads kv head
 // h/(qHeads/kvHeads). Each query attends to its own and all earlier positions

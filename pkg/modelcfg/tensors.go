@@ -218,24 +218,30 @@ func KVCacheBytes(c *Config, seq, batch int, kvDType string) (int64, error) {
 	return per * int64(seq) * int64(batch), err
 }
 
-// ScratchBytes estimates the f32 activation buffers of one forward pass over
-// rows token rows (batch × chunk for prefill): the residual stream and its
-// normed copy, q/k/v/attention output, the MLP's gate and up projections (for
-// MoE the routed rows of top-k experts), attention scores over one 64-position
-// tile per head, and the logits of the rows that need them (one per sequence).
+// ScratchBytes is the activation memory of a pkg/model runner for passes of
+// rows token rows (batch × chunk for prefill) and seqs logits rows, as
+// NewRunner allocates it: per row the residual stream, its normed copy and
+// the sublayer output (3·hidden), the fused q/k/v projection (whose memory
+// then holds the attention output), the MLP hidden (which first holds the
+// normed queries), the MoE routing and expert rows, and the activations the
+// matrix kernels prepare (max(K), one form at a time); once,
+// the logits. Attention needs no per-row scratch: its workers hold one K/V
+// tile and one block of rows each. Per-worker kernel buffers (a few hundred
+// KiB per thread) are not counted.
 func ScratchBytes(c *Config, rows, seqs int) int64 {
-	r := int64(rows)
-	perRow := int64(2*c.HiddenSize + 2*c.QDim() + 2*c.KVDim())
-	var mlp int64
-	if c.denseLayers() > 0 {
-		mlp = int64(2 * c.IntermediateSize)
-	}
+	H, qd, kvd := int64(c.HiddenSize), int64(c.QDim()), int64(c.KVDim())
+	inter := int64(max(c.IntermediateSize, c.MoEIntermediateSize))
+	perRow := 3*H + qd + 2*kvd + max(inter, qd)
+	var once int64
 	if c.IsMoE() {
-		moe := int64(2*c.MoEIntermediateSize*c.NumExpertsPerTok + c.NumExperts)
-		mlp = max(mlp, moe)
+		E, k := int64(c.NumExperts), int64(c.NumExpertsPerTok)
+		perRow += E + 3*k + 2*H // router logits, top-k weights, ids and order, expert rows in and out
+		once += E
 	}
-	perRow += mlp + int64(c.NumAttentionHeads)*64
-	return 4 * (r*perRow + int64(seqs)*int64(c.VocabSize))
+	kpad := (max(H, qd, inter) + 3) / 4 * 4
+	perRow += kpad + 1 // gemm: activations in the kernels' form, int8 row scales
+	r, s := int64(rows), int64(min(seqs, rows))
+	return 4 * (r*perRow + int64(seqs)*int64(c.VocabSize) + s*H + once)
 }
 
 // MemoryPlan is what a deployment commits: weights, the static KV cache and
