@@ -126,18 +126,19 @@ func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
 }
 
 // decodeInPlace runs a decode step's queries (one row, two or a multiple of
-// four query heads per kv head) over a tile of a bf16 cache read in place:
-// with so little reuse a widened copy of the tile costs more than it saves.
-// It reports false, having done nothing, where the path has no such kernel
-// (the first tileDirect call decides; the others have the same arguments).
-func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, k, v []uint16, n int) bool {
+// four query heads per kv head) over the tile of a bf16 or int8 cache at
+// element offset o, read in place: with so little reuse a widened copy of
+// the tile costs more than it saves. It reports false, having done nothing,
+// where the path has no such kernel (the first tileDirect call decides; the
+// others have the same arguments).
+func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, o, n int) bool {
 	size := min(a.group, groupQueries)
 	for j0 := 0; j0 < a.group; j0 += size {
 		w.np, w.pn = size, n
 		for j := range size {
 			w.pend[j] = a.queryOf(w, s, it, int(it.lo), j0+j)
 		}
-		if !tileDirect(a.path, w, k, v, n, a.headDim, a.scale) {
+		if !tileDirect(a.path, w, a.c, o, n, a.scale) {
 			return false
 		}
 	}
@@ -217,7 +218,7 @@ func (a *Attention) block(w *scratch, it item) {
 	for t0 := 0; t0 <= last; t0 += Tile {
 		t1 := min(t0+Tile, last+1)
 		o0, o1 := base+t0*hd, base+t1*hd
-		if c.K16 != nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, c.K16[o0:], c.V16[o0:], t1-t0) {
+		if c.K32 == nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, o0, t1-t0) {
 			continue
 		}
 		var k, v []float32

@@ -37,4 +37,4 @@ type qref struct{}
 
 func tileGroup(kernels.Path, *scratch, int, []float32, []float32, int, int, float32) int { return 0 }
 
-func tileDirect(kernels.Path, *scratch, []uint16, []uint16, int, int, float32) bool { return false }
+func tileDirect(kernels.Path, *scratch, *Cache, int, int, float32) bool { return false }
