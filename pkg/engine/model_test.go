@@ -10,8 +10,8 @@ import (
 
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
-	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/model"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
