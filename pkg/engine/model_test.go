@@ -47,7 +47,7 @@ func runnerGreedy(t *testing.T, dir string, kv kvcache.DType, prompt []int32, n 
 	return out
 }
 
-func newModelEngine(t *testing.T, dir string, o Options) *Engine {
+func newModelEngine(t testing.TB, dir string, o Options) *Engine {
 	t.Helper()
 	o.ModelPath = dir
 	if o.SequenceLength == 0 {
