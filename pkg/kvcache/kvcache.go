@@ -100,14 +100,12 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 		SeqLen: seqLen, HeadDim: cfg.HeadDim, cfg: cfg,
 	}
 	// Every layer's K and V (rows where a bf16 cache has them), then for int8
-	// every layer's K and V scales, 4-byte aligned.
+	// every layer's K and V scales: head_dim is even (modelcfg checks it for
+	// RoPE), so the values end 4-byte aligned.
 	per := c.tensorElems()
 	data := int64(per) * 2 * int64(c.Layers) * int64(dtype.size())
 	scales := int64(per/c.HeadDim) * 2 * int64(c.Layers) * int64(dtype.scaleSize())
 	total := data + scales
-	if data%4 != 0 { // keep the f32 scales aligned
-		total += 4 - data%4
-	}
 	if int64(int(total)) != total || total <= 0 {
 		return nil, fmt.Errorf("kv cache: %d bytes cannot be allocated", total)
 	}
