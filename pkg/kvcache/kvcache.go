@@ -4,8 +4,8 @@
 // Layout per layer and per tensor (K or V): [slots][kv_heads][seq_len][head_dim],
 // so that the keys of one (slot, head) are contiguous in position order, the
 // order attention reads them; an int8 cache adds one f32 scale per (slot,
-// kv head, position) for each of K and V, [slots][kv_heads][seq_len]. The whole cache is one anonymous mapping with
-// MADV_HUGEPAGE, committed (and locked, where RLIMIT_MEMLOCK allows) at
+// kv head, position) for each of K and V, [slots][kv_heads][seq_len]. The
+// whole cache is one anonymous mapping with MADV_HUGEPAGE, committed (and locked, where RLIMIT_MEMLOCK allows) at
 // start-up: a decode step touches every layer's cache, 2 MiB pages keep the
 // TLB out of the way, and no request pays for page faults or swap.
 package kvcache
@@ -134,7 +134,7 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 			ly.K8 = unsafe.Slice((*int8)(k), per)
 			ly.V8 = unsafe.Slice((*int8)(v), per)
 			rows := per / c.HeadDim
-			so := int(total-scales) + l*2*rows*4
+			so := int(data) + l*2*rows*4
 			ly.KS = unsafe.Slice((*float32)(unsafe.Pointer(&mem[so])), rows)
 			ly.VS = unsafe.Slice((*float32)(unsafe.Pointer(&mem[so+rows*4])), rows)
 		default:
