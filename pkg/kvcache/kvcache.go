@@ -5,9 +5,10 @@
 // so that the keys of one (slot, head) are contiguous in position order, the
 // order attention reads them; an int8 cache adds one f32 scale per (slot,
 // kv head, position) for each of K and V, [slots][kv_heads][seq_len]. The
-// whole cache is one anonymous mapping with MADV_HUGEPAGE, committed (and locked, where RLIMIT_MEMLOCK allows) at
-// start-up: a decode step touches every layer's cache, 2 MiB pages keep the
-// TLB out of the way, and no request pays for page faults or swap.
+// whole cache is one anonymous mapping with MADV_HUGEPAGE, committed (and
+// locked, where RLIMIT_MEMLOCK allows) at start-up: a decode step touches
+// every layer's cache, 2 MiB pages keep the TLB out of the way, and no
+// request pays for page faults or swap.
 package kvcache
 
 import (
