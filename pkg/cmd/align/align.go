@@ -10,6 +10,7 @@ import (
 	ealign "github.com/ellm-dev/ellm/align"
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/cpu"
 )
 
 // Options are the inputs of `ellm align`.
@@ -76,7 +77,7 @@ fails.`,
 	fl.IntSliceVar(&opts.Positions, "positions", ealign.DefaultKVPositions, "prompt lengths of the kv-cache case")
 	fl.BoolVar(&opts.JSON, "json", false, "write the results as JSON")
 	fl.StringVar(&opts.Dump, "dump", "", "also write ellm's tensors in the reference format under this directory")
-	fl.IntVar(&opts.Threads, "threads", 0, "kernel threads (0: one per CPU)")
+	fl.IntVar(&opts.Threads, "threads", 0, "kernel threads (default: one per physical core this process may use, within its cgroup CPU quota)")
 	return cmd
 }
 
@@ -98,6 +99,9 @@ func alignRun(opts *Options) error {
 	case "bf16", "f32", "int8":
 	default:
 		return fmt.Errorf("--dtype %q: want bf16, f32 or int8", opts.DType)
+	}
+	if opts.Threads <= 0 {
+		opts.Threads = cpu.DefaultThreads(cpu.System()).N
 	}
 	results, err := ealign.Run(ealign.Options{
 		Kind: opts.Case, Ref: opts.Ref, ModelPath: opts.ModelPath, Path: path,
