@@ -17,7 +17,7 @@ func TestScratchBytesMatchesNew(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, want := a.Bytes(), ScratchBytes(c.workers, c.rows, c.qh, c.kvh, c.hd); got != want || got <= 0 {
+		if got, want := a.ScratchBytes(), ScratchBytes(c.workers, c.rows, c.qh, c.kvh, c.hd); got != want || got <= 0 {
 			t.Errorf("%+v: New allocated %d bytes, ScratchBytes says %d", c, got, want)
 		}
 		pool.Close()

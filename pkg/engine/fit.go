@@ -90,10 +90,15 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 	if opts.ChunkSize < 0 {
 		return nil, fmt.Errorf("chunk size %d: must not be negative", opts.ChunkSize)
 	}
+	// pkg/kvcache says what a position costs in each dtype it has.
+	kvPer, err := kvcache.BytesPerPosition(cfg, kvd)
+	if err != nil {
+		return nil, err
+	}
 	f := &Fit{
 		Model: cfg.Name(), DType: opts.DType, KVDType: string(kvd), SequenceLength: opts.SequenceLength,
 		BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize, Threads: opts.Threads,
-		Weights: weights, KVPerPosition: kvcache.BytesPerPosition(cfg, kvd),
+		Weights: weights, KVPerPosition: kvPer,
 		Memory: mem, Budget: int64(Headroom * float64(mem.Usable())), ContextLimit: ContextLimit(cfg),
 	}
 	// One sampler's size depends only on the vocabulary; it is small.
@@ -101,8 +106,8 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 	size := func(seq int) (kv, scratch int64) {
 		o := opts
 		o.SequenceLength = seq
-		kv = kvcache.Bytes(cfg, o.BatchSize, seq, kvd)
-		scratch = model.ScratchBytes(cfg, o.BatchSize, seq, runnerOptions(o), o.Threads, kernels.Active())
+		kv = kvPer * int64(o.BatchSize) * int64(seq)
+		scratch = model.ScratchBytes(cfg, o.BatchSize, seq, runnerOptions(o), o.Threads, kernels.PathFor(kernels.MatMulBF16))
 		// each slot's transcript holds up to seq tokens
 		scratch += int64(o.BatchSize) * (sampler + 4*int64(seq))
 		return kv, scratch

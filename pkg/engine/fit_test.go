@@ -103,7 +103,8 @@ func TestCheckFitChunkingFitsLonger(t *testing.T) {
 	}
 }
 
-// The KV dtype is counted through pkg/kvcache: f32 doubles the cache.
+// The KV dtype is counted through pkg/kvcache: f32 doubles the cache, int8
+// nearly halves it.
 func TestCheckFitKVDType(t *testing.T) {
 	cfg := preset(t, "qwen3-8b")
 	mem := cpu.Memory{Total: 512 * gib, Available: 500 * gib}
@@ -115,8 +116,20 @@ func TestCheckFitKVDType(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f32.KVCache != 2*bf.KVCache || bf.KVCache != kvcache.Bytes(cfg, 4, 32768, kvcache.BF16) {
+	per, err := kvcache.BytesPerPosition(cfg, kvcache.BF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f32.KVCache != 2*bf.KVCache || bf.KVCache != 4*32768*per {
 		t.Errorf("KV bf16 %d, f32 %d", bf.KVCache, f32.KVCache)
+	}
+	// int8: a byte per value and a 4-byte scale per head and position.
+	i8, err := CheckFit(cfg, Options{SequenceLength: 32768, BatchSize: 4, KVDType: "int8"}, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := bf.KVCache / int64(2*cfg.HeadDim) * int64(cfg.HeadDim+4); i8.KVCache != want || i8.MaxSequenceLength <= bf.MaxSequenceLength {
+		t.Errorf("KV int8 %d, want %d; max length %d vs bf16 %d", i8.KVCache, want, i8.MaxSequenceLength, bf.MaxSequenceLength)
 	}
 	if _, err := CheckFit(cfg, Options{KVDType: "fp4"}, mem); err == nil {
 		t.Error("unknown KV dtype accepted")

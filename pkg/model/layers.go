@@ -96,9 +96,9 @@ func newMoEScratch(m, h, e, k int) moeScratch {
 	}
 }
 
-func (s *moeScratch) bytes() int64 {
-	f := len(s.logits) + len(s.probs) + len(s.topVal) + len(s.gathered) + len(s.outRows)
-	return int64(4*(f+len(s.topIdx)+len(s.order)) + 8*len(s.count))
+// floats counts its 4-byte elements.
+func (s *moeScratch) floats() int {
+	return len(s.logits) + len(s.probs) + len(s.topVal) + len(s.topIdx) + len(s.order) + len(s.gathered) + len(s.outRows)
 }
 
 // sparseMoE is Qwen3MoeSparseMoeBlock.forward, r.xn → r.y.

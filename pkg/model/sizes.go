@@ -11,20 +11,23 @@ import (
 )
 
 // ScratchBytes is the memory NewRunner allocates for cfg over a cache of
-// slots × seqLen positions with opts, on a pool of workers workers and kernel
-// path p: activation buffers, the GEMM and attention scratch and the RoPE
-// table. It lets a deployment be sized before anything is allocated;
-// Runner.ScratchBytes reports the same figure from the buffers themselves.
+// slots × seqLen positions with opts, on a pool of workers workers, with
+// bf16 GEMMs on kernel path p: activation buffers, row indices, the RoPE
+// table, and the GEMM and attention scratch. It lets a deployment be sized
+// before anything is allocated; Runner.ScratchBytes reports the same figure
+// from the buffers themselves.
 func ScratchBytes(cfg *modelcfg.Config, slots, seqLen int, opts RunnerOptions, workers int, p kernels.Path) int64 {
 	m, logits := runnerRows(opts, slots, seqLen)
 	M := int64(m)
-	H, qd, kvd, inter := int64(cfg.HiddenSize), int64(cfg.QDim()), int64(cfg.KVDim()), int64(max(cfg.IntermediateSize, cfg.MoEIntermediateSize))
-	floats := M*(3*H+qd+2*kvd+2*qd+inter) + int64(min(logits, m))*H + int64(logits)*int64(cfg.VocabSize)
-	n := 4*floats + M*(3*4+int64(unsafe.Sizeof(Row{}))) // pos, slot, ids, row
-	n += int64(min(m, slots))*int64(unsafe.Sizeof(attn.Seq{})) + int64(slots)*8 + int64(workers)*16
+	H, qd, kvd := int64(cfg.HiddenSize), int64(cfg.QDim()), int64(cfg.KVDim())
+	inter := int64(max(cfg.IntermediateSize, cfg.MoEIntermediateSize))
+	// x, xn, y; q/k/v (then the attention output); the MLP hidden (first the queries)
+	floats := M*(3*H+qd+2*kvd+max(inter, qd)) + int64(min(logits, m))*H + int64(logits)*int64(cfg.VocabSize)
 	if cfg.IsMoE() {
-		n += newMoEScratchBytes(M, H, int64(cfg.NumExperts), int64(cfg.NumExpertsPerTok))
+		E, k := int64(cfg.NumExperts), int64(cfg.NumExpertsPerTok)
+		floats += M*E + E + 3*M*k + 2*M*H // router logits, probs, top-k weights, ids and order, expert rows in and out
 	}
+	n := 4*floats + M*(3*4+int64(unsafe.Sizeof(Row{}))) // pos, slot, ids, row
 	n += gemm.ContextBytes(workers, m, int(max(H, qd, inter)), p)
 	n += attn.ScratchBytes(workers, m, cfg.NumAttentionHeads, cfg.NumKeyValueHeads, cfg.HeadDim)
 	return n + ops.RopeBytes(cfg.HeadDim, seqLen)
@@ -37,10 +40,6 @@ func runnerRows(opts RunnerOptions, slots, seqLen int) (rows, logits int) {
 		logits = slots
 	}
 	return min(opts.MaxTokens, slots*seqLen), logits
-}
-
-func newMoEScratchBytes(m, h, e, k int64) int64 {
-	return 4*(m*e+e+m*k+m*h*2) + 4*2*m*k + 8*(e+1)
 }
 
 // WeightBytes estimates what Load commits for cfg's weights in dtype before

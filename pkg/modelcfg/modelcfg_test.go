@@ -314,6 +314,17 @@ func TestSizing(t *testing.T) {
 	if _, err := WeightBytes(c, "fp8"); err == nil {
 		t.Error("unknown dtype accepted")
 	}
+	// 28 layers × 8 kv heads × 128 × 2 (K and V) × 2 bytes = 114688 bytes per token.
+	if got, err := KVCacheBytes(c, 1000, 2, "bf16"); got != 114688*2000 || err != nil {
+		t.Errorf("KVCacheBytes = %d, %v, want %d", got, err, 114688*2000)
+	}
+	// int8: 28 × 8 × 2 × (128 values + a 4-byte scale) = 59136 bytes per token.
+	if got, err := KVBytesPerPosition(c, "int8"); got != 59136 || err != nil {
+		t.Errorf("KVBytesPerPosition(int8) = %d, %v, want 59136", got, err)
+	}
+	if _, err := KVBytesPerPosition(c, "fp8"); err == nil {
+		t.Error("kv dtype fp8 accepted")
+	}
 }
 
 func FuzzParse(f *testing.F) {

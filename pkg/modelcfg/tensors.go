@@ -194,13 +194,26 @@ func WeightBytes(c *Config, dtype string) (int64, error) {
 	return n, nil
 }
 
-// KVBytesPerElem is the size of one KV cache element of kv dtype "bf16" or "f32".
-func KVBytesPerElem(kvDType string) (int, error) {
+// KVBytesPerPosition is the KV cache one position of one slot takes: K and
+// V of every layer and kv head, at kv dtype "bf16", "f32" or "int8" (one
+// byte per value plus an f32 scale per head and position, as pkg/kvcache
+// lays it out).
+func KVBytesPerPosition(c *Config, kvDType string) (int64, error) {
+	rows := 2 * int64(c.NumHiddenLayers) * int64(c.NumKeyValueHeads)
+	hd := int64(c.HeadDim)
 	switch kvDType {
 	case "bf16", "":
-		return 2, nil
+		return rows * hd * 2, nil
 	case "f32":
-		return 4, nil
+		return rows * hd * 4, nil
+	case "int8":
+		return rows * (hd + 4), nil
 	}
-	return 0, fmt.Errorf("kv dtype %q: want bf16 or f32", kvDType)
+	return 0, fmt.Errorf("kv dtype %q: want bf16, int8 or f32", kvDType)
+}
+
+// KVCacheBytes is the static KV cache: seq positions of batch slots.
+func KVCacheBytes(c *Config, seq, batch int, kvDType string) (int64, error) {
+	per, err := KVBytesPerPosition(c, kvDType)
+	return per * int64(seq) * int64(batch), err
 }

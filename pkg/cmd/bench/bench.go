@@ -61,7 +61,7 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	fl.IntVar(&c.Layers, "layers", 0, "with --preset: keep only the first N layers (results scaled to full depth)")
 	c.ThreadFlags.AddFlags(fl)
 	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
-	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
+	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	cmdutil.AddAllowLongContextFlag(fl, &c.AllowLongContext)
 	fl.StringVar(&c.NUMA, "numa", "auto", "placement over NUMA nodes: auto or off (see docs/deploy.md)")
 	fl.IntVar(&c.Repeat, "repeat", 3, "measured repetitions per point (after one warm-up)")
