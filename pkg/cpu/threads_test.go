@@ -9,21 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// writeFiles creates files (path relative to root → content).
-func writeFiles(t *testing.T, root string, files map[string]string) {
-	t.Helper()
-	for rel, content := range files {
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
+	"github.com/ellm-dev/ellm/pkg/cpu/cputest"
+)
 
 // smtRoot is /sys for cores×2 CPUs numbered as Linux does on x86: CPU c and
 // c+cores are the two hyperthreads of core c.
@@ -38,7 +26,7 @@ func smtRoot(t *testing.T, cores int) string {
 		files[d+"core_id"] = fmt.Sprintf("%d\n", core)
 		files[d+"thread_siblings_list"] = fmt.Sprintf("%d,%d\n", core, core+cores)
 	}
-	writeFiles(t, root, files)
+	cputest.WriteTree(t, root, files)
 	return root
 }
 
@@ -87,7 +75,7 @@ func TestDefaultThreadsCoreIDFallback(t *testing.T) {
 		files[d+"physical_package_id"] = fmt.Sprint(c / 2)
 		files[d+"core_id"] = "0"
 	}
-	writeFiles(t, root, files)
+	cputest.WriteTree(t, root, files)
 	th := DefaultThreads(Source{Root: root, Affinity: mask(0, 1, 2, 3)})
 	if th.N != 2 || !slices.Equal(th.CPUs, []int{0, 2}) {
 		t.Errorf("core_id fallback: N %d CPUs %v, want 2 [0 2]", th.N, th.CPUs)
@@ -112,7 +100,7 @@ func TestPinCPUs(t *testing.T) {
 func cgroupRoot(t *testing.T, files map[string]string) string {
 	t.Helper()
 	root := smtRoot(t, 8)
-	writeFiles(t, root, files)
+	cputest.WriteTree(t, root, files)
 	return root
 }
 
@@ -225,7 +213,7 @@ func TestDefaultThreadsMissingFiles(t *testing.T) {
 	}
 	// A cgroup file without its mount table is a note, not a failure.
 	root := t.TempDir()
-	writeFiles(t, root, map[string]string{"proc/self/cgroup": "0::/\n"})
+	cputest.WriteTree(t, root, map[string]string{"proc/self/cgroup": "0::/\n"})
 	if th := DefaultThreads(Source{Root: root, Affinity: mask(0)}); th.N != 1 || len(th.Notes) != 1 || !strings.HasPrefix(th.Notes[0], "cgroup quota:") {
 		t.Errorf("N %d notes %v", th.N, th.Notes)
 	}
