@@ -26,6 +26,15 @@ func qwenVocab(tb testing.TB) *Vocab {
 	return v
 }
 
+// feed advances c past text without tokens.
+func feed(c *Constraint, text string) bool {
+	if !c.m.Feed([]byte(text)) {
+		return false
+	}
+	c.prepare(false)
+	return true
+}
+
 // BenchmarkMask measures one mask over the Qwen3 vocabulary at typical
 // points of a document: ns/op is the cost per generated token.
 func BenchmarkMask(b *testing.B) {
@@ -40,7 +49,7 @@ func BenchmarkMask(b *testing.B) {
 	} {
 		b.Run(pt.name, func(b *testing.B) {
 			c := g.Constraint(v)
-			if !c.m.Feed([]byte(pt.prefix)) {
+			if !feed(c, pt.prefix) {
 				b.Fatalf("prefix %q rejected", pt.prefix)
 			}
 			mask := make([]uint64, (v.size+63)/64)
@@ -54,8 +63,8 @@ func BenchmarkMask(b *testing.B) {
 		})
 	}
 	b.Run("json_object-string", func(b *testing.B) {
-		c := JSONObject().Constraint(v)
-		c.m.Feed([]byte(`{"text": "once upon`))
+		c := JSONObject(Spaced).Constraint(v)
+		feed(c, `{"text": "once upon`)
 		mask := make([]uint64, (v.size+63)/64)
 		for b.Loop() {
 			c.Mask(mask)
@@ -78,7 +87,7 @@ func TestQwenVocabMask(t *testing.T) {
 		{`{"name": "Ann", "age": 4`, 10, 2000},
 	} {
 		c := g.Constraint(v)
-		if !c.m.Feed([]byte(tc.prefix)) {
+		if !feed(c, tc.prefix) {
 			t.Fatalf("prefix %q rejected", tc.prefix)
 		}
 		mask := make([]uint64, (v.size+63)/64)
@@ -92,7 +101,7 @@ func TestQwenVocabMask(t *testing.T) {
 				continue
 			}
 			n++
-			probe := &Matcher{alts: c.m.alts, ws: c.m.ws}
+			probe := &Matcher{alts: c.m.alts}
 			if !probe.Feed(v.tokens[id]) {
 				t.Fatalf("after %q: token %d %q allowed but rejected", tc.prefix, id, v.tokens[id])
 			}

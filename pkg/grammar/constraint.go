@@ -2,51 +2,22 @@ package grammar
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
+	"sync"
+	"unsafe"
 )
 
 // Matcher follows a grammar byte by byte.
 type Matcher struct {
 	alts, buf []*frame
-	ws        int // whitespace bytes just read between tokens of JSON
-}
-
-// MaxSpace bounds a run of whitespace between JSON tokens (enough for
-// pretty-printed, deeply nested output): a model cannot stall a constrained
-// generation by emitting spaces forever.
-const MaxSpace = 64
-
-// spaceRun returns the length of the whitespace run after byte c read from
-// alts, and false if it is too long.
-func spaceRun(alts []*frame, ws int, c byte) (int, bool) {
-	if !isSpace(c) {
-		return 0, true
-	}
-	for _, f := range alts {
-		if f.n.kind == kString || f.n.kind == kKey || f.st == stLit {
-			return 0, true // text, not layout
-		}
-	}
-	return ws + 1, ws < MaxSpace
 }
 
 // Matcher returns a matcher at the start of a document.
 func (g *Grammar) Matcher() *Matcher {
-	top := &frame{n: doneNode}
-	if g.suffix != "" {
-		top = fixed(g.suffix, top)
-	}
-	top = &frame{up: top, n: g.root}
-	if g.prefix != "" {
-		top = fixed(g.prefix, top)
-	}
-	return &Matcher{alts: []*frame{top}}
-}
-
-// fixed is a frame reading exactly text.
-func fixed(text string, up *frame) *frame {
-	return &frame{up: up, n: &node{kind: kLiteral, lits: []string{text}}, st: stLit, hi: 1}
+	return &Matcher{alts: []*frame{{up: &frame{n: doneNode}, n: g.root}}}
 }
 
 func advance(alts []*frame, c byte, out []*frame) []*frame {
@@ -63,19 +34,15 @@ func advance(alts []*frame, c byte, out []*frame) []*frame {
 // text read so far as the beginning of a document. On false the matcher is
 // unchanged.
 func (m *Matcher) Feed(b []byte) bool {
-	alts, ws := m.alts, m.ws
+	alts := m.alts
 	for _, c := range b {
-		var ok bool
-		if ws, ok = spaceRun(alts, ws, c); !ok {
-			return false
-		}
 		m.buf = advance(alts, c, m.buf[:0])
 		if len(m.buf) == 0 {
 			return false
 		}
 		alts = slices.Clone(m.buf)
 	}
-	m.alts, m.ws = alts, ws
+	m.alts = alts
 	return true
 }
 
@@ -91,9 +58,10 @@ type Vocab struct {
 	tokens [][]byte // nil: never allowed by a grammar (special tokens)
 	end    []int32
 	all    *trie
+	maxLen int32 // the longest token, in bytes
 	// plain are the tokens of printable text without quotes or
-	// backslashes (isPlain): between characters of a string they are all
-	// allowed, so the mask there is plain plus a walk over the others
+	// backslashes (isPlain): between characters of a free string they are
+	// all allowed, so the mask there is plain plus a walk over the others
 	// (nonPlain).
 	plain    []uint64
 	nonPlain *trie
@@ -114,6 +82,7 @@ func NewVocab(size int, tokenBytes func(int32) []byte, excluded func(int32) bool
 			continue
 		}
 		v.tokens[id] = b
+		v.maxLen = max(v.maxLen, int32(len(b)))
 		all = append(all, id)
 		if isPlain(b) {
 			v.plain[id/64] |= 1 << (id % 64)
@@ -197,72 +166,239 @@ func (t *trie) build(ids []int32, tokens [][]byte, depth int) int32 {
 	return n
 }
 
+// A mask is the set of tokens allowed in one automaton state: a list of
+// ids when few are (most states outside free text), else a bit set.
+type mask struct {
+	ids   []int32
+	words []uint64
+}
+
+func (m *mask) bytes() int { return 4*len(m.ids) + 8*len(m.words) + 64 }
+
+// maskCacheBytes bounds the masks one grammar keeps: beyond it, new states
+// are computed each time (still correct, only slower).
+const maskCacheBytes = 64 << 20
+
+// maskCache maps an automaton state (its stacks, serialised by stateKey)
+// to its mask. A state reached again, within a generation or by a later
+// request with the same grammar, costs a map lookup: inside free strings
+// the state repeats at every token, and structural states repeat across
+// the requests of an agent that sends the same tools every turn.
+type maskCache struct {
+	mu    sync.Mutex
+	vocab *Vocab
+	m     map[string]*mask
+	size  int
+}
+
+func (c *maskCache) get(v *Vocab, key []byte) *mask {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.vocab != v {
+		return nil
+	}
+	return c.m[string(key)]
+}
+
+func (c *maskCache) put(v *Vocab, key []byte, m *mask) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.vocab != v {
+		c.vocab, c.m, c.size = v, map[string]*mask{}, 0
+	}
+	if c.size+m.bytes()+len(key) > maskCacheBytes {
+		return
+	}
+	c.m[string(key)] = m
+	c.size += m.bytes() + len(key)
+}
+
+// CachedMasks is the number of states whose masks g keeps.
+func (g *Grammar) CachedMasks() int {
+	g.cache.mu.Lock()
+	defer g.cache.mu.Unlock()
+	return len(g.cache.m)
+}
+
+// stateKey serialises alts into key: everything a mask depends on. Counters
+// that only matter near a bound (string lengths, item counts) are clamped
+// to the longest token, so that a long free string is one state.
+func stateKey(key []byte, alts []*frame, maxTok int32) []byte {
+	for _, f := range alts {
+		for ; f != nil; f = f.up {
+			n := f.n
+			key = binary.LittleEndian.AppendUint64(key, uint64(uintptr(unsafe.Pointer(n))))
+			key = append(key, f.st, f.u8, f.u8lo, f.u8hi, f.hex)
+			cnt := f.cnt
+			switch {
+			case n.kind == kString || n.kind == kText:
+				cnt = clampCount(cnt, n.minLen, n.maxLen, maxTok)
+			case n.kind == kArray || n.kind == kRepeat:
+				cnt = clampCount(cnt, n.minItems, n.maxItems, maxTok)
+			}
+			for _, x := range [...]int32{f.lo, f.hi, f.pos, cnt, f.rn} {
+				key = binary.LittleEndian.AppendUint32(key, uint32(x))
+			}
+			key = binary.LittleEndian.AppendUint64(key, f.seen)
+			key = binary.LittleEndian.AppendUint64(key, f.re[0])
+			key = binary.LittleEndian.AppendUint64(key, f.re[1])
+			key = binary.LittleEndian.AppendUint64(key, uint64(f.val))
+		}
+		key = append(key, 0xFF) // between stacks
+	}
+	return key
+}
+
+// clampCount maps a count to one that decides the same tokens: below lo it
+// matters exactly; above, only the room left below hi, up to a token's
+// length.
+func clampCount(cnt, lo, hi, maxTok int32) int32 {
+	if cnt < lo {
+		return cnt
+	}
+	if hi < 0 {
+		return lo
+	}
+	return lo + 1 + min(hi-cnt, maxTok+1)
+}
+
 // Constraint applies a grammar to a token stream; it implements
 // pkg/sample.Constraint. It is not safe for concurrent use.
 type Constraint struct {
+	g     *Grammar
 	v     *Vocab
 	m     *Matcher
 	ended bool
 	mine  []uint64
 	bufs  [][]*frame // per trie depth
+	key   []byte
+	keep  []int32
+	next  *mask         // the mask of the current state, once known
+	ready chan struct{} // closed when a mask computed in the background is in next
 }
 
 // Constraint starts constraining a generation to g.
 func (g *Grammar) Constraint(v *Vocab) *Constraint {
-	return &Constraint{v: v, m: g.Matcher(), mine: make([]uint64, len(v.plain))}
+	c := &Constraint{g: g, v: v, m: g.Matcher(), mine: make([]uint64, len(v.plain))}
+	c.prepare(false)
+	return c
+}
+
+// prepare finds the current state's mask in the cache, or computes it: in
+// the background when async (Accept does so to overlap the mask with the
+// model's next forward pass; Mask waits for it).
+func (c *Constraint) prepare(async bool) {
+	c.key = stateKey(c.key[:0], c.m.alts, c.v.maxLen)
+	if c.next = c.g.cache.get(c.v, c.key); c.next != nil {
+		return
+	}
+	if !async {
+		c.next = c.compute()
+		return
+	}
+	done := make(chan struct{})
+	c.ready = done
+	go func() {
+		c.next = c.compute()
+		close(done)
+	}()
+}
+
+func (c *Constraint) wait() {
+	if c.ready != nil {
+		<-c.ready
+		c.ready = nil
+	}
 }
 
 // Mask clears in allowed the tokens that cannot come next.
 func (c *Constraint) Mask(allowed []uint64) {
-	clear(c.mine)
+	c.wait()
 	if c.ended {
-		c.apply(allowed)
+		clear(allowed)
 		return
 	}
-	if c.m.Complete() {
+	m := c.next
+	if m.words != nil {
+		for i := range allowed {
+			if i < len(m.words) {
+				allowed[i] &= m.words[i]
+			} else {
+				allowed[i] = 0
+			}
+		}
+		return
+	}
+	keep := c.keep[:0]
+	for _, id := range m.ids {
+		if int(id/64) < len(allowed) && allowed[id/64]&(1<<(id%64)) != 0 {
+			keep = append(keep, id)
+		}
+	}
+	clear(allowed)
+	for _, id := range keep {
+		allowed[id/64] |= 1 << (id % 64)
+	}
+	c.keep = keep
+}
+
+// sparseMax is the largest mask kept as a list of ids.
+const sparseMax = 2048
+
+// compute works out the current state's mask by walking the vocabulary
+// trie, and caches it.
+func (c *Constraint) compute() *mask {
+	clear(c.mine)
+	alts := c.m.alts
+	if slices.ContainsFunc(alts, complete) {
 		for _, id := range c.v.end {
 			c.mine[id/64] |= 1 << (id % 64)
 		}
 	}
 	t := c.v.all
-	if inPlainString(c.m.alts) {
+	if c.inPlainString(alts) {
 		copy(c.mine, c.v.plain)
 		t = c.v.nonPlain
 	}
-	c.walk(t, 0, c.m.alts, c.m.ws, 0)
-	c.apply(allowed)
-}
-
-func (c *Constraint) apply(allowed []uint64) {
-	for i := range allowed {
-		if i < len(c.mine) {
-			allowed[i] &= c.mine[i]
-		} else {
-			allowed[i] = 0
-		}
+	c.walk(t, 0, alts, 0)
+	c.forceLongest(alts)
+	n := 0
+	for _, w := range c.mine {
+		n += bits.OnesCount64(w)
 	}
+	m := &mask{}
+	if n <= sparseMax {
+		m.ids = make([]int32, 0, n)
+		for w, word := range c.mine {
+			for ; word != 0; word &= word - 1 {
+				m.ids = append(m.ids, int32(w*64+bits.TrailingZeros64(word)))
+			}
+		}
+	} else {
+		m.words = slices.Clone(c.mine)
+	}
+	c.g.cache.put(c.v, c.key, m)
+	return m
 }
 
 // inPlainString reports whether every alternative is in the text of a
-// string value, between characters.
-func inPlainString(alts []*frame) bool {
+// free JSON string, between characters, with room for any token.
+func (c *Constraint) inPlainString(alts []*frame) bool {
 	for _, f := range alts {
-		if f.n.kind != kString || f.st != stStrBody || f.u8 != 0 {
+		n := f.n
+		if n.kind != kString || f.st != stStrBody || f.u8 != 0 || n.raw || n.re != nil ||
+			n.maxLen >= 0 && n.maxLen-f.cnt < c.v.maxLen {
 			return false
 		}
 	}
 	return true
 }
 
-func (c *Constraint) walk(t *trie, node int32, alts []*frame, ws, depth int) {
+func (c *Constraint) walk(t *trie, node int32, alts []*frame, depth int) {
 	if depth == len(c.bufs) {
 		c.bufs = append(c.bufs, nil)
 	}
 	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
-		nws, ok := spaceRun(alts, ws, t.edgeByte[e])
-		if !ok {
-			continue
-		}
 		next := advance(alts, t.edgeByte[e], c.bufs[depth][:0])
 		c.bufs[depth] = next
 		if len(next) == 0 {
@@ -272,12 +408,74 @@ func (c *Constraint) walk(t *trie, node int32, alts []*frame, ws, depth int) {
 		for _, id := range t.toks[t.tokLo[child]:t.tokHi[child]] {
 			c.mine[id/64] |= 1 << (id % 64)
 		}
-		c.walk(t, child, next, nws, depth+1)
+		c.walk(t, child, next, depth+1)
+	}
+}
+
+// maxForced bounds the forced text looked ahead.
+const maxForced = 64
+
+// forceLongest narrows the mask where the grammar allows exactly one text
+// for the next bytes (a key, a separator, a tag): of the allowed tokens
+// that lie within that text, only the longest is kept, so a model cannot
+// spell fixed text out one byte at a time. Tokens reaching past the forced
+// text are kept.
+func (c *Constraint) forceLongest(alts []*frame) {
+	var forced []byte
+	cur := alts
+	var buf []*frame
+	for len(forced) < maxForced && !slices.ContainsFunc(cur, complete) {
+		only, n := byte(0), 0
+		for b := range 256 {
+			buf = advance(cur, byte(b), buf[:0])
+			if len(buf) > 0 {
+				only, n = byte(b), n+1
+				if n > 1 {
+					break
+				}
+			}
+		}
+		if n != 1 {
+			break
+		}
+		forced = append(forced, only)
+		cur = slices.Clone(advance(cur, only, buf[:0]))
+	}
+	if len(forced) < 2 {
+		return
+	}
+	// Walk the trie along forced: the deepest token on the path wins.
+	t, node, best := c.v.all, int32(0), int32(-1)
+	var path []int32
+	for _, b := range forced {
+		child := int32(-1)
+		for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
+			if t.edgeByte[e] == b {
+				child = t.edgeNode[e]
+				break
+			}
+		}
+		if child < 0 {
+			break
+		}
+		node = child
+		for _, id := range t.toks[t.tokLo[node]:t.tokHi[node]] {
+			if c.mine[id/64]&(1<<(id%64)) != 0 {
+				path = append(path, id)
+				best = id
+			}
+		}
+	}
+	for _, id := range path {
+		if id != best {
+			c.mine[id/64] &^= 1 << (id % 64)
+		}
 	}
 }
 
 // Accept advances past token.
 func (c *Constraint) Accept(token int32) error {
+	c.wait()
 	if token < 0 || int(token) >= c.v.size {
 		return fmt.Errorf("grammar: token %d is outside the vocabulary", token)
 	}
@@ -295,6 +493,7 @@ func (c *Constraint) Accept(token int32) error {
 	if b == nil || !c.m.Feed(b) {
 		return fmt.Errorf("grammar: token %d (%q) is not allowed here", token, b)
 	}
+	c.prepare(true)
 	return nil
 }
 
