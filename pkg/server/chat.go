@@ -56,6 +56,9 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 	if p.tools, err = openai.ParseTools(req.Tools); err != nil {
 		return nil, fieldError(err)
 	}
+	if err := checkTools(p.tools); err != nil {
+		return nil, err
+	}
 	choice, err := openai.ParseToolChoice(req.ToolChoice, p.tools)
 	if err != nil {
 		return nil, fieldError(err)
@@ -88,7 +91,7 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 		}
 		p.gen.TopLogprobs = *req.TopLogprobs
 	}
-	g, err := s.chatGrammar(req.ResponseFormat, choice, p.tools)
+	g, err := s.chatGrammar(req.ResponseFormat, choice, p.tools, req.ParallelToolCalls == nil || *req.ParallelToolCalls)
 	if err != nil {
 		return nil, err
 	}

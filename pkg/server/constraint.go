@@ -2,9 +2,11 @@ package server
 
 import (
 	"bytes"
+	"container/list"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/ellm-dev/ellm/pkg/grammar"
 	"github.com/ellm-dev/ellm/pkg/sample"
@@ -13,15 +15,16 @@ import (
 )
 
 // chatGrammar is the grammar a chat request asks for: its response_format,
-// or with tool_choice "required" / a named function, one call of a tool in
-// the template's tool-call format. nil means unconstrained.
-func (s *Server) chatGrammar(rf *openai.ResponseFormat, choice openai.ToolChoice, tools []openai.Tool) (*grammar.Grammar, error) {
+// or with tool_choice "required" / a named function, calls of the tools in
+// the template's tool-call format (one call unless parallel). nil means
+// unconstrained.
+func (s *Server) chatGrammar(rf *openai.ResponseFormat, choice openai.ToolChoice, tools []openai.Tool, parallel bool) (*grammar.Grammar, error) {
 	forced := choice.Mode == "required" || choice.Mode == "function"
 	if rf != nil && rf.Type != "text" && forced {
 		return nil, invalid("response_format", "response_format %s cannot be combined with tool_choice %q", rf.Type, choice.Mode)
 	}
 	if forced {
-		return s.toolCallGrammar(choice, tools)
+		return s.toolCallGrammar(choice, tools, parallel)
 	}
 	if rf == nil {
 		return nil, nil
@@ -30,51 +33,127 @@ func (s *Server) chatGrammar(rf *openai.ResponseFormat, choice openai.ToolChoice
 	case "text":
 		return nil, nil
 	case "json_object":
-		return grammar.JSONObject(), nil
+		return grammar.JSONObject(s.jsonStyle), nil
 	case "json_schema":
 		if rf.JSONSchema == nil || len(bytes.TrimSpace(rf.JSONSchema.Schema)) == 0 {
 			return nil, invalid("response_format.json_schema.schema", "json_schema needs a schema")
 		}
-		return compileSchema("response_format.json_schema.schema", rf.JSONSchema.Schema)
+		const param = "response_format.json_schema.schema"
+		return s.grammars.get("schema\x00"+s.jsonStyle.Name+"\x00"+string(rf.JSONSchema.Schema), func() (*grammar.Grammar, error) {
+			g, err := grammar.CompileSchema(rf.JSONSchema.Schema, s.jsonStyle)
+			var se *grammar.SchemaError
+			if errors.As(err, &se) {
+				return nil, invalid(param, "%s: %v", param, err)
+			}
+			return g, err
+		})
 	}
 	return nil, invalid("response_format.type", "unknown response_format type %q (text, json_object or json_schema)", rf.Type)
 }
 
-func compileSchema(param string, schema json.RawMessage) (*grammar.Grammar, error) {
-	g, err := grammar.CompileSchema(schema)
-	var se *grammar.SchemaError
-	if errors.As(err, &se) {
-		return nil, invalid(param, "%s: %v", param, err)
+// grammarTools are a request's tools as the grammar package takes them.
+func grammarTools(tools []openai.Tool) []grammar.Tool {
+	gt := make([]grammar.Tool, len(tools))
+	for i, t := range tools {
+		gt[i] = grammar.Tool{Name: t.Function.Name, Parameters: t.Function.Parameters}
 	}
-	return g, err
+	return gt
 }
 
-// toolCallGrammar constrains the reply to one call, in Qwen3's format:
-// <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>, with ARGS
-// valid for the tool's parameters.
-func (s *Server) toolCallGrammar(choice openai.ToolChoice, tools []openai.Tool) (*grammar.Grammar, error) {
-	if f := s.tmpl.ToolCallFormat(); f != toolcall.FormatJSON {
-		return nil, invalid("tool_choice", "tool_choice %q is enforced only for the Qwen3 JSON tool-call format; this template uses %s", choice.Mode, f)
+// checkTools validates every tool of a request, whatever its tool_choice:
+// a schema that could not be enforced is an error now, not when a later
+// request forces a call.
+func checkTools(tools []openai.Tool) error {
+	err := grammar.CheckTools(grammarTools(tools))
+	var te *grammar.ToolError
+	if errors.As(err, &te) {
+		return invalid(fmt.Sprintf("tools[%d]", te.Index), "%v", err)
 	}
-	var alts []json.RawMessage
+	return err
+}
+
+// toolCallGrammar constrains the reply to calls of the chosen tools, laid
+// out as the template renders them: Qwen3's JSON format or Qwen3-Coder's
+// XML format.
+func (s *Server) toolCallGrammar(choice openai.ToolChoice, tools []openai.Tool, parallel bool) (*grammar.Grammar, error) {
+	var format grammar.CallFormat
+	switch f := s.tmpl.ToolCallFormat(); f {
+	case toolcall.FormatJSON:
+		format = grammar.JSONCalls
+	case toolcall.FormatXML:
+		format = grammar.XMLCalls
+	default:
+		return nil, invalid("tool_choice", "tool_choice %q needs a chat template with tool calls; this one has none", choice.Mode)
+	}
+	var chosen []openai.Tool
 	for _, t := range tools {
-		if choice.Mode == "function" && t.Function.Name != choice.Name {
-			continue
+		if choice.Mode != "function" || t.Function.Name == choice.Name {
+			chosen = append(chosen, t)
 		}
-		params := t.Function.Parameters
-		if len(bytes.TrimSpace(params)) == 0 || string(params) == "null" {
-			params = json.RawMessage(`{"type":"object"}`)
-		}
-		name, _ := json.Marshal(t.Function.Name)
-		alts = append(alts, json.RawMessage(fmt.Sprintf(
-			`{"type":"object","properties":{"name":{"const":%s},"arguments":%s},"required":["name","arguments"],"additionalProperties":false}`, name, params)))
 	}
-	schema, _ := json.Marshal(map[string]any{"anyOf": alts})
-	g, err := compileSchema("tools", schema)
+	key, err := json.Marshal(struct {
+		Format   grammar.CallFormat
+		Parallel bool
+		Tools    []openai.Tool
+	}{format, parallel, chosen})
 	if err != nil {
 		return nil, err
 	}
-	return g.Wrap("<tool_call>\n", "\n</tool_call>"), nil
+	return s.grammars.get("tools\x00"+string(key), func() (*grammar.Grammar, error) {
+		g, err := grammar.ToolCalls(format, grammarTools(chosen), parallel)
+		var te *grammar.ToolError
+		if errors.As(err, &te) {
+			return nil, invalid("tools", "%v", err)
+		}
+		return g, err
+	})
+}
+
+// grammarCache keeps the grammars of recent requests: a grammar keeps the
+// masks it computed, so an agent that sends the same tools or schema every
+// turn gets its masks from the cache after the first request.
+type grammarCache struct {
+	mu    sync.Mutex
+	m     map[string]*list.Element
+	order *list.List // of *grammarEntry, most recent first
+}
+
+type grammarEntry struct {
+	key string
+	g   *grammar.Grammar
+}
+
+// grammarCacheSize bounds the grammars kept (each keeps at most 64 MiB of
+// masks, most far less).
+const grammarCacheSize = 16
+
+func (c *grammarCache) get(key string, build func() (*grammar.Grammar, error)) (*grammar.Grammar, error) {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m, c.order = map[string]*list.Element{}, list.New()
+	}
+	if e, ok := c.m[key]; ok {
+		c.order.MoveToFront(e)
+		c.mu.Unlock()
+		return e.Value.(*grammarEntry).g, nil
+	}
+	c.mu.Unlock()
+	g, err := build()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok { // built concurrently
+		return e.Value.(*grammarEntry).g, nil
+	}
+	c.m[key] = c.order.PushFront(&grammarEntry{key, g})
+	if c.order.Len() > grammarCacheSize {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.m, last.Value.(*grammarEntry).key)
+	}
+	return g, nil
 }
 
 // constraint starts a generation's constraint for g.

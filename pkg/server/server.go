@@ -38,6 +38,9 @@ type Options struct {
 	// its context is cancelled; 0 means 30s.
 	DrainTimeout time.Duration
 	Logger       *slog.Logger
+	// JSONStyle lays out response_format JSON: "spaced" (default, as
+	// Python's json.dumps) or "compact".
+	JSONStyle string
 }
 
 // Server serves one engine.
@@ -54,6 +57,8 @@ type Server struct {
 
 	vocabOnce sync.Once // the grammar vocabulary is built on first use
 	vocab     *grammar.Vocab
+	jsonStyle *grammar.Style
+	grammars  grammarCache
 }
 
 // New returns a server for eng.
@@ -70,7 +75,14 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, tok: eng.Tokenizer(), tmpl: eng.ChatTemplate(), opts: opts, created: time.Now().Unix()}
+	if opts.JSONStyle == "" {
+		opts.JSONStyle = grammar.Spaced.Name
+	}
+	style, err := grammar.StyleByName(opts.JSONStyle)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{eng: eng, tok: eng.Tokenizer(), tmpl: eng.ChatTemplate(), opts: opts, created: time.Now().Unix(), jsonStyle: style}
 	s.model = opts.ModelName
 	if s.model == "" {
 		s.model = eng.Info().ModelName

@@ -36,6 +36,7 @@ type Options struct {
 	MaxBodyBytes    int64
 	DrainTimeout    time.Duration
 	Verbose         bool
+	JSONStyle       string
 
 	// Listen opens the listener (tests pass port 0 and learn the address
 	// from Ready); nil is net.Listen.
@@ -81,6 +82,7 @@ accepting requests, lets those in flight finish, then exits.`,
 	fl.StringVar(&opts.SessionStore, "session-store", "", "directory keeping sessions (KV and transcripts) across eviction and restarts")
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted (413 beyond)")
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
+	fl.StringVar(&opts.JSONStyle, "json-style", "spaced", "layout of response_format JSON: spaced (as json.dumps) or compact")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "log every request failure and engine detail")
 	return cmd
 }
@@ -106,7 +108,7 @@ func serveRun(opts *Options) error {
 	}
 	srv, err := server.New(server.FromEngine(eng), server.Options{
 		ModelName: opts.ServedModelName, APIKey: opts.APIKey, MaxBodyBytes: opts.MaxBodyBytes, Version: opts.Version,
-		SessionDir: opts.SessionStore, DrainTimeout: opts.DrainTimeout, Logger: log,
+		SessionDir: opts.SessionStore, DrainTimeout: opts.DrainTimeout, Logger: log, JSONStyle: opts.JSONStyle,
 	})
 	if err != nil {
 		return errors.Join(err, eng.Close())
