@@ -276,9 +276,20 @@ func stepString(f *frame, c byte, out []*frame) []*frame {
 	} else {
 		g.rn = f.rn<<6 | int32(c&0x3F)
 	}
-	if n.re != nil && u8 == 0 {
-		if g.re = n.re.step(f.re, rune(g.rn)); g.re.empty() {
-			return out
+	if n.re != nil {
+		if u8 == 0 {
+			if g.re = n.re.step(f.re, rune(g.rn)); g.re.empty() {
+				return out
+			}
+		} else {
+			// The characters this prefix can still become, by the range of
+			// the next byte.
+			rest := 6 * (u8 - 1)
+			lo := (rune(g.rn)<<6 | rune(g.u8lo&0x3F)) << rest
+			hi := (rune(g.rn)<<6|rune(g.u8hi&0x3F))<<rest | (1<<rest - 1)
+			if !n.re.mayStep(f.re, lo, hi) {
+				return out
+			}
 		}
 	}
 	return append(out, g)

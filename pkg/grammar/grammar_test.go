@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 const personSchema = `{"type":"object","properties":{
@@ -306,11 +308,35 @@ func TestMaskMatchesBruteForce(t *testing.T) {
 	}
 }
 
-// validate checks a decoded JSON value against the schema subset.
-func validate(schema, v any) bool {
+// validate checks a decoded JSON value (numbers as json.Number) against a
+// decoded schema: an independent reading of the keywords the compiler
+// enforces, with Go's regexp for patterns.
+func validate(schema, v any) bool { return validator{schema}.valid(schema, v) }
+
+type validator struct{ root any }
+
+func (vd validator) valid(schema, v any) bool {
 	s, ok := schema.(map[string]any)
 	if !ok {
 		return schema == true
+	}
+	if n, _ := s["nullable"].(bool); n && v == nil {
+		return true
+	}
+	if r, ok := s["$ref"].(string); ok {
+		target := vd.root
+		for _, tok := range strings.Split(r, "/")[1:] {
+			target = target.(map[string]any)[tok]
+		}
+		return vd.valid(target, v)
+	}
+	if a, ok := s["allOf"].([]any); ok {
+		for _, sub := range a {
+			if !vd.valid(sub, v) {
+				return false
+			}
+		}
+		return true
 	}
 	if c, ok := s["const"]; ok {
 		return reflect.DeepEqual(c, v)
@@ -326,7 +352,7 @@ func validate(schema, v any) bool {
 	for _, k := range []string{"anyOf", "oneOf"} {
 		if a, ok := s[k]; ok {
 			for _, sub := range a.([]any) {
-				if validate(sub, v) {
+				if vd.valid(sub, v) {
 					return true
 				}
 			}
@@ -338,29 +364,65 @@ func validate(schema, v any) bool {
 		types = list
 	}
 	for _, t := range types {
-		if validType(t, s, v) {
+		if vd.validType(t, s, v) {
 			return true
 		}
 	}
 	return false
 }
 
-func validType(t any, s map[string]any, v any) bool {
+func num(s map[string]any, k string) (float64, bool) {
+	n, ok := s[k].(json.Number)
+	if !ok {
+		return 0, false
+	}
+	f, err := n.Float64()
+	return f, err == nil
+}
+
+func (vd validator) validType(t any, s map[string]any, v any) bool {
 	switch t {
 	case nil:
 		if _, ok := s["properties"]; !ok {
 			return true
 		}
-		return validType("object", s, v)
+		return vd.validType("object", s, v)
 	case "string":
-		_, ok := v.(string)
-		return ok
-	case "number":
-		_, ok := v.(json.Number)
-		return ok
-	case "integer":
+		str, ok := v.(string)
+		if !ok {
+			return false
+		}
+		n := float64(utf8.RuneCountInString(str))
+		if m, ok := num(s, "maxLength"); ok && n > m {
+			return false
+		}
+		if m, ok := num(s, "minLength"); ok && n < m {
+			return false
+		}
+		pattern, _ := s["pattern"].(string)
+		if f, ok := s["format"].(string); ok {
+			pattern = formats[f]
+		}
+		return pattern == "" || regexp.MustCompile(pattern).MatchString(str)
+	case "number", "integer":
 		n, ok := v.(json.Number)
-		return ok && !strings.ContainsAny(string(n), ".eE")
+		if !ok || t == "integer" && strings.ContainsAny(string(n), ".eE") {
+			return false
+		}
+		f, _ := n.Float64()
+		if m, ok := num(s, "minimum"); ok && f < m {
+			return false
+		}
+		if m, ok := num(s, "maximum"); ok && f > m {
+			return false
+		}
+		if m, ok := num(s, "exclusiveMinimum"); ok && f <= m {
+			return false
+		}
+		if m, ok := num(s, "exclusiveMaximum"); ok && f >= m {
+			return false
+		}
+		return true
 	case "boolean":
 		_, ok := v.(bool)
 		return ok
@@ -371,8 +433,14 @@ func validType(t any, s map[string]any, v any) bool {
 		if !ok {
 			return false
 		}
+		if m, ok := num(s, "maxItems"); ok && float64(len(a)) > m {
+			return false
+		}
+		if m, ok := num(s, "minItems"); ok && float64(len(a)) < m {
+			return false
+		}
 		for _, x := range a {
-			if it, ok := s["items"]; ok && !validate(it, x) {
+			if it, ok := s["items"]; ok && !vd.valid(it, x) {
 				return false
 			}
 		}
@@ -385,10 +453,10 @@ func validType(t any, s map[string]any, v any) bool {
 		props, _ := s["properties"].(map[string]any)
 		for k, x := range o {
 			if p, ok := props[k]; ok {
-				if !validate(p, x) {
+				if !vd.valid(p, x) {
 					return false
 				}
-			} else if a, ok := s["additionalProperties"]; ok && !validate(a, x) {
+			} else if a, ok := s["additionalProperties"]; ok && !vd.valid(a, x) {
 				return false
 			}
 		}
@@ -416,8 +484,10 @@ func decodeNumbers(b []byte) (any, error) {
 	return v, nil
 }
 
-var fuzzSchemas = []string{personSchema, `{}`, `{"type":["number","null"]}`, `{"type":"array","items":{"enum":[1,12,"x"]}}`,
-	`{"type":"object","additionalProperties":{"type":"integer"},"properties":{"a":{"type":"string"}}}`}
+var fuzzSchemas = []string{personSchema, `{}`, `{"type":["number","null"]}`, `{"type":"array","items":{"enum":[1,12,"x"]},"maxItems":3}`,
+	`{"type":"object","additionalProperties":{"type":"integer","minimum":-20,"maximum":300},"properties":{"a":{"type":"string","maxLength":5}}}`,
+	`{"type":"object","properties":{"id":{"type":"string","format":"uuid"},"p":{"type":"string","pattern":"^a+b?$"},"when":{"type":"string","format":"date"}},"required":["p"]}`,
+	`{"$defs":{"t":{"type":"object","properties":{"v":{"type":"integer"},"k":{"type":"array","items":{"$ref":"#/$defs/t"},"minItems":1}}}},"$ref":"#/$defs/t"}`}
 
 // FuzzGrammar feeds arbitrary bytes: the automaton never panics, and
 // whatever it accepts as a whole document is JSON valid for the schema.

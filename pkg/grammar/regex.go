@@ -149,6 +149,35 @@ func (r *regex) step(s reSet, c rune) reSet {
 	return next.and(r.live)
 }
 
+// mayStep reports whether some character in [lo, hi] can follow s: a
+// character split across tokens is checked by its first bytes.
+func (r *regex) mayStep(s reSet, lo, hi rune) bool {
+	for pc := range uint32(len(r.prog.Inst)) {
+		if !s.has(pc) {
+			continue
+		}
+		in := &r.prog.Inst[pc]
+		switch in.Op {
+		case syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+			return true
+		case syntax.InstRune1:
+			if in.Rune[0] >= lo && in.Rune[0] <= hi {
+				return true
+			}
+		case syntax.InstRune:
+			if syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
+				return true // conservative
+			}
+			for i := 0; i+1 < len(in.Rune); i += 2 {
+				if in.Rune[i] <= hi && in.Rune[i+1] >= lo {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // accepts reports whether the text read so far matches.
 func (r *regex) accepts(s reSet) bool {
 	var end reSet
