@@ -156,9 +156,9 @@ func start(f *frame, c byte, out []*frame) []*frame {
 		case c == '-' && n.minVal < 0:
 			return append(out, &frame{up: f.up, n: n, st: stNumMinus, hex: 1})
 		case c == '0' && n.maxVal >= 0 && n.digitOK(false, 0):
-			return append(out, &frame{up: f.up, n: n, st: stNumZero})
+			return append(out, &frame{up: f.up, n: n, st: stNumZero, cnt: 1})
 		case isDigit(c) && c != '0' && n.maxVal > 0 && n.digitOK(false, int64(c-'0')):
-			return append(out, &frame{up: f.up, n: n, st: stNumInt, val: int64(c - '0')})
+			return append(out, &frame{up: f.up, n: n, st: stNumInt, val: int64(c - '0'), cnt: 1})
 		}
 	case kLiteral:
 		return stepLiteral(&frame{up: f.up, n: n, st: stLit, hi: int32(len(n.lits))}, c, out)
@@ -278,7 +278,7 @@ func stepString(f *frame, c byte, out []*frame) []*frame {
 	}
 	if n.re != nil {
 		if u8 == 0 {
-			if g.re = n.re.step(f.re, rune(g.rn)); g.re.empty() {
+			if g.re = n.re.step(f.re, rune(g.rn)); g.re.empty() || n.maxLen >= 0 && g.cnt+n.re.minDist(g.re) > n.maxLen {
 				return out
 			}
 		} else {
@@ -298,11 +298,21 @@ func stepString(f *frame, c byte, out []*frame) []*frame {
 // stepText reads free text that may not contain n.term, ending with a
 // newline and n.term (both consumed): Qwen3-Coder's parameter values, which
 // its parser cuts at the first "</parameter>". rn is 1 when the last text
-// byte was a newline; pos counts the bytes of n.term matched.
+// byte was a newline; pos counts the bytes of n.term matched; cnt counts
+// the characters of text, the final newline included (so the value has
+// cnt-1).
 func stepText(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	term := n.term
+	// room reports whether the text can hold k characters and still end:
+	// the last may be the final newline, the others count in maxLength.
+	room := func(k int32, newline bool) bool {
+		return n.maxLen < 0 || k <= n.maxLen || newline && k == n.maxLen+1
+	}
 	if c == term[f.pos] && (f.pos > 0 || f.u8 == 0) {
+		if f.rn == 0 && !room(f.cnt+f.pos+1, false) {
+			return out // without a newline before it this is text, and no room is left
+		}
 		if int(f.pos)+1 == len(term) {
 			if f.rn == 0 || f.cnt-1 < n.minLen {
 				return out
@@ -320,8 +330,14 @@ func stepText(f *frame, c byte, out []*frame) []*frame {
 	if f.pos > 0 {
 		cnt += f.pos
 		prev = frame{}
+		if !room(cnt, false) {
+			return out
+		}
 	}
 	if c == term[0] && prev.u8 == 0 {
+		if prev.rn == 0 && !room(cnt+1, false) {
+			return out
+		}
 		return append(out, &frame{up: f.up, n: n, st: stText, pos: 1, cnt: cnt, rn: prev.rn})
 	}
 	if c < 0x20 && c != '\n' && c != '\t' {
@@ -333,9 +349,9 @@ func stepText(f *frame, c byte, out []*frame) []*frame {
 	}
 	if prev.u8 == 0 {
 		cnt++
-	}
-	if n.maxLen >= 0 && cnt > n.maxLen+1 { // +1: the final newline is not part of the value
-		return out
+		if !room(cnt, c == '\n') {
+			return out
+		}
 	}
 	g := &frame{up: f.up, n: n, st: stText, cnt: cnt, u8: u8, u8lo: lo, u8hi: hi}
 	if c == '\n' {
@@ -427,78 +443,84 @@ func (n *node) inBounds(f *frame) bool {
 // numbers do not otherwise use).
 func (f *frame) neg() bool { return f.hex == 1 }
 
+// Digits a number (not an integer: those have bounds) may have in each
+// part: a model cannot stall a generation on digits.
+const (
+	maxIntDigits  = 19
+	maxFracDigits = 17
+	maxExpDigits  = 3
+)
+
 func stepNumber(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
-	next := func(st uint8, val int64) []*frame {
-		return append(out, &frame{up: f.up, n: n, st: st, val: val, hex: f.hex})
+	// next moves to st, with cnt digits in the current part.
+	next := func(st uint8, val int64, cnt int32) []*frame {
+		return append(out, &frame{up: f.up, n: n, st: st, val: val, hex: f.hex, cnt: cnt})
 	}
 	integer := n.kind == kInteger
-	digit := func(c byte) (int64, bool) {
-		if !isDigit(c) {
-			return 0, false
-		}
-		if !integer || !n.bounded {
-			return 0, true
-		}
-		v := f.val*10 + int64(c-'0')
-		return v, n.digitOK(f.neg(), v)
-	}
 	switch f.st {
 	case stNumMinus:
 		switch {
 		case c == '0' && n.digitOK(true, 0):
-			return next(stNumZero, 0)
-		case isDigit(c) && c != '0':
-			if v, ok := digit(c); ok {
-				return next(stNumInt, v)
-			}
+			return next(stNumZero, 0, 1)
+		case isDigit(c) && c != '0' && n.digitOK(true, int64(c-'0')):
+			return next(stNumInt, int64(c-'0'), 1)
 		}
 		return out
 	case stNumZero, stNumInt:
-		if f.st == stNumInt {
-			if v, ok := digit(c); ok {
-				if v == f.val {
-					return append(out, f)
+		if f.st == stNumInt && isDigit(c) {
+			if integer {
+				v := f.val*10 + int64(c-'0')
+				if !n.digitOK(f.neg(), v) {
+					return out
 				}
-				return next(stNumInt, v)
-			} else if isDigit(c) {
+				return next(stNumInt, v, f.cnt+1)
+			}
+			if f.cnt >= maxIntDigits {
 				return out
 			}
+			return next(stNumInt, 0, f.cnt+1)
 		}
 		switch {
 		case c == '.' && !integer:
-			return next(stNumDot, 0)
-		case (c == 'e' || c == 'E') && !integer && !n.bounded:
-			return next(stNumExp, 0)
+			return next(stNumDot, 0, 0)
+		case (c == 'e' || c == 'E') && !integer:
+			return next(stNumExp, 0, 0)
 		}
 	case stNumDot:
 		if isDigit(c) {
-			return next(stNumFrac, 0)
+			return next(stNumFrac, 0, 1)
 		}
 		return out
 	case stNumFrac:
 		switch {
 		case isDigit(c):
-			return append(out, f)
-		case (c == 'e' || c == 'E') && !n.bounded:
-			return next(stNumExp, 0)
+			if f.cnt >= maxFracDigits {
+				return out
+			}
+			return next(stNumFrac, 0, f.cnt+1)
+		case c == 'e' || c == 'E':
+			return next(stNumExp, 0, 0)
 		}
 	case stNumExp:
 		switch {
 		case c == '+' || c == '-':
-			return next(stNumExpSgn, 0)
+			return next(stNumExpSgn, 0, 0)
 		case isDigit(c):
-			return next(stNumExpDig, 0)
+			return next(stNumExpDig, 0, 1)
 		}
 		return out
 	case stNumExpSgn:
 		if isDigit(c) {
-			return next(stNumExpDig, 0)
+			return next(stNumExpDig, 0, 1)
 		}
 		return out
 	case stNumExpDig:
 		if isDigit(c) {
-			return append(out, f)
+			if f.cnt >= maxExpDigits {
+				return out
+			}
+			return next(stNumExpDig, 0, f.cnt+1)
 		}
 	}
 	if !numberDone(f) {

@@ -55,6 +55,8 @@ type regex struct {
 	// least one character: an unanchored pattern's leading .* stays
 	// alive forever otherwise, and ^ can no longer match.
 	live reSet
+	// dist is, per state, the fewest characters that lead to a match.
+	dist []int32
 }
 
 // compileRegex compiles a JSON Schema pattern. Patterns are unanchored as
@@ -78,6 +80,7 @@ func compileRegex(pattern string) (*regex, error) {
 	}
 	r := &regex{prog: prog}
 	r.findLive()
+	r.findDist()
 	r.closure(&r.start, uint32(prog.Start), syntax.EmptyBeginText|syntax.EmptyBeginLine)
 	r.start = r.start.and(r.live)
 	return r, nil
@@ -147,6 +150,49 @@ func (r *regex) step(s reSet, c rune) reSet {
 		}
 	}
 	return next.and(r.live)
+}
+
+func (r *regex) findDist() {
+	const inf = 1 << 30
+	r.dist = make([]int32, len(r.prog.Inst))
+	for i := range r.dist {
+		r.dist[i] = inf
+	}
+	for changed := true; changed; {
+		changed = false
+		for pc := range r.prog.Inst {
+			in := &r.prog.Inst[pc]
+			d := int32(inf)
+			switch in.Op {
+			case syntax.InstMatch:
+				d = 0
+			case syntax.InstAlt, syntax.InstAltMatch:
+				d = min(r.dist[in.Out], r.dist[in.Arg])
+			case syntax.InstNop, syntax.InstCapture:
+				d = r.dist[in.Out]
+			case syntax.InstEmptyWidth:
+				if syntax.EmptyOp(in.Arg)&(syntax.EmptyBeginText|syntax.EmptyBeginLine) == 0 {
+					d = r.dist[in.Out]
+				}
+			case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+				d = min(r.dist[in.Out]+1, inf)
+			}
+			if d < r.dist[pc] {
+				r.dist[pc], changed = d, true
+			}
+		}
+	}
+}
+
+// minDist is the fewest characters after which s can match.
+func (r *regex) minDist(s reSet) int32 {
+	d := int32(1 << 30)
+	for pc := range uint32(len(r.prog.Inst)) {
+		if s.has(pc) {
+			d = min(d, r.dist[pc])
+		}
+	}
+	return d
 }
 
 // mayStep reports whether some character in [lo, hi] can follow s: a

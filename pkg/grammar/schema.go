@@ -499,6 +499,9 @@ func (c *compiler) compileString(s *object, path string) (*node, error) {
 		if n.re, err = compileRegex(pattern); err != nil {
 			return nil, &SchemaError{path + "/pattern", err.Error()}
 		}
+		if d := n.re.minDist(n.re.start); n.maxLen >= 0 && d > n.maxLen {
+			return nil, &SchemaError{path, fmt.Sprintf("no string of at most %d characters matches the pattern (it needs %d)", n.maxLen, d)}
+		}
 	}
 	if n.minLen == 0 && n.maxLen < 0 && n.re == nil {
 		return stringNode, nil
@@ -561,10 +564,10 @@ func compileNumber(t string, s *object, path string) (*node, error) {
 		if lo > hi {
 			return nil, &SchemaError{path, "no integer between minimum and maximum"}
 		}
-		if !math.IsInf(lo, 0) || !math.IsInf(hi, 0) {
-			n.bounded = true
-			n.minVal, n.maxVal = int64(math.Max(lo, -limit)), int64(math.Min(hi, limit))
-		}
+		// Integers are bounded in any case, by ±10^18 (int64's range,
+		// rounded): a model cannot stall a generation on digits.
+		n.bounded = true
+		n.minVal, n.maxVal = int64(math.Max(lo, -limit)), int64(math.Min(hi, limit))
 		return n, nil
 	}
 	if lo >= 0 {
