@@ -627,7 +627,13 @@ func stepKey(f *frame, c byte, out []*frame) []*frame {
 		}
 		return r
 	}
+	if f.seen == 0 && f.val == 0 && f.u8 == 0 && c < 0x80 && free {
+		return append(out, f) // a free key that spells no declared one: only its text matters
+	}
 	g := &frame{up: obj, n: keyNode, st: stStrBody, seen: match(f.seen), val: int64(match(uint64(f.val))), pos: f.pos + 1}
+	if g.seen == 0 && g.val == 0 {
+		g.pos = 0 // no declared key to match any more
+	}
 	if !free {
 		if g.seen == 0 {
 			return out

@@ -50,8 +50,9 @@ func loadCorpus(t testing.TB) map[string][]corpusTool {
 	return corpus
 }
 
-// boundStrings gives every string of a schema a maxLength (and objects
-// additionalProperties false where they allow any other key): a
+// boundStrings gives every string of a schema a maxLength (arrays a
+// maxItems, objects additionalProperties false where they allow any other
+// key): a
 // random-weight model almost never writes the one token that closes a
 // string (and never the two that close a Qwen3-Coder text value), so
 // without a bound its strings run to max_tokens. That is what maxLength is
@@ -76,6 +77,9 @@ func boundStrings(v any, limit int) any {
 		}
 		_, enum := s["enum"]
 		_, max := s["maxLength"]
+		if _, ok := s["maxItems"]; !ok && s["type"] == "array" {
+			out["maxItems"] = json.Number("3") // so are free-length arrays
+		}
 		if _, ok := s["properties"]; ok {
 			if _, ok := s["additionalProperties"]; !ok {
 				out["additionalProperties"] = false // free keys are free strings too
