@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,4 +257,144 @@ func compactCall(f CallFormat, name, arguments string, args any) string {
 	}
 	b.WriteString("</function>\n</tool_call>")
 	return b.String()
+}
+
+// maskedGrammars are the grammars FuzzMaskedTokens drives: schemas, and
+// calls of tools in both formats, with the schema each output must satisfy
+// (for calls, per tool).
+type maskedGrammar struct {
+	g      *Grammar
+	schema any            // a document's schema
+	tools  map[string]any // a call's arguments' schema, by tool name
+	format toolcall.Format
+	max    int // calls
+}
+
+func maskedGrammars(tb testing.TB) []maskedGrammar {
+	var out []maskedGrammar
+	for _, s := range fuzzSchemas {
+		schema, _ := decodeNumbers([]byte(s))
+		out = append(out, maskedGrammar{g: mustCompile(tb, s), schema: schema})
+	}
+	tools := []Tool{
+		{Name: "get_weather", Parameters: json.RawMessage(`{"type":"object","properties":{"location":{"type":"string","maxLength":8},"unit":{"enum":["c","f"]},"days":{"type":"integer","minimum":1,"maximum":14}},"required":["location"],"additionalProperties":false}`)},
+		{Name: "tag", Parameters: json.RawMessage(`{"type":"object","properties":{"ids":{"type":"array","items":{"type":"integer"},"maxItems":3},"meta":{"type":"object","properties":{"x":{"type":"boolean"}},"additionalProperties":false},"note":{"type":["string","null"],"pattern":"^[a-z]{1,4}$"}},"additionalProperties":false}`)},
+	}
+	schemas := map[string]any{}
+	for _, t := range tools {
+		schemas[t.Name], _ = decodeNumbers(t.Parameters)
+	}
+	for _, f := range []struct {
+		c CallFormat
+		p toolcall.Format
+	}{{JSONCalls, toolcall.FormatJSON}, {XMLCalls, toolcall.FormatXML}} {
+		for _, parallel := range []bool{false, true} {
+			g, err := ToolCalls(f.c, tools, parallel)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			max := 1
+			if parallel {
+				max = MaxParallelCalls
+			}
+			out = append(out, maskedGrammar{g: g, tools: schemas, format: f.p, max: max})
+		}
+	}
+	return out
+}
+
+// maskedTools are the tools of maskedGrammars as a request sends them
+// (what pkg/toolcall reads parameter types from).
+var maskedTools = json.RawMessage(`[
+ {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"days": {"type": "integer"}}}}},
+ {"type": "function", "function": {"name": "tag", "parameters": {"type": "object", "properties": {"ids": {"type": "array"}, "meta": {"type": "object"}, "note": {"type": ["string", "null"]}}}}}]`)
+
+// runMasked generates with choices among the tokens each mask allows:
+// every allowed token must be accepted, a mask is never empty before the
+// end, and a finished output must be valid (a document that validates, or
+// calls that pkg/toolcall parses and whose arguments validate). It reports
+// whether the output finished before the choices ran out.
+func runMasked(t *testing.T, toks [][]byte, v *Vocab, mg maskedGrammar, choices []byte) bool {
+	c := mg.g.Constraint(v)
+	mask := make([]uint64, (len(toks)+63)/64)
+	var out []byte
+	for i := 0; ; i++ {
+		for j := range mask {
+			mask[j] = ^uint64(0)
+		}
+		c.Mask(mask)
+		var allowed []int32
+		for id := range int32(len(toks)) {
+			if mask[id/64]&(1<<(id%64)) != 0 {
+				allowed = append(allowed, id)
+			}
+		}
+		if len(allowed) == 0 {
+			t.Fatalf("dead end after %q", out)
+		}
+		if i >= len(choices) {
+			return false // cut short: nothing to check but the prefix
+		}
+		id := allowed[int(choices[i])%len(allowed)]
+		if err := c.Accept(id); err != nil {
+			t.Fatalf("after %q: allowed token %q refused: %v", out, toks[id], err)
+		}
+		if id == v.end[0] {
+			break
+		}
+		out = append(out, toks[id]...)
+	}
+	if mg.tools == nil {
+		val, err := decodeNumbers(out)
+		if err != nil || !validate(mg.schema, val) {
+			t.Fatalf("finished %q, which does not validate: %v", out, err)
+		}
+		return true
+	}
+	content, calls := toolcall.Parse(string(out), mg.format, maskedTools)
+	if content != "" || len(calls) == 0 || len(calls) > mg.max {
+		t.Fatalf("finished %q: content %q, %d calls", out, content, len(calls))
+	}
+	for _, call := range calls {
+		args, err := decodeNumbers([]byte(call.Arguments))
+		if err != nil || !validate(mg.tools[call.Name], args) {
+			t.Fatalf("finished %q: call %s(%s) does not validate: %v", out, call.Name, call.Arguments, err)
+		}
+	}
+	return true
+}
+
+// FuzzMaskedTokens: any token sequence the masks allow keeps the output a
+// valid prefix, and finished ones are valid (runMasked).
+func FuzzMaskedTokens(f *testing.F) {
+	toks, v := testVocab()
+	grams := maskedGrammars(f)
+	for i := range len(grams) {
+		f.Add(uint8(i), []byte{1, 200, 3, 77, 5, 9, 250, 0, 17})
+	}
+	f.Fuzz(func(t *testing.T, which uint8, choices []byte) {
+		runMasked(t, toks, v, grams[int(which)%len(grams)], choices)
+	})
+}
+
+// TestMaskedRandomWalks runs runMasked on random choices, long enough that
+// most outputs finish, for every grammar.
+func TestMaskedRandomWalks(t *testing.T) {
+	toks, v := testVocab()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i, mg := range maskedGrammars(t) {
+		finished := 0
+		for range 40 {
+			choices := make([]byte, 3000)
+			for j := range choices {
+				choices[j] = byte(rng.UintN(256))
+			}
+			if runMasked(t, toks, v, mg, choices) {
+				finished++
+			}
+		}
+		if finished < 10 {
+			t.Errorf("grammar %d: only %d of 40 random walks finished", i, finished)
+		}
+	}
 }

@@ -186,7 +186,7 @@ func xmlValue(n *node) (*node, error) {
 		l := &node{kind: kLiteral}
 		for _, text := range n.lits {
 			var s string
-			if json.Unmarshal([]byte(text), &s) == nil {
+			if strings.HasPrefix(text, `"`) && json.Unmarshal([]byte(text), &s) == nil {
 				if strings.Contains(s, xmlParamEnd) {
 					return nil, fmt.Errorf("enum value %q cannot be written in a parameter", s)
 				}
