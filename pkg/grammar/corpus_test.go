@@ -398,3 +398,71 @@ func TestMaskedRandomWalks(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTPOT measures time per output token at batch 1 with and without
+// a forced tool call (the whole engine: forward pass, sampling, mask), on
+// the model in ELLM_BENCH_MODEL (a Hugging Face Qwen3 directory; default:
+// the tiny shared model, whose forward pass is so short that the overhead
+// looks far larger than on a real model). Each iteration forces a call of
+// Qwen Code's tools (greedy), then generates as many tokens unconstrained
+// from the same prompt; it reports both TPOTs and the overhead in percent.
+// The grammar is compiled once, as the server's grammar cache does for an
+// agent that sends the same tools every turn.
+func BenchmarkTPOT(b *testing.B) {
+	dir := os.Getenv("ELLM_BENCH_MODEL")
+	if dir == "" {
+		dir = sharedtest.Path(b, "models", "tiny-qwen3-a")
+	}
+	e, err := engine.New(engine.Options{ModelPath: dir, SequenceLength: 8192})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	tok := e.Tokenizer()
+	vocab := NewVocab(tok.VocabSize(), tok.TokenBytes, tok.IsSpecial, e.EOS())
+	var tools []Tool
+	corpus := loadCorpus(b)["qwen-code.json"]
+	for _, t := range corpus {
+		tools = append(tools, Tool{Name: t.Function.Name, Parameters: t.Function.Parameters})
+	}
+	format := JSONCalls
+	if strings.Contains(e.ChatTemplate().Source(), "<function=") {
+		format = XMLCalls
+	}
+	g, err := ToolCalls(format, tools, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	toolsJSON, _ := json.Marshal(corpus)
+	text, err := e.ChatTemplate().Render(chat.Input{Messages: json.RawMessage(`[{"role":"user","content":"Read the file main.go."}]`),
+		Tools: toolsJSON, AddGenerationPrompt: true, Kwargs: json.RawMessage(`{"enable_thinking":false}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompt := tok.Encode(text)
+	greedy := sample.Params{TopP: 1, RepetitionPenalty: 1}
+	tpot := func(r engine.Result, n int) float64 {
+		return float64((r.Total - r.TTFT).Nanoseconds()) / float64(max(n-1, 1))
+	}
+	var with, without float64
+	for b.Loop() {
+		n := 0
+		res, err := e.Generate(context.Background(), engine.Request{Tokens: prompt, MaxTokens: 256, Sampling: greedy, Constraint: g.Constraint(vocab)},
+			func(engine.Event) error { n++; return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		with += tpot(res, n)
+		m := 0
+		res, err = e.Generate(context.Background(), engine.Request{Tokens: prompt, MaxTokens: max(n, 2), Sampling: greedy, StopTokens: []int32{-1}},
+			func(engine.Event) error { m++; return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		without += tpot(res, m)
+	}
+	iters := float64(b.N)
+	b.ReportMetric(with/iters/1e6, "ms-tpot-constrained")
+	b.ReportMetric(without/iters/1e6, "ms-tpot-free")
+	b.ReportMetric(100*(with-without)/without, "%-overhead")
+}
