@@ -15,6 +15,7 @@ import (
 
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/grammar"
 	"github.com/ellm-dev/ellm/pkg/server"
 )
 
@@ -97,6 +98,9 @@ func serveRun(opts *Options) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: level}))
+	if _, err := grammar.StyleByName(opts.JSONStyle); err != nil {
+		return fmt.Errorf("--json-style: %w", err)
+	}
 	if opts.Port < 0 || opts.Port > 65535 {
 		return fmt.Errorf("--port %d: not a port", opts.Port)
 	}
