@@ -98,7 +98,7 @@ func serveRun(opts *Options) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: level}))
-	if _, err := grammar.StyleByName(opts.JSONStyle); err != nil {
+	if _, err := grammar.StyleByName(opts.JSONStyle); err != nil && opts.JSONStyle != "" {
 		return fmt.Errorf("--json-style: %w", err)
 	}
 	if opts.Port < 0 || opts.Port > 65535 {
