@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"unicode/utf8"
 )
@@ -565,5 +566,33 @@ func TestRandomWalksValidate(t *testing.T) {
 		if whole < 5 {
 			t.Errorf("schema %d: only %d of 30 random walks ended in a whole document", i, whole)
 		}
+	}
+}
+
+// TestConcurrentConstraints runs generations of one grammar at once: they
+// share its mask cache (run with -race).
+func TestConcurrentConstraints(t *testing.T) {
+	toks, v := testVocab()
+	g := mustCompile(t, personSchema)
+	schema, _ := decodeNumbers([]byte(personSchema))
+	mg := maskedGrammar{g: g, schema: schema}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			for range 10 {
+				choices := make([]byte, 2000)
+				for j := range choices {
+					choices[j] = byte(rng.UintN(256))
+				}
+				runMasked(t, toks, v, mg, choices)
+			}
+		}()
+	}
+	wg.Wait()
+	if g.CachedMasks() == 0 {
+		t.Error("no mask cached")
 	}
 }
