@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"encoding/json"
 	"syscall"
 	"testing"
 	"time"
@@ -185,20 +186,31 @@ func BenchmarkToolCall(b *testing.B) {
 }
 
 // TestQwenVocabMask checks masks on the real vocabulary: inside a string
-// most tokens are allowed, after a key only ':' and spaces, and every
-// allowed token's bytes are accepted.
+// most tokens are allowed, after a key only the separator, and every
+// allowed token's bytes are accepted; inside free text (a string, a free
+// key, a Qwen3-Coder value), where the plain-token sets stand in for the
+// walk, exactly the accepted tokens are allowed.
 func TestQwenVocabMask(t *testing.T) {
 	v := qwenVocab(t)
-	g := mustCompile(t, personSchema)
+	person := mustCompile(t, personSchema)
+	xml, err := ToolCalls(XMLCalls, []Tool{{Name: "write", Parameters: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}}}`)}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
+		g        *Grammar
 		prefix   string
 		min, max int
+		exact    bool
 	}{
-		{`{"name": "Ann`, 100000, v.size},
-		{`{"name"`, 1, 1000}, // ":" and whitespace runs
-		{`{"name": "Ann", "age": 4`, 10, 2000},
+		{person, `{"name": "Ann`, 100000, v.size, true},
+		{person, `{"name"`, 1, 1000, false},
+		{person, `{"name": "Ann", "age": 4`, 10, 2000, false},
+		{JSONObject(Spaced), `{"na`, 100000, v.size, true},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nsome text", 100000, v.size, true},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n", 100000, v.size, true},
 	} {
-		c := g.Constraint(v)
+		c := tc.g.Constraint(v)
 		if !feed(c, tc.prefix) {
 			t.Fatalf("prefix %q rejected", tc.prefix)
 		}
@@ -209,13 +221,16 @@ func TestQwenVocabMask(t *testing.T) {
 		c.Mask(mask)
 		n := 0
 		for id := range int32(v.size) {
-			if mask[id/64]&(1<<(id%64)) == 0 {
+			allowed := mask[id/64]&(1<<(id%64)) != 0
+			if allowed {
+				n++
+			}
+			if !allowed && !tc.exact || v.tokens[id] == nil {
 				continue
 			}
-			n++
 			probe := &Matcher{alts: c.m.alts}
-			if !probe.Feed(v.tokens[id]) {
-				t.Fatalf("after %q: token %d %q allowed but rejected", tc.prefix, id, v.tokens[id])
+			if ok := probe.Feed(v.tokens[id]); ok != allowed {
+				t.Fatalf("after %q: token %d %q allowed %v, accepted %v", tc.prefix, id, v.tokens[id], allowed, ok)
 			}
 		}
 		if n < tc.min || n > tc.max {

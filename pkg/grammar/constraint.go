@@ -65,14 +65,18 @@ type Vocab struct {
 	// (nonPlain).
 	plain    []uint64
 	nonPlain *trie
+	// textPlain are the tokens free text (Qwen3-Coder values) takes
+	// anywhere (isTextPlain), nonTextPlain the others.
+	textPlain    []uint64
+	nonTextPlain *trie
 }
 
 // NewVocab prepares a vocabulary of size ids. tokenBytes gives a token's
 // bytes; excluded tokens (special tokens) are never allowed, except the end
 // tokens, which are allowed exactly when the document is complete.
 func NewVocab(size int, tokenBytes func(int32) []byte, excluded func(int32) bool, end []int32) *Vocab {
-	v := &Vocab{size: size, tokens: make([][]byte, size), end: end, plain: make([]uint64, (size+63)/64)}
-	var all, nonPlain []int32
+	v := &Vocab{size: size, tokens: make([][]byte, size), end: end, plain: make([]uint64, (size+63)/64), textPlain: make([]uint64, (size+63)/64)}
+	var all, nonPlain, nonTextPlain []int32
 	for id := range int32(size) {
 		if excluded(id) || slices.Contains(end, id) {
 			continue
@@ -89,9 +93,15 @@ func NewVocab(size int, tokenBytes func(int32) []byte, excluded func(int32) bool
 		} else {
 			nonPlain = append(nonPlain, id)
 		}
+		if isTextPlain(b) {
+			v.textPlain[id/64] |= 1 << (id % 64)
+		} else {
+			nonTextPlain = append(nonTextPlain, id)
+		}
 	}
 	v.all = buildTrie(all, v.tokens)
 	v.nonPlain = buildTrie(nonPlain, v.tokens)
+	v.nonTextPlain = buildTrie(nonTextPlain, v.tokens)
 	return v
 }
 
@@ -103,6 +113,25 @@ func isPlain(b []byte) bool {
 	f := &frame{}
 	for _, c := range b {
 		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+		u8, lo, hi, ok := stepUTF8(f, c)
+		if !ok {
+			return false
+		}
+		f.u8, f.u8lo, f.u8hi = u8, lo, hi
+	}
+	return true
+}
+
+// isTextPlain reports whether free text may hold b anywhere a character
+// may start, whatever came before: no '<' (which may begin the
+// terminator), no newline (after which it may), no other control
+// character, and UTF-8 as isPlain.
+func isTextPlain(b []byte) bool {
+	f := &frame{}
+	for _, c := range b {
+		if c < 0x20 && c != '\t' || c == '<' {
 			return false
 		}
 		u8, lo, hi, ok := stepUTF8(f, c)
@@ -356,9 +385,13 @@ func (c *Constraint) compute() *mask {
 		}
 	}
 	t := c.v.all
-	if c.inPlainString(alts) {
+	switch {
+	case c.inPlainString(alts):
 		copy(c.mine, c.v.plain)
 		t = c.v.nonPlain
+	case inPlainText(alts):
+		copy(c.mine, c.v.textPlain)
+		t = c.v.nonTextPlain
 	}
 	c.walk(t, 0, alts, 0)
 	c.forceLongest(alts)
@@ -382,12 +415,31 @@ func (c *Constraint) compute() *mask {
 }
 
 // inPlainString reports whether every alternative is in the text of a
-// free JSON string, between characters, with room for any token.
+// free JSON string or of an object key that may be any string, between
+// characters, with room for any token.
 func (c *Constraint) inPlainString(alts []*frame) bool {
 	for _, f := range alts {
 		n := f.n
-		if n.kind != kString || f.st != stStrBody || f.u8 != 0 || n.raw || n.re != nil ||
-			n.maxLen >= 0 && n.maxLen-f.cnt < c.v.maxLen {
+		switch {
+		case n.kind == kKey:
+			obj := f.up.n
+			if f.u8 != 0 || obj.additional == nil || !objectMayEnd(obj, f.up.pos) {
+				return false
+			}
+		case n.kind != kString || f.st != stStrBody || f.u8 != 0 || n.raw || n.re != nil ||
+			n.maxLen >= 0 && n.maxLen-f.cnt < c.v.maxLen:
+			return false
+		}
+	}
+	return true
+}
+
+// inPlainText reports whether every alternative is in unbounded free text
+// (a Qwen3-Coder value), between characters, outside its terminator.
+func inPlainText(alts []*frame) bool {
+	for _, f := range alts {
+		n := f.n
+		if n.kind != kText || f.pos != 0 || f.u8 != 0 || n.maxLen >= 0 || n.minLen > 0 {
 			return false
 		}
 	}
