@@ -207,8 +207,13 @@ func TestQwenVocabMask(t *testing.T) {
 		{person, `{"name"`, 1, 1000, false},
 		{person, `{"name": "Ann", "age": 4`, 10, 2000, false},
 		{JSONObject(Spaced), `{"na`, 100000, v.size, true},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\n", 100000, v.size, true},
 		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nsome text", 100000, v.size, true},
 		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n", 100000, v.size, true},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n</par", 100000, v.size, true},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline</param", 100000, v.size, true},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n</parameter", 100000, v.size, true},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline</parameter", 100000, v.size, true},
 	} {
 		c := tc.g.Constraint(v)
 		if !feed(c, tc.prefix) {

@@ -378,7 +378,7 @@ const sparseMax = 2048
 // trie, and caches it.
 func (c *Constraint) compute() *mask {
 	clear(c.mine)
-	alts := c.m.alts
+	alts := settle(c.m.alts)
 	if slices.ContainsFunc(alts, complete) {
 		for _, id := range c.v.end {
 			c.mine[id/64] |= 1 << (id % 64)
@@ -392,8 +392,21 @@ func (c *Constraint) compute() *mask {
 	case inPlainText(alts):
 		copy(c.mine, c.v.textPlain)
 		t = c.v.nonTextPlain
+	default:
+		if b, ok := inPartialTerm(alts); ok {
+			// Inside a partial terminator, a plain-text token that does
+			// not continue it turns it into text: allowed. Those that
+			// begin with its next byte are walked.
+			copy(c.mine, c.v.textPlain)
+			c.clearSubtree(c.v.all, c.v.all.child(0, b))
+			c.walkEdges(c.v.nonTextPlain, 0, alts, 0, int(b), -1)
+			c.walkEdges(c.v.all, 0, alts, 0, -1, int(b))
+			t = nil
+		}
 	}
-	c.walk(t, 0, alts, 0)
+	if t != nil {
+		c.walk(t, 0, alts, 0)
+	}
 	c.forceLongest(alts)
 	n := 0
 	for _, w := range c.mine {
@@ -434,6 +447,78 @@ func (c *Constraint) inPlainString(alts []*frame) bool {
 	return true
 }
 
+// settle replaces a finished fixed text (a literal read to its end) that a
+// sequence continues with free text by that text's first state: the two
+// accept the same bytes, and the latter lets inPlainText see that the
+// mask is the plain-text set (a Qwen3-Coder value starts right after its
+// tag).
+func settle(alts []*frame) []*frame {
+	var out []*frame
+	for i, f := range alts {
+		g := f
+		if f.st == stLit && f.hi-f.lo == 1 && int(f.pos) == len(f.n.lits[f.lo]) && f.n.next == nil {
+			if seq := f.up; seq.st == stSeq && int(seq.pos) < len(seq.n.parts) && seq.n.parts[seq.pos].kind == kText {
+				up := seq.up
+				if int(seq.pos)+1 < len(seq.n.parts) {
+					up = &frame{up: seq.up, n: seq.n, st: stSeq, pos: seq.pos + 1}
+				}
+				g = &frame{up: up, n: seq.n.parts[seq.pos], st: stText}
+			}
+		}
+		if g != f && out == nil {
+			out = slices.Clone(alts[:i])
+		}
+		if out != nil {
+			out = append(out, g)
+		}
+	}
+	if out == nil {
+		return alts
+	}
+	return out
+}
+
+// inPartialTerm reports whether every alternative is unbounded free text
+// in the middle of its terminator, and the byte that continues the
+// terminator (the same for all).
+func inPartialTerm(alts []*frame) (byte, bool) {
+	var b byte
+	for i, f := range alts {
+		n := f.n
+		if n.kind != kText || f.pos == 0 || n.maxLen >= 0 || n.minLen > 0 {
+			return 0, false
+		}
+		if i > 0 && n.term[f.pos] != b {
+			return 0, false
+		}
+		b = n.term[f.pos]
+	}
+	return b, len(alts) > 0
+}
+
+// child is node's child by byte b, or -1.
+func (t *trie) child(node int32, b byte) int32 {
+	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
+		if t.edgeByte[e] == b {
+			return t.edgeNode[e]
+		}
+	}
+	return -1
+}
+
+// clearSubtree clears the mask bits of every token under node.
+func (c *Constraint) clearSubtree(t *trie, node int32) {
+	if node < 0 {
+		return
+	}
+	for _, id := range t.toks[t.tokLo[node]:t.tokHi[node]] {
+		c.mine[id/64] &^= 1 << (id % 64)
+	}
+	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
+		c.clearSubtree(t, t.edgeNode[e])
+	}
+}
+
 // inPlainText reports whether every alternative is in unbounded free text
 // (a Qwen3-Coder value), between characters, outside its terminator.
 func inPlainText(alts []*frame) bool {
@@ -447,10 +532,19 @@ func inPlainText(alts []*frame) bool {
 }
 
 func (c *Constraint) walk(t *trie, node int32, alts []*frame, depth int) {
+	c.walkEdges(t, node, alts, depth, -1, -1)
+}
+
+// walkEdges walks node's subtrees, skipping the edge of byte skip and, when
+// only ≥ 0, all edges but that of byte only.
+func (c *Constraint) walkEdges(t *trie, node int32, alts []*frame, depth, skip, only int) {
 	if depth == len(c.bufs) {
 		c.bufs = append(c.bufs, nil)
 	}
 	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
+		if b := int(t.edgeByte[e]); b == skip || only >= 0 && b != only {
+			continue
+		}
 		next := advance(alts, t.edgeByte[e], c.bufs[depth][:0])
 		c.bufs[depth] = next
 		if len(next) == 0 {
