@@ -242,8 +242,8 @@ func (c *maskCache) put(v *Vocab, key []byte, m *mask) {
 	c.size += m.bytes() + len(key)
 }
 
-// CachedMasks is the number of states whose masks g keeps.
-func (g *Grammar) CachedMasks() int {
+// cachedMasks is the number of states whose masks g keeps.
+func (g *Grammar) cachedMasks() int {
 	g.cache.mu.Lock()
 	defer g.cache.mu.Unlock()
 	return len(g.cache.m)

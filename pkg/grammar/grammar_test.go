@@ -592,7 +592,7 @@ func TestConcurrentConstraints(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if g.CachedMasks() == 0 {
+	if g.cachedMasks() == 0 {
 		t.Error("no mask cached")
 	}
 }

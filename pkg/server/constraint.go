@@ -33,7 +33,7 @@ func (s *Server) chatGrammar(rf *openai.ResponseFormat, choice openai.ToolChoice
 	case "text":
 		return nil, nil
 	case "json_object":
-		return grammar.JSONObject(s.jsonStyle), nil
+		return s.grammars.get("object\x00"+s.jsonStyle.Name, func() (*grammar.Grammar, error) { return grammar.JSONObject(s.jsonStyle), nil })
 	case "json_schema":
 		if rf.JSONSchema == nil || len(bytes.TrimSpace(rf.JSONSchema.Schema)) == 0 {
 			return nil, invalid("response_format.json_schema.schema", "json_schema needs a schema")

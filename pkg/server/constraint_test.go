@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ellm-dev/ellm/pkg/chat"
+	openaiwire "github.com/ellm-dev/ellm/pkg/server/openai"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 
 	"github.com/openai/openai-go/v3"
@@ -203,5 +204,40 @@ func TestToolsValidated(t *testing.T) {
 				t.Errorf("%s with tool_choice %s: %v, want a 400 with %q", tc.tools, choice, err, tc.want)
 			}
 		}
+	}
+}
+
+// TestGrammarsCached: requests with the same schema or tools share one
+// compiled grammar (and so its masks); --json-style compact lays out
+// response_format output without spaces.
+func TestGrammarsCached(t *testing.T) {
+	eng := newFakeEngine(t, constReply(`{"a":1}`))
+	s, base := startServer(t, eng, Options{JSONStyle: "compact"})
+	rf := &openaiwire.ResponseFormat{Type: "json_schema", JSONSchema: &openaiwire.JSONSchema{Name: "x", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`)}}
+	g1, err := s.chatGrammar(rf, openaiwire.ToolChoice{Mode: "none"}, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, _ := s.chatGrammar(rf, openaiwire.ToolChoice{Mode: "none"}, nil, true)
+	tools := []openaiwire.Tool{{Type: "function", Function: openaiwire.Function{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}}
+	t1, err := s.chatGrammar(nil, openaiwire.ToolChoice{Mode: "required"}, tools, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, _ := s.chatGrammar(nil, openaiwire.ToolChoice{Mode: "required"}, tools, false)
+	t3, _ := s.chatGrammar(nil, openaiwire.ToolChoice{Mode: "required"}, tools, true)
+	if g1 != g2 || t1 != t2 || t1 == t3 {
+		t.Errorf("grammars not shared as they should be: %p %p, %p %p %p", g1, g2, t1, t2, t3)
+	}
+	c := newClient(base)
+	resp, err := c.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
+		Messages:       []openai.ChatCompletionMessageParamUnion{openai.UserMessage("x")},
+		ResponseFormat: openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONObject: &shared.ResponseFormatJSONObjectParam{}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Choices[0].Message.Content; got != `{"a":1}` {
+		t.Errorf("compact content %q", got)
 	}
 }
