@@ -12,7 +12,8 @@ import (
 
 // Matcher follows a grammar byte by byte.
 type Matcher struct {
-	alts, buf []*frame
+	alts       []*frame
+	buf, spare []*frame // scratch for Feed
 }
 
 // Matcher returns a matcher at the start of a document.
@@ -34,15 +35,20 @@ func advance(alts []*frame, c byte, out []*frame) []*frame {
 // text read so far as the beginning of a document. On false the matcher is
 // unchanged.
 func (m *Matcher) Feed(b []byte) bool {
-	alts := m.alts
+	if len(b) == 0 {
+		return true
+	}
+	alts, cur, next := m.alts, m.buf, m.spare
+	defer func() { m.buf, m.spare = cur, next }()
 	for _, c := range b {
-		m.buf = advance(alts, c, m.buf[:0])
-		if len(m.buf) == 0 {
+		next = advance(alts, c, next[:0])
+		if len(next) == 0 {
 			return false
 		}
-		alts = slices.Clone(m.buf)
+		alts = next
+		cur, next = next, cur
 	}
-	m.alts = alts
+	m.alts = slices.Clone(alts) // m.alts may be shared (probes in tests): never a scratch buffer
 	return true
 }
 
