@@ -52,8 +52,10 @@ func (a engineAdapter) Generate(ctx context.Context, req Request, fn func(Event)
 	case err == nil:
 	case errors.Is(err, engine.ErrTooLong):
 		err = fmt.Errorf("%w: %w", ErrTooLong, err)
-	case errors.Is(err, engine.ErrQueueFull), errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, engine.ErrQueueFull):
 		err = fmt.Errorf("%w: %w", ErrQueueFull, err)
+	case errors.Is(err, engine.ErrClosed):
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	case errors.Is(err, engine.ErrInvalid):
 		err = invalid("", "%v", err)
 	}

@@ -296,7 +296,8 @@ func TestRealEngineStructuredOutput(t *testing.T) {
 }
 
 // TestRealEngineQueueFull: with one slot and a queue of one, extra
-// concurrent requests get a 503 queue_full, and the server keeps serving.
+// concurrent requests get a 429 queue_full with Retry-After (OpenAI's
+// clients retry it), and the server keeps serving.
 func TestRealEngineQueueFull(t *testing.T) {
 	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 512, MaxQueue: 1})
 	defer e.Close()
@@ -314,6 +315,9 @@ func TestRealEngineQueueFull(t *testing.T) {
 			var apiErr *openai.Error
 			if errors.As(err, &apiErr) {
 				status = apiErr.StatusCode
+				if ra := apiErr.Response.Header.Get("Retry-After"); status == 429 && ra != "1" {
+					t.Errorf("429 with Retry-After %q", ra)
+				}
 			} else if err != nil {
 				t.Error(err)
 			}
@@ -323,8 +327,8 @@ func TestRealEngineQueueFull(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if statuses[503] == 0 || statuses[200] == 0 || statuses[200]+statuses[503] != 5 {
-		t.Errorf("statuses %v: want some 200 and some 503", statuses)
+	if statuses[429] == 0 || statuses[200] == 0 || statuses[200]+statuses[429] != 5 {
+		t.Errorf("statuses %v: want some 200 and some 429", statuses)
 	}
 	if _, err := c.Chat.Completions.New(context.Background(), greedyChat(openai.UserMessage("still there?"))); err != nil {
 		t.Errorf("after overload: %v", err)

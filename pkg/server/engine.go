@@ -88,4 +88,6 @@ var (
 	ErrTooLong = errors.New("prompt too long")
 	// ErrQueueFull: the request queue is full or the wait timed out.
 	ErrQueueFull = errors.New("queue full")
+	// ErrClosed: the engine is shutting down.
+	ErrClosed = errors.New("engine closed")
 )
