@@ -334,3 +334,36 @@ func TestRealEngineQueueFull(t *testing.T) {
 		t.Errorf("after overload: %v", err)
 	}
 }
+
+// TestRealEngineLogitBiasMinTokens drives the engine's sampler through the
+// vLLM fields: a +100 bias makes <|im_end|> the greedy choice, min_tokens
+// holds it back, ignore_eos generates past it, skip_special_tokens false
+// shows it, and a bias on an ordinary token repeats it.
+func TestRealEngineLogitBiasMinTokens(t *testing.T) {
+	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 256})
+	defer e.Close()
+	_, base := startServer(t, FromEngine(e), Options{})
+	end := e.Tokenizer().Encode("<|im_end|>")
+	word := e.Tokenizer().Encode(" Paris")
+	if len(end) != 1 || len(word) != 1 {
+		t.Fatalf("<|im_end|> is %v, \" Paris\" is %v", end, word)
+	}
+	greedy := `"prompt":"The capital of France is","temperature":0,"repetition_penalty":1`
+	const anyText = "*" // the model's own words
+	for _, tc := range []struct {
+		extra, text, finish string
+		completion          int
+	}{
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":8`, end[0]), "", "stop", 1},
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":8,"min_tokens":5`, end[0]), anyText, "stop", 6},
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":3,"ignore_eos":true`, end[0]), "", "length", 3},
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":3,"ignore_eos":true,"skip_special_tokens":false`, end[0]), strings.Repeat("<|im_end|>", 3), "length", 3},
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":3`, word[0]), " Paris Paris Paris", "length", 3},
+	} {
+		r := postOK(t, base, "/v1/completions", "{"+greedy+","+tc.extra+"}")
+		c := r.Choices[0]
+		if tc.text != anyText && c.Text != tc.text || c.FinishReason != tc.finish || r.Usage.CompletionTokens != tc.completion {
+			t.Errorf("%s: %q finish %s, %d tokens; want %q %s %d", tc.extra, c.Text, c.FinishReason, r.Usage.CompletionTokens, tc.text, tc.finish, tc.completion)
+		}
+	}
+}

@@ -30,11 +30,17 @@ func invalid(param, format string, args ...any) *apiError {
 	return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: param, msg: fmt.Sprintf(format, args...)}
 }
 
-func writeError(w http.ResponseWriter, err error) int {
+func asAPIError(err error) *apiError {
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		ae = &apiError{status: http.StatusInternalServerError, typ: "internal_error", msg: err.Error()}
 	}
+	return ae
+}
+
+// errorBody is err in OpenAI's error shape.
+func errorBody(err error) openai.ErrorResponse {
+	ae := asAPIError(err)
 	body := openai.ErrorResponse{Error: openai.ErrorBody{Message: ae.msg, Type: ae.typ}}
 	if ae.param != "" {
 		body.Error.Param = &ae.param
@@ -42,10 +48,15 @@ func writeError(w http.ResponseWriter, err error) int {
 	if ae.code != "" {
 		body.Error.Code = &ae.code
 	}
+	return body
+}
+
+func writeError(w http.ResponseWriter, err error) int {
+	ae := asAPIError(err)
 	if ae.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ae.retryAfter))
 	}
-	writeJSON(w, ae.status, body)
+	writeJSON(w, ae.status, errorBody(err))
 	return ae.status
 }
 

@@ -35,6 +35,10 @@ type Options struct {
 	SessionStore    string
 	MaxBodyBytes    int64
 	DrainTimeout    time.Duration
+	ReadTimeout     time.Duration
+	WriteTimeout    time.Duration
+	IdleTimeout     time.Duration
+	MaxConnections  int
 	Verbose         bool
 
 	// Listen opens the listener (tests pass port 0 and learn the address
@@ -60,7 +64,8 @@ keep their exact token transcript: the next request that extends the
 conversation prefills only its new messages. See docs/server.md.
 
 The server listens once the model is loaded; SIGINT or SIGTERM stops
-accepting requests, lets those in flight finish, then exits.`,
+accepting requests, lets those in flight finish (up to --drain-timeout;
+streams still running then get an error event and [DONE]), then exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ctx = cmd.Context()
@@ -76,11 +81,15 @@ accepting requests, lets those in flight finish, then exits.`,
 	fl.IntVar(&opts.Port, "port", 8000, "port to listen on")
 	fl.StringVar(&opts.ServedModelName, "served-model-name", "", "model name in the API (default: the model's)")
 	fl.StringVar(&opts.APIKey, "api-key", "", "require Authorization: Bearer KEY")
-	fl.IntVar(&opts.MaxQueue, "max-queue", 1024, "requests waiting for a slot before new ones get 503")
-	fl.DurationVar(&opts.QueueTimeout, "queue-timeout", 0, "longest wait for a slot before a 503 (0 = no limit)")
+	fl.IntVar(&opts.MaxQueue, "max-queue", 1024, "requests waiting for a slot before new ones get 429 (with Retry-After)")
+	fl.DurationVar(&opts.QueueTimeout, "queue-timeout", 0, "longest wait for a slot before a 429 (0 = no limit)")
 	fl.StringVar(&opts.SessionStore, "session-store", "", "directory keeping sessions (KV and transcripts) across eviction and restarts")
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted (413 beyond)")
-	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
+	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they end with an error event")
+	fl.DurationVar(&opts.ReadTimeout, "read-timeout", 30*time.Second, "longest wait for a request's headers, then for its body (408 beyond)")
+	fl.DurationVar(&opts.WriteTimeout, "write-timeout", 60*time.Second, "longest a client may stop reading a response before it is disconnected (never cuts a stream that is read)")
+	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", 120*time.Second, "keep-alive connections idle that long are closed")
+	fl.IntVar(&opts.MaxConnections, "max-connections", 1024, "open connections at most; more wait in the listen backlog (0 = no limit)")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "log every request failure and engine detail")
 	return cmd
 }
@@ -98,6 +107,9 @@ func serveRun(opts *Options) error {
 	if opts.Port < 0 || opts.Port > 65535 {
 		return fmt.Errorf("--port %d: not a port", opts.Port)
 	}
+	if opts.MaxConnections < 0 {
+		return fmt.Errorf("--max-connections %d: must be 0 (no limit) or positive", opts.MaxConnections)
+	}
 	eo := opts.EngineFlags.Options()
 	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
 	eng, err := engine.New(eo)
@@ -106,7 +118,8 @@ func serveRun(opts *Options) error {
 	}
 	srv, err := server.New(server.FromEngine(eng), server.Options{
 		ModelName: opts.ServedModelName, APIKey: opts.APIKey, MaxBodyBytes: opts.MaxBodyBytes, Version: opts.Version,
-		SessionDir: opts.SessionStore, DrainTimeout: opts.DrainTimeout, Logger: log,
+		SessionDir: opts.SessionStore, DrainTimeout: opts.DrainTimeout, ReadTimeout: opts.ReadTimeout,
+		WriteTimeout: opts.WriteTimeout, IdleTimeout: opts.IdleTimeout, MaxConnections: opts.MaxConnections, Logger: log,
 	})
 	if err != nil {
 		return errors.Join(err, eng.Close())

@@ -24,8 +24,15 @@ func TestFlags(t *testing.T) {
 		want func(o *Options) bool
 	}{
 		{nil, nil, func(o *Options) bool {
-			return o.Host == "0.0.0.0" && o.Port == 8000 && o.BatchSize == 4 && o.SequenceLength == 4096 && o.APIKey == ""
+			return o.Host == "0.0.0.0" && o.Port == 8000 && o.BatchSize == 4 && o.SequenceLength == 4096 && o.APIKey == "" &&
+				o.DrainTimeout == 30*time.Second && o.ReadTimeout == 30*time.Second && o.WriteTimeout == time.Minute &&
+				o.IdleTimeout == 2*time.Minute && o.MaxConnections == 1024
 		}},
+		{[]string{"--drain-timeout", "5s", "--read-timeout", "1s", "--write-timeout", "2s", "--idle-timeout", "3s", "--max-connections", "7"},
+			nil, func(o *Options) bool {
+				return o.DrainTimeout == 5*time.Second && o.ReadTimeout == time.Second && o.WriteTimeout == 2*time.Second &&
+					o.IdleTimeout == 3*time.Second && o.MaxConnections == 7
+			}},
 		{[]string{"--model-path", "/m", "--chunk-size", "64", "--sequence-length", "1024", "--batch-size", "8", "--port", "9000",
 			"--host", "127.0.0.1", "--api-key", "k", "--served-model-name", "qwen", "--queue-timeout", "2s", "--session-store", "/s", "--dtype", "int8"},
 			nil, func(o *Options) bool {
