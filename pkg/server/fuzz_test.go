@@ -1,10 +1,16 @@
 package server
 
 import (
+	"context"
+	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
 // FuzzRequests posts arbitrary bodies to every POST route: bad input is
@@ -38,6 +44,74 @@ func FuzzRequests(f *testing.F) {
 		}
 		if rec.Code >= 400 && !strings.Contains(rec.Body.String(), `"error":{"message":`) {
 			t.Fatalf("%s %q: %d without an OpenAI error body: %s", path, body, rec.Code, rec.Body.String())
+		}
+	})
+}
+
+// firstToken ends every generation after its first token: the fuzzing
+// below is about the request → engine.Request path, not about generating.
+type firstToken struct{ Engine }
+
+func (f firstToken) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+	return f.Engine.Generate(ctx, req, func(ev Event) error {
+		if err := fn(ev); err != nil {
+			return err
+		}
+		return ErrStop
+	})
+}
+
+// FuzzExtremeIntegers sends every integer field the server reads, at any
+// value, through the server into the real engine: a client number is a 4xx
+// or a generation, never a panic, an overflowed check or a huge allocation.
+func FuzzExtremeIntegers(f *testing.F) {
+	f.Add(uint8(0), int64(5), int64(1), int64(20), int64(2), int64(7), int64(100), 1.5, int64(3), "")
+	f.Add(uint8(1), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MaxInt64), int64(math.MinInt64), int64(math.MaxInt32), 100.0, int64(math.MaxInt32), "")
+	f.Add(uint8(0), int64(math.MaxInt64-3), int64(0), int64(-1), int64(20), int64(-1), int64(-1), -100.0, int64(-1), "")
+	f.Add(uint8(1), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(math.MinInt64), int64(0), int64(151668), 0.0, int64(151645), "")
+	f.Add(uint8(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), 0.0, int64(0), "9223372036854775808")
+	f.Add(uint8(1), int64(1<<62), int64(1<<62), int64(1<<31), int64(1<<31), int64(1<<63-1), int64(1<<31), 1e300, int64(1<<31), "1e400")
+	f.Add(uint8(0), int64(250), int64(250), int64(0), int64(0), int64(0), int64(0), 0.0, int64(0), "-0")
+	e, err := engine.New(engine.Options{ModelPath: sharedtest.Path(f, "models", "tiny-qwen3-a"), SequenceLength: 256, BatchSize: 2, Threads: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = e.Close() })
+	s, err := New(firstToken{FromEngine(e)}, Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := s.Handler()
+	f.Fuzz(func(t *testing.T, route uint8, maxTok, minTok, topK, topLP, seed, biasID int64, bias float64, stopID int64, raw string) {
+		fields := []string{
+			fmt.Sprintf(`"min_tokens":%d`, minTok), fmt.Sprintf(`"top_k":%d`, topK), fmt.Sprintf(`"seed":%d`, seed),
+			fmt.Sprintf(`"logit_bias":{"%d":%v}`, biasID, bias), fmt.Sprintf(`"stop_token_ids":[%d]`, stopID),
+		}
+		maxField := fmt.Sprintf("%d", maxTok)
+		if raw != "" {
+			maxField = raw
+		}
+		path, prompt := "/v1/chat/completions", `"messages":[{"role":"user","content":"hi"}]`
+		if route%2 == 0 {
+			fields = append(fields, `"logprobs":true`, fmt.Sprintf(`"top_logprobs":%d`, topLP), `"max_completion_tokens":`+maxField)
+		} else {
+			path, prompt = "/v1/completions", `"prompt":"hi"`
+			fields = append(fields, fmt.Sprintf(`"logprobs":%d`, topLP), `"max_tokens":`+maxField)
+		}
+		// Each field alone, then all together.
+		for i := 0; i <= len(fields); i++ {
+			body := "{" + prompt + "," + strings.Join(fields, ",") + "}"
+			if i < len(fields) {
+				body = "{" + prompt + "," + fields[i] + "}"
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+			if rec.Code >= 500 {
+				t.Fatalf("%s %s: %d %s", path, body, rec.Code, rec.Body.String())
+			}
+			if rec.Code >= 400 && !strings.Contains(rec.Body.String(), `"error":{"message":`) {
+				t.Fatalf("%s %s: %d without an OpenAI error body: %s", path, body, rec.Code, rec.Body.String())
+			}
 		}
 	})
 }

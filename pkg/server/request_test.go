@@ -44,8 +44,8 @@ func wantError(t *testing.T, status int, body []byte, wantStatus int, param, cod
 	if status != wantStatus || json.Unmarshal(body, &e) != nil || e.Error.Message == "" {
 		t.Fatalf("status %d, want %d with an error body: %s", status, wantStatus, body)
 	}
-	if e.Error.Param == nil || *e.Error.Param != param {
-		t.Errorf("param %v, want %q: %s", e.Error.Param, param, body)
+	if got := e.Error.Param; param == "" && got != nil || param != "" && (got == nil || *got != param) {
+		t.Errorf("param %v, want %q: %s", got, param, body)
 	}
 	if code != "" && (e.Error.Code == nil || *e.Error.Code != code) {
 		t.Errorf("code %v, want %q: %s", e.Error.Code, code, body)
