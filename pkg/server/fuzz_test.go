@@ -36,16 +36,22 @@ func FuzzRequests(f *testing.F) {
 	h := s.Handler()
 	routes := []string{"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}
 	f.Fuzz(func(t *testing.T, route uint8, body string) {
-		path := routes[int(route)%len(routes)]
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
-		if rec.Code >= 500 {
-			t.Fatalf("%s %q: %d %s", path, body, rec.Code, rec.Body.String())
-		}
-		if rec.Code >= 400 && !strings.Contains(rec.Body.String(), `"error":{"message":`) {
-			t.Fatalf("%s %q: %d without an OpenAI error body: %s", path, body, rec.Code, rec.Body.String())
-		}
+		checkAnswer(t, h, routes[int(route)%len(routes)], body)
 	})
+}
+
+// checkAnswer posts body to path: the answer is a success or a 4xx in
+// OpenAI's error shape, never a 5xx.
+func checkAnswer(t *testing.T, h http.Handler, path, body string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+	if rec.Code >= 500 {
+		t.Fatalf("%s %q: %d %s", path, body, rec.Code, rec.Body.String())
+	}
+	if rec.Code >= 400 && !strings.Contains(rec.Body.String(), `"error":{"message":`) {
+		t.Fatalf("%s %q: %d without an OpenAI error body: %s", path, body, rec.Code, rec.Body.String())
+	}
 }
 
 // firstToken ends every generation after its first token: the fuzzing
@@ -104,14 +110,7 @@ func FuzzExtremeIntegers(f *testing.F) {
 			if i < len(fields) {
 				body = "{" + prompt + "," + fields[i] + "}"
 			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
-			if rec.Code >= 500 {
-				t.Fatalf("%s %s: %d %s", path, body, rec.Code, rec.Body.String())
-			}
-			if rec.Code >= 400 && !strings.Contains(rec.Body.String(), `"error":{"message":`) {
-				t.Fatalf("%s %s: %d without an OpenAI error body: %s", path, body, rec.Code, rec.Body.String())
-			}
+			checkAnswer(t, h, path, body)
 		}
 	})
 }

@@ -17,27 +17,6 @@ import (
 	"github.com/openai/openai-go/v3/option"
 )
 
-// serveOn serves s on a loopback listener; stop cancels Serve's context
-// (SIGTERM) and returns Serve's error.
-func serveOn(t *testing.T, s *Server) (base string, stop func() error) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	var once sync.Once
-	var serveErr error
-	stop = func() error {
-		once.Do(func() { cancel(); serveErr = <-done })
-		return serveErr
-	}
-	t.Cleanup(func() { _ = stop() })
-	return "http://" + ln.Addr().String(), stop
-}
-
 // waitClosed reads from c until the server closes it; it fails the test if
 // that takes longer than within.
 func waitClosed(t *testing.T, c net.Conn, within time.Duration) string {
