@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -54,17 +56,23 @@ func checkAnswer(t *testing.T, h http.Handler, path, body string) {
 	}
 }
 
-// firstToken ends every generation after its first token: the fuzzing
-// below is about the request → engine.Request path, not about generating.
-type firstToken struct{ Engine }
+// validateOnly hands requests to the real engine, which validates them and
+// sizes their buffers, under an already-cancelled context, so that its
+// scheduler drops them before any forward pass: the fuzzing below is about
+// the request → engine.Request path, not about generating (a forward pass
+// under coverage instrumentation would leave a handful of executions a
+// minute). A request the engine accepts counts as a one-token reply.
+type validateOnly struct{ Engine }
 
-func (f firstToken) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
-	return f.Engine.Generate(ctx, req, func(ev Event) error {
-		if err := fn(ev); err != nil {
-			return err
-		}
-		return ErrStop
-	})
+func (v validateOnly) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	res, err := v.Engine.Generate(cancelled, req, fn)
+	if errors.Is(err, context.Canceled) {
+		return Result{PromptTokens: len(req.Tokens), CompletionTokens: 1, FinishReason: "length",
+			Tokens: append(slices.Clip(req.Tokens), 0)}, nil
+	}
+	return res, err
 }
 
 // FuzzExtremeIntegers sends every integer field the server reads, at any
@@ -83,7 +91,7 @@ func FuzzExtremeIntegers(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = e.Close() })
-	s, err := New(firstToken{FromEngine(e)}, Options{})
+	s, err := New(validateOnly{FromEngine(e)}, Options{})
 	if err != nil {
 		f.Fatal(err)
 	}
