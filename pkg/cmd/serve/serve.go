@@ -89,7 +89,7 @@ streams still running then get an error event and [DONE]), then exits.`,
 	fl.DurationVar(&opts.ReadTimeout, "read-timeout", 30*time.Second, "longest wait for a request's headers, then for its body (408 beyond)")
 	fl.DurationVar(&opts.WriteTimeout, "write-timeout", 60*time.Second, "longest a client may stop reading a response before it is disconnected (never cuts a stream that is read)")
 	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", 120*time.Second, "keep-alive connections idle that long are closed")
-	fl.IntVar(&opts.MaxConnections, "max-connections", 1024, "open connections at most; more wait in the listen backlog (0 = no limit)")
+	fl.IntVar(&opts.MaxConnections, "max-connections", 4096, "open connections at most; more wait in the listen backlog (0 = no limit; keep it above --max-queue + slots)")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "log every request failure and engine detail")
 	return cmd
 }

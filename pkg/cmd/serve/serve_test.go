@@ -26,7 +26,7 @@ func TestFlags(t *testing.T) {
 		{nil, nil, func(o *Options) bool {
 			return o.Host == "0.0.0.0" && o.Port == 8000 && o.BatchSize == 4 && o.SequenceLength == 4096 && o.APIKey == "" &&
 				o.DrainTimeout == 30*time.Second && o.ReadTimeout == 30*time.Second && o.WriteTimeout == time.Minute &&
-				o.IdleTimeout == 2*time.Minute && o.MaxConnections == 1024
+				o.IdleTimeout == 2*time.Minute && o.MaxConnections == 4096
 		}},
 		{[]string{"--drain-timeout", "5s", "--read-timeout", "1s", "--write-timeout", "2s", "--idle-timeout", "3s", "--max-connections", "7"},
 			nil, func(o *Options) bool {
