@@ -9,6 +9,7 @@
 package gemm
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -82,7 +83,7 @@ type Context struct {
 	maxM, maxK int
 
 	xf     []float32 // f32 activations in tile form (as pairs: padded to an even K)
-	xp     []uint32  // bf16 pairs or u8 quads in tile form
+	xp     []uint32  // bf16 pairs or u8 quads in tile form, in xf's memory
 	sx     []float32 // int8: per-row scales
 	worker []workerState
 	task   task
@@ -101,22 +102,36 @@ type workerState struct {
 const swigluChunk = 4
 
 // NewContext allocates the scratch for products of up to maxM rows and maxK
-// inputs on pool, for the kernel path active now (kernels.Active).
+// inputs on pool, for the kernel paths chosen now: kernels.PathFor
+// MatMulBF16 and MatMulInt8 (f32 weights take the bf16 path's f32 kernels).
 func NewContext(pool *threads.Pool, maxM, maxK int) *Context {
+	return newContext(pool, maxM, maxK, kernels.PathFor(kernels.MatMulBF16), kernels.PathFor(kernels.MatMulInt8))
+}
+
+func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Context {
 	if maxM < 1 || maxK < 1 {
 		panic(fmt.Sprintf("gemm.NewContext: maxM %d, maxK %d", maxM, maxK))
 	}
-	path := kernels.Active()
-	c := &Context{pool: pool, path: path, set: kernelsFor(path), maxM: maxM, maxK: maxK}
-	switch {
+	set := kernelsFor(bf16)
+	if int8 != bf16 {
+		q := kernelsFor(int8)
+		set.quads, set.quadRows = q.quads, cmp.Or(q.quadRows, q.rows)
+	}
+	c := &Context{pool: pool, path: bf16, set: set, maxM: maxM, maxK: maxK}
+	// Both paths run on this CPU, so the higher one's preparation and
+	// epilogue code do too (they give the same bits on every path).
+	switch path := max(bf16, int8); {
 	case path >= kernels.AVX512:
 		c.prep, c.silu = simdPrep, siluAVX512
 	case path == kernels.AVX2:
 		c.silu = siluAVX2
 	}
 	kpad := ceilDiv(maxK, 4) * 4
+	// A call prepares its activations in one form only, and each call
+	// prepares its own: xf and xp can share memory, which a long
+	// single-pass prefill pays per row.
 	c.xf = alignedF32(maxM * kpad)
-	c.xp = alignedU32(maxM * kpad / 2)
+	c.xp = unsafe.Slice((*uint32)(unsafe.Pointer(&c.xf[0])), maxM*kpad/2)
 	c.sx = make([]float32, maxM)
 	c.worker = make([]workerState, pool.Size())
 	for i := range c.worker {
@@ -129,7 +144,17 @@ func NewContext(pool *threads.Pool, maxM, maxK int) *Context {
 	return c
 }
 
-// Path is the kernel path this Context runs.
+// ScratchBytes is the memory of the prepared activations and the workers'
+// buffers: it grows with maxM (a long single-pass prefill pays it per row).
+func (c *Context) ScratchBytes() int64 {
+	n := 4 * int64(len(c.xf)+len(c.sx)) // xp is in xf
+	for i := range c.worker {
+		n += 4 * int64(len(c.worker[i].up)+len(c.worker[i].wide))
+	}
+	return n
+}
+
+// Path is the kernel path this Context runs bf16 weights on.
 func (c *Context) Path() kernels.Path { return c.path }
 
 // MatMul sets y[m,N] = x[m,K] · Wᵀ.

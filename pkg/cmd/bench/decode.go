@@ -20,7 +20,7 @@ type DecodeOptions struct {
 }
 
 func newCmdDecode(f *cmdutil.Factory, runF func(*DecodeOptions) error) *cobra.Command {
-	opts := &DecodeOptions{Common: Common{IO: f.IO}}
+	opts := &DecodeOptions{Common: Common{IO: f.IO, Version: f.Version}}
 	cmd := &cobra.Command{
 		Use:     "decode",
 		Short:   "Time per output token per context depth and batch, as a fraction of DRAM bandwidth",
@@ -50,24 +50,20 @@ func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
 	if err != nil {
 		return err
 	}
-	kvBytes, err := modelcfg.KVBytesPerElem(opts.KVDType)
-	if err != nil {
-		return err
-	}
 	seq := bench.DecodeSequenceLength(slices.Max(depths), decodeWarmup, opts.Tokens)
 	s, err := opts.start(cmd.Context(), seq, slices.Max(batches), 0)
 	if err != nil {
 		return err
 	}
+	kvBytes, err := modelcfg.KVBytesPerPosition(s.cfg, opts.KVDType)
+	if err != nil {
+		return err
+	}
 	defer s.engine.Close()
 	p := opts.progress(len(depths)*len(batches)*max(opts.Repeat, 1), "decode")
-	dram := 0.0
-	if c := s.machine.Ceilings; c != nil {
-		dram = c.DRAMGBps * 1e9
-	}
 	res, err := bench.RunDecode(cmd.Context(), s.engine, s.cfg, bench.DecodeOptions{
 		Depths: depths, Batches: batches, Tokens: opts.Tokens, Warmup: decodeWarmup, Repeat: opts.Repeat,
-		Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes, DRAM: dram, Scale: s.scale,
+		Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes, DRAM: dramBytes(s.machine.Ceilings), Scale: s.scale,
 	}, p)
 	p.Done()
 	if err != nil {

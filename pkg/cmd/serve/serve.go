@@ -110,6 +110,9 @@ func serveRun(opts *Options) error {
 	if opts.MaxConnections < 0 {
 		return fmt.Errorf("--max-connections %d: must be 0 (no limit) or positive", opts.MaxConnections)
 	}
+	if err := cmdutil.ChooseKernels(opts.Version, log); err != nil {
+		return err
+	}
 	eo := opts.EngineFlags.Options()
 	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
 	eng, err := engine.New(eo)
