@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -92,24 +91,6 @@ func sseData(t *testing.T, r io.Reader) []string {
 }
 
 const hi = `"messages":[{"role":"user","content":"hi"}]`
-
-// syncBuffer is a log destination the test reads while handlers write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestUnknownFieldsIgnored: the fields newer SDKs send are ignored (logged
 // once per name), while the fields the server reads keep strict types.

@@ -29,11 +29,14 @@ type Options struct {
 	MaxBodyBytes int64
 	// Version is reported by GET /version.
 	Version string
-	// SessionDir keeps transcript sessions across restarts; "" keeps them
-	// in memory only.
-	SessionDir string
-	// MaxSessions bounds the transcript sessions held in memory; 0 means 1024.
+	// MaxSessions bounds the transcript sessions held in memory; 0 means
+	// 1024. The engine's session store, if any, keeps them all.
 	MaxSessions int
+	// SessionTTL forgets sessions idle for longer; 0 = never. (The engine
+	// applies its own to what it keeps.)
+	SessionTTL time.Duration
+	// Clock ages sessions; nil = time.Now (tests inject one).
+	Clock func() time.Time
 	// DrainTimeout bounds how long Serve waits for in-flight requests once
 	// its context is cancelled; then the requests still running end with an
 	// error (a stream with an error event and [DONE]). 0 means 30s.
@@ -97,6 +100,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
 	s := &Server{eng: eng, tok: eng.Tokenizer(), tmpl: eng.ChatTemplate(), opts: opts, created: time.Now().Unix()}
 	s.model = opts.ModelName
 	if s.model == "" {
@@ -104,11 +110,10 @@ func New(eng Engine, opts Options) (*Server, error) {
 	}
 	s.endIDs = eng.EOS()
 	s.metrics = newMetrics(eng)
-	sessions, err := newSessionStore(opts.SessionDir, opts.MaxSessions)
-	if err != nil {
-		return nil, err
+	s.sessions = newSessionStore(eng, opts.MaxSessions, opts.SessionTTL, opts.Clock, opts.Logger)
+	if opts.APIKey == "" {
+		opts.Logger.Warn("no API key: every route, including the session admin routes (GET /v1/sessions, DELETE /v1/sessions/{id}), is open to anyone who can connect")
 	}
-	s.sessions = sessions
 	s.drain, s.stopDrain = context.WithCancelCause(context.Background())
 	return s, nil
 }
@@ -127,6 +132,8 @@ func (s *Server) Handler() http.Handler {
 		{"POST /tokenize", s.handleTokenize},
 		{"POST /detokenize", s.handleDetokenize},
 		{"GET /version", s.handleVersion},
+		{"GET /v1/sessions", s.handleSessions},
+		{"DELETE /v1/sessions/{id...}", s.handleDeleteSession},
 	} {
 		mux.Handle(r.pattern, s.authorized(s.instrument(r.pattern, r.h)))
 	}
@@ -219,8 +226,8 @@ func (s *Server) instrument(route string, h func(http.ResponseWriter, *http.Requ
 // Serve answers requests on ln until ctx is cancelled, then stops accepting
 // and waits (up to DrainTimeout) for in-flight requests to finish. Requests
 // still running then end with an error (streams get an error event and
-// [DONE]); Serve returns once every handler has returned, so every session
-// transcript is written.
+// [DONE]); Serve returns once every handler has returned and the sessions
+// are saved.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.opts.MaxConnections > 0 {
 		ln = limitListener(ln, s.opts.MaxConnections)
@@ -251,6 +258,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	s.handlers.Wait()
+	// Transcripts are written as each request ends (a cut one included);
+	// the KV the engine holds in slots is written now (a closed engine
+	// wrote it as it closed).
+	if err := s.SaveSessions(); err != nil && !errors.Is(err, ErrClosed) {
+		drainErr = errors.Join(drainErr, fmt.Errorf("save sessions: %w", err))
+	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return errors.Join(fmt.Errorf("serve: %w", err), drainErr)
 	}
