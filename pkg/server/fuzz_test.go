@@ -25,6 +25,9 @@ func FuzzRequests(f *testing.F) {
 		`{"messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required","max_tokens":4}`,
 		`{"prompt":[1,2,3],"max_tokens":2}`, `{"prompt":"hi","stop":["i"],"max_tokens":2}`, `{"tokens":[104,105]}`,
 		`{"messages":[{"role":"assistant","tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{]"}}]}]}`,
+		`{"messages":[{"role":"user","content":"x"}],"logit_bias":{"65":5},"min_tokens":2,"ignore_eos":true,"skip_special_tokens":false,"max_tokens":4}`,
+		`{"prompt":"x","guided_json":{"type":"object"},"stop":["}"],"include_stop_str_in_output":true,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+		`{"messages":[{"role":"user","content":"x"}],"reasoning_effort":"none","service_tier":"auto","stop_token_ids":[65]}`,
 		`{"messages":5}`, `{`, "\xff",
 	} {
 		f.Add(uint8(0), seed)
