@@ -1,12 +1,15 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,5 +111,83 @@ func TestServeRun(t *testing.T) {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
 		}
+	}
+}
+
+// startServe runs serveRun on the tiny model with a session store in dir;
+// stop cancels it (SIGTERM) and returns its result. The test ends with a stop.
+func startServe(t *testing.T, dir string, drain time.Duration) (base string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	opts := &Options{IO: cmdutil.IOStreams{Out: io.Discard, ErrOut: io.Discard}, Ctx: ctx, Version: "test",
+		EngineFlags: cmdutil.EngineFlags{ModelPath: tinyModel(t), DType: "bf16", KVDType: "bf16", Threads: 1, SequenceLength: 4096, BatchSize: 1},
+		Host:        "127.0.0.1", MaxQueue: 4, MaxBodyBytes: 1 << 20, SessionStore: dir, SessionTTL: time.Hour, DrainTimeout: drain,
+		Ready: func(a net.Addr) { addr <- a }}
+	done := make(chan error, 1)
+	go func() { done <- serveRun(opts) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case a := <-addr:
+		return "http://" + a.String(), stop
+	case err := <-done:
+		t.Fatalf("serveRun: %v", err)
+	}
+	return "", nil
+}
+
+// TestServeDrainsStreams: SIGTERM during a long stream on the real engine
+// ends it, once the drain timeout expires, with an error event and [DONE];
+// the session is saved and found by the next server on the same store.
+func TestServeDrainsStreams(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir, 300*time.Millisecond)
+	req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(
+		`{"messages":[{"role":"user","content":"Tell me a long story."}],"stream":true,"ignore_eos":true,"temperature":0}`))
+	req.Header.Set("X-Session-ID", "drained")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil { // the stream has begun
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	rest, _ := io.ReadAll(r)
+	events := strings.Split(strings.TrimSpace(string(rest)), "\n\n")
+	if n := len(events); n < 3 || events[n-1] != "data: [DONE]" ||
+		!strings.HasPrefix(events[n-2], `data: {"error":{`) || !strings.Contains(events[n-2], `"code":"server_shutting_down"`) {
+		t.Fatalf("the stream ended with %q", events[max(0, len(events)-2):])
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("serveRun: %v", err)
+	}
+
+	base, _ = startServe(t, dir, time.Second)
+	list, err := http.Get(base + "/v1/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer list.Body.Close()
+	var sessions struct {
+		Data []struct {
+			ID     string
+			Tokens int
+		}
+	}
+	if err := json.NewDecoder(list.Body).Decode(&sessions); err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions.Data) != 1 || sessions.Data[0].ID != "drained" || sessions.Data[0].Tokens < 20 {
+		t.Errorf("sessions after the restart: %+v", sessions.Data)
 	}
 }
