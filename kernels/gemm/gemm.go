@@ -229,8 +229,10 @@ func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
 	switch {
 	case m == 1 && (t.form == formF32 || t.form == formPairs && w.K%2 == 0):
 		t.xs = unsafe.Pointer(&x[0]) // one row is already in form
-	case m == 1:
-		t.prepare(0, 1) // too little work to wake the pool for
+	case m <= t.rows:
+		// One row tile (a decode step's batch): phase 0 would hand it to one
+		// worker anyway, so a pool dispatch would only add a barrier.
+		t.prepare(0, m)
 	default:
 		t.phase = 0
 		c.pool.Run(t)

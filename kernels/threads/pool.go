@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -28,10 +29,19 @@ type TaskFunc func(worker, workers int)
 // Run calls f.
 func (f TaskFunc) Run(worker, workers int) { f(worker, workers) }
 
-// spinIters bounds how long an idle worker busy-waits for the next task before
-// parking: long enough to bridge the gap between two kernels of one step,
-// short enough not to steal a shared core between requests.
-const spinIters = 1 << 14
+// spinWait bounds how long a waiting thread busy-waits before it blocks:
+// an idle worker for the next task, Run's caller for the last worker to
+// finish. Within a decode step the gaps between kernels and the imbalance at
+// their ends are a few µs, far below it, so a step runs without a single
+// sleep or wake; a thread whose partner the OS has descheduled (another
+// process wants the core: a time slice is milliseconds) stops burning the
+// core after it, instead of spinning or calling runtime.Gosched, which
+// cannot give the core back to the OS and costs a scheduler round trip with
+// locks each time. Measured in docs/performance.md.
+var spinWait = 50 * time.Microsecond
+
+// spinCheck is how many spins pass between two looks at the clock.
+const spinCheck = 256
 
 type worker struct {
 	parked atomic.Int32 // 1 while blocked on wake
@@ -50,6 +60,9 @@ type Pool struct {
 	task    Task
 	panicV  atomic.Pointer[any]
 	closed  atomic.Bool
+	waiting atomic.Int32  // 1 while Run's caller is blocked on done
+	done    chan struct{} // the last worker to finish wakes a blocked Run
+	runs    uint64
 }
 
 // New starts a pool of n workers (n < 1 means one per available CPU).
@@ -59,7 +72,7 @@ func New(n int, pin bool) *Pool {
 	if n < 1 {
 		n = len(cpus)
 	}
-	p := &Pool{n: n, workers: make([]worker, n)}
+	p := &Pool{n: n, workers: make([]worker, n), done: make(chan struct{}, 1)}
 	for i := 1; i < n; i++ {
 		p.workers[i].wake = make(chan struct{}, 1)
 		cpu := -1
@@ -74,9 +87,14 @@ func New(n int, pin bool) *Pool {
 // Size is the number of workers.
 func (p *Pool) Size() int { return p.n }
 
+// Runs is the number of Run calls so far: on a pool of more than one worker
+// each is a barrier, the unit a decode step's overhead is counted in.
+func (p *Pool) Runs() uint64 { return p.runs }
+
 // Run runs t on every worker and returns when all have finished.
 // A panic in any worker is re-raised here.
 func (p *Pool) Run(t Task) {
+	p.runs++
 	if p.n == 1 {
 		t.Run(0, 1)
 		return
@@ -91,14 +109,42 @@ func (p *Pool) Run(t Task) {
 		}
 	}
 	p.runOne(t, 0)
-	for spins := 0; p.pending.Load() != 0; spins++ {
-		if spins > spinIters {
-			runtime.Gosched()
-		}
+	if p.pending.Load() != 0 {
+		p.await()
 	}
 	p.task = nil
 	if v := p.panicV.Swap(nil); v != nil {
 		panic(*v)
+	}
+}
+
+// await returns when every worker has finished the current task: it spins
+// for spinWait, then blocks until the last worker wakes it.
+func (p *Pool) await() {
+	var deadline time.Time
+	for spins := 1; p.pending.Load() != 0; spins++ {
+		if spins%spinCheck != 0 {
+			continue
+		}
+		if now := time.Now(); deadline.IsZero() {
+			deadline = now.Add(spinWait)
+			continue
+		} else if now.Before(deadline) {
+			continue
+		}
+		p.waiting.Store(1)
+		if p.pending.Load() == 0 && p.waiting.Swap(0) == 1 {
+			return // finished before any worker saw waiting: no wake-up is coming
+		}
+		<-p.done
+		return
+	}
+}
+
+// finished is a worker's end of a task; the last one wakes a blocked Run.
+func (p *Pool) finished() {
+	if p.pending.Add(-1) == 0 && p.waiting.Load() == 1 && p.waiting.Swap(0) == 1 {
+		p.done <- struct{}{}
 	}
 }
 
@@ -122,12 +168,18 @@ func (p *Pool) loop(i, cpu int) {
 	w := &p.workers[i]
 	var seen uint64 // New starts workers before the first Run, whose generation is 1
 	for {
-		spins := 0
-		for p.gen.Load() == seen {
+		var deadline time.Time
+		for spins := 1; p.gen.Load() == seen; spins++ {
 			if p.closed.Load() {
 				return
 			}
-			if spins++; spins < spinIters {
+			if spins%spinCheck != 0 {
+				continue
+			}
+			if now := time.Now(); deadline.IsZero() {
+				deadline = now.Add(spinWait)
+				continue
+			} else if now.Before(deadline) {
 				continue
 			}
 			w.parked.Store(1)
@@ -136,11 +188,11 @@ func (p *Pool) loop(i, cpu int) {
 				continue
 			}
 			<-w.wake
-			spins = 0
+			deadline = time.Time{}
 		}
 		seen = p.gen.Load()
 		p.runOne(p.task, i)
-		p.pending.Add(-1)
+		p.finished()
 	}
 }
 
