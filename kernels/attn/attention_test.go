@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -302,4 +303,68 @@ func TestNewRejectsShapes(t *testing.T) {
 			t.Errorf("New%v accepted", c)
 		}
 	}
+}
+
+// Begin/Head/End, each kv head run by whichever worker claims it, give
+// Forward's bits: decode rows, a short prefill and a batch of both.
+func TestHeadsMatchForward(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	for _, s := range []shape{{16, 8, 128, true}, {8, 2, 64, false}, {4, 4, 16, true}} {
+		f := newFixture(s, 3, 150, 5)
+		w := s.qHeads * s.headDim
+		eachPath(t, func(t *testing.T, _ kernels.Path) {
+			a := newAttention(t, pool, 16, s)
+			for _, seqs := range [][]Seq{
+				{{Slot: 0, Start: 140, N: 1}},
+				{{Slot: 1, Start: 0, N: 5}},
+				{{Slot: 2, Start: 70, N: 1}, {Slot: 0, Start: 3, N: 4, Row: 1}, {Slot: 1, Start: 149, N: 1, Row: 5}},
+			} {
+				rows := 0
+				for _, sq := range seqs {
+					rows += sq.N
+				}
+				q := make([]float32, rows*w)
+				for _, sq := range seqs {
+					copy(q[sq.Row*w:], f.q[sq.Slot][sq.Start*w:(sq.Start+sq.N)*w])
+				}
+				want, got := make([]float32, rows*w), make([]float32, rows*w)
+				a.Forward(want, q, f.c, seqs)
+				a.Begin(got, q, f.c, seqs)
+				var next atomic.Int32
+				pool.Run(threads.TaskFunc(func(worker, _ int) {
+					for h := int(next.Add(1)) - 1; h < s.kvHeads; h = int(next.Add(1)) - 1 {
+						a.Head(worker, s.kvHeads-1-h)
+					}
+				}))
+				a.End()
+				if !bitsEqual(got, want) {
+					t.Errorf("%v %+v: heads one by one differ from Forward", s, seqs)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreHeadMatchesStore(t *testing.T) {
+	for _, bf16 := range []bool{true, false} {
+		all, byHead := NewCache(2, 3, 4, 16, bf16), NewCache(2, 3, 4, 16, bf16)
+		k, v := make([]float32, 3*16), make([]float32, 3*16)
+		for i := range k {
+			k[i], v[i] = float32(i)*0.37-5, float32(i)*-1.13+2
+		}
+		all.Store(1, 2, k, v)
+		for h := range 3 {
+			byHead.StoreHead(1, 2, h, k[h*16:(h+1)*16], v[h*16:(h+1)*16])
+		}
+		if fmt.Sprint(all.K16, all.V16, all.K32, all.V32) != fmt.Sprint(byHead.K16, byHead.V16, byHead.K32, byHead.V32) {
+			t.Errorf("bf16 %v: StoreHead per head differs from Store", bf16)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("StoreHead of a short row did not panic")
+		}
+	}()
+	NewCache(1, 2, 4, 16, true).StoreHead(0, 0, 1, make([]float32, 15), make([]float32, 16))
 }

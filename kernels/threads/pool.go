@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,9 +45,8 @@ var spinWait = 50 * time.Microsecond
 const spinCheck = 256
 
 type worker struct {
-	parked atomic.Int32 // 1 while blocked on wake
-	wake   chan struct{}
-	_      [40]byte // keep workers' hot fields on separate cache lines
+	parked atomic.Uint32 // 1 while blocked (a futex word)
+	_      [60]byte      // keep workers' hot fields on separate cache lines
 }
 
 // Pool is a fixed set of workers. Worker 0 is the goroutine that calls Run;
@@ -60,8 +60,7 @@ type Pool struct {
 	task    Task
 	panicV  atomic.Pointer[any]
 	closed  atomic.Bool
-	waiting atomic.Int32  // 1 while Run's caller is blocked on done
-	done    chan struct{} // the last worker to finish wakes a blocked Run
+	waiting atomic.Uint32 // 1 while Run's caller is blocked (a futex word): the last worker to finish wakes it
 	runs    uint64
 }
 
@@ -72,9 +71,8 @@ func New(n int, pin bool) *Pool {
 	if n < 1 {
 		n = len(cpus)
 	}
-	p := &Pool{n: n, workers: make([]worker, n), done: make(chan struct{}, 1)}
+	p := &Pool{n: n, workers: make([]worker, n)}
 	for i := 1; i < n; i++ {
-		p.workers[i].wake = make(chan struct{}, 1)
 		cpu := -1
 		if pin && len(cpus) > 0 {
 			cpu = cpus[i%len(cpus)]
@@ -102,12 +100,7 @@ func (p *Pool) Run(t Task) {
 	p.task = t
 	p.pending.Store(int32(p.n - 1))
 	p.gen.Add(1)
-	for i := 1; i < p.n; i++ {
-		w := &p.workers[i]
-		if w.parked.Swap(0) == 1 {
-			w.wake <- struct{}{}
-		}
-	}
+	p.wakeAll()
 	p.runOne(t, 0)
 	if p.pending.Load() != 0 {
 		p.await()
@@ -133,20 +126,49 @@ func (p *Pool) await() {
 			continue
 		}
 		p.waiting.Store(1)
-		if p.pending.Load() == 0 && p.waiting.Swap(0) == 1 {
-			return // finished before any worker saw waiting: no wake-up is coming
+		for p.pending.Load() != 0 {
+			futexWait(&p.waiting, 1) // returns at once if the last worker has cleared it
 		}
-		<-p.done
+		p.waiting.Store(0)
 		return
 	}
 }
 
 // finished is a worker's end of a task; the last one wakes a blocked Run.
+// A wake-up that arrives late, in a later Run, is spurious there: await
+// checks pending again.
 func (p *Pool) finished() {
 	if p.pending.Add(-1) == 0 && p.waiting.Load() == 1 && p.waiting.Swap(0) == 1 {
-		p.done <- struct{}{}
+		futexWake(&p.waiting)
 	}
 }
+
+// wakeAll wakes the parked workers (after a new generation or Close).
+func (p *Pool) wakeAll() {
+	for i := 1; i < p.n; i++ {
+		if w := &p.workers[i]; w.parked.Swap(0) == 1 {
+			futexWake(&w.parked)
+		}
+	}
+}
+
+// futexWait blocks the thread while *addr == val (or until a spurious
+// wake-up). The pool blocks on futexes rather than channels: Go's blocking
+// primitives may allocate (sudogs) on a hot path that must not, and a
+// parked worker, locked to its thread, is woken by one system call.
+func futexWait(addr *atomic.Uint32, val uint32) {
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitPrivate, uintptr(val), 0, 0, 0)
+}
+
+// futexWake wakes a thread blocked on addr.
+func futexWake(addr *atomic.Uint32) {
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakePrivate, 1, 0, 0, 0)
+}
+
+const (
+	futexWaitPrivate = 0 | 128 // FUTEX_WAIT | FUTEX_PRIVATE_FLAG
+	futexWakePrivate = 1 | 128 // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
+)
 
 func (p *Pool) runOne(t Task, i int) {
 	defer func() {
@@ -183,11 +205,10 @@ func (p *Pool) loop(i, cpu int) {
 				continue
 			}
 			w.parked.Store(1)
-			if p.gen.Load() != seen || p.closed.Load() {
-				w.parked.Store(0)
-				continue
+			if p.gen.Load() == seen && !p.closed.Load() {
+				futexWait(&w.parked, 1) // returns at once if Run or Close has cleared it
 			}
-			<-w.wake
+			w.parked.Store(0)
 			deadline = time.Time{}
 		}
 		seen = p.gen.Load()
@@ -201,12 +222,7 @@ func (p *Pool) Close() {
 	if p.closed.Swap(true) {
 		return
 	}
-	for i := 1; i < p.n; i++ {
-		w := &p.workers[i]
-		if w.parked.Swap(0) == 1 {
-			w.wake <- struct{}{}
-		}
-	}
+	p.wakeAll()
 }
 
 // Split returns worker's share [lo, hi) of n items divided as evenly as

@@ -1,12 +1,14 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 )
 
@@ -188,4 +190,50 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFusedAttentionBitIdentical runs the same decode steps (one sequence,
+// then two with a 3-token prompt piece) with q/k/v and attention fused into
+// one task per kv head and unfused: the same bits, on a pool of 2 workers,
+// and the fused step makes one barrier fewer per layer.
+func TestFusedAttentionBitIdentical(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	eachPath(t, func(t *testing.T, m *Model) {
+		steps := [][]Segment{
+			{{Slot: 0, Tokens: []int32{785, 3974, 13876, 38835, 13, 198, 42, 7, 9, 11}, Logits: LogitsLast}},
+			{{Slot: 0, Start: 10, Tokens: []int32{13}, Logits: LogitsLast}},
+			{{Slot: 0, Start: 11, Tokens: []int32{77}, Logits: LogitsLast}, {Slot: 1, Tokens: []int32{5, 6, 7}, Logits: LogitsLast}},
+			{{Slot: 1, Start: 3, Tokens: []int32{8}, Logits: LogitsLast}, {Slot: 0, Start: 12, Tokens: []int32{9}, Logits: LogitsLast}},
+		}
+		run := func(fuse int) (logits [][]float32, runs []uint64) {
+			defer func(v int) { fusedRows = v }(fusedRows)
+			fusedRows = fuse
+			r := newRunner(t, m, kvcache.BF16, 2, 64, RunnerOptions{MaxTokens: 64, Pool: pool})
+			for _, segs := range steps {
+				before := pool.Runs()
+				if err := r.Forward(segs); err != nil {
+					t.Fatal(err)
+				}
+				runs = append(runs, pool.Runs()-before)
+				logits = append(logits, rows(r, r.NumLogits())...)
+			}
+			return logits, runs
+		}
+		fused, fusedRuns := run(8)
+		plain, plainRuns := run(0)
+		for i := range plain {
+			sameBits(t, fmt.Sprintf("logits row %d", i), fused[i], plain[i])
+		}
+		if m.Config.IsMoE() {
+			return
+		}
+		// A dense decode step: per layer q/k/v+attention, o_proj, gate/up, down; then lm_head.
+		layers := uint64(m.Config.NumHiddenLayers)
+		for i := 1; i < len(steps); i++ {
+			if want := 4*layers + 1; fusedRuns[i] != want || plainRuns[i] != want+layers {
+				t.Errorf("step %d: %d barriers fused, %d unfused; want %d and %d", i, fusedRuns[i], plainRuns[i], want, want+layers)
+			}
+		}
+	})
 }
