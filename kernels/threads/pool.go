@@ -39,7 +39,7 @@ func (f TaskFunc) Run(worker, workers int) { f(worker, workers) }
 // core after it, instead of spinning or calling runtime.Gosched, which
 // cannot give the core back to the OS and costs a scheduler round trip with
 // locks each time. Measured in docs/performance.md.
-var spinWait = 50 * time.Microsecond
+var spinWait = 20 * time.Microsecond
 
 // spinCheck is how many spins pass between two looks at the clock.
 const spinCheck = 256
