@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/chat"
