@@ -398,9 +398,14 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 	}
 	for b0 := p0; b0 < p1; b0 += blockPanels {
 		b1 := min(b0+blockPanels, p1)
-		base := unsafe.Add(w.base(), uintptr(b0)*a.ps) // panel b0
+		// Panel b0, or its block widened to f32 (a.ps is then the widened
+		// panel's size: w.base() plus it would point past the weights, which
+		// the garbage collector must never see).
+		var base unsafe.Pointer
 		if t.widen {
 			base = t.widenBlock(ws, w, b0, b1)
+		} else {
+			base = unsafe.Add(w.base(), uintptr(b0)*a.ps)
 		}
 		for r0 := 0; r0 < t.m; r0 += t.rows {
 			rows := min(t.rows, t.m-r0)
