@@ -38,7 +38,7 @@ type Options struct {
 	ModelPath string
 	// DType of the linear weights: "bf16" (default), "int8" or "f32".
 	DType string
-	// KVDType of the cache: "bf16" (default) or "f32".
+	// KVDType of the cache: "bf16" (default), "int8" or "f32".
 	KVDType string
 	// Threads of the kernel pool; 0 = cpu.DefaultThreads: one per physical
 	// core this process may use, within its cgroup CPU quota.

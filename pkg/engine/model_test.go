@@ -11,19 +11,20 @@ import (
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
 // runnerGreedy decodes prompt greedily by driving a Runner directly: the
 // reference the engine must match token for token.
-func runnerGreedy(t *testing.T, dir string, prompt []int32, n int) []int32 {
+func runnerGreedy(t *testing.T, dir string, kv kvcache.DType, prompt []int32, n int) []int32 {
 	t.Helper()
 	m, err := model.Load(dir, model.LoadOptions{DType: "bf16"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	cache, err := kvcache.New(m.Config, 1, 256, kvcache.BF16)
+	cache, err := kvcache.New(m.Config, 1, 256, kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestModelEngine(t *testing.T) {
 			const n = 12
 			want := make([][]int32, len(prompts))
 			for i, p := range prompts {
-				want[i] = runnerGreedy(t, dir, p, n)
+				want[i] = runnerGreedy(t, dir, kvcache.BF16, p, n)
 			}
 			noStop := []int32{}
 			// Alone, one after the other: prompt 2 shares a prefix with prompt 0.
@@ -114,10 +115,26 @@ func TestModelEngine(t *testing.T) {
 	}
 }
 
+// A session evicted to the store and restored continues as if recomputed,
+// with a bf16 and with an int8 cache (whose scales the file carries).
 func TestModelSessionStore(t *testing.T) {
+	for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
+		t.Run(string(kv), func(t *testing.T) { testModelSessionStore(t, kv) })
+	}
+}
+
+func testModelSessionStore(t *testing.T, kv kvcache.DType) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	store := t.TempDir()
-	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store})
+	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store, KVDType: string(kv)})
+	cfg, err := modelcfg.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPos, err := kvcache.BytesPerPosition(cfg, kv)
+	if err != nil || e.Info().KVBytes != perPos*256 || e.Info().KVDType != string(kv) {
+		t.Fatalf("KV %d bytes (%q), want 256 positions × %d (%v)", e.Info().KVBytes, e.Info().KVDType, perPos, err)
+	}
 	tok := e.Tokenizer()
 	noStop := []int32{}
 	_, a1 := collect(t, e, Request{Tokens: tok.Encode("Session A says hello"), MaxTokens: 6, SessionID: "a", StopTokens: noStop})
@@ -132,7 +149,7 @@ func TestModelSessionStore(t *testing.T) {
 	if n := e.Stats().PrefilledTokens - before; n != int64(len(delta)) {
 		t.Errorf("turn 2 prefilled %d tokens, want the delta %d", n, len(delta))
 	}
-	if want := runnerGreedy(t, dir, turn2, 6); !slices.Equal(got, want) {
+	if want := runnerGreedy(t, dir, kv, turn2, 6); !slices.Equal(got, want) {
 		t.Errorf("restored session: %v, recomputed: %v", got, want)
 	}
 
@@ -155,7 +172,7 @@ func TestModelSessionStore(t *testing.T) {
 	if r.Restored || r.CachedTokens != 0 || e.Stats().SessionsRecomputed != 1 {
 		t.Errorf("corrupt session: restored %v cached %d stats %+v", r.Restored, r.CachedTokens, e.Stats())
 	}
-	if want := runnerGreedy(t, dir, turn2, 6); !slices.Equal(got, want) {
+	if want := runnerGreedy(t, dir, kv, turn2, 6); !slices.Equal(got, want) {
 		t.Errorf("recomputed session: %v, runner: %v", got, want)
 	}
 }

@@ -20,7 +20,7 @@ var magic = [8]byte{'E', 'L', 'L', 'M', 'K', 'V', 0, 1}
 // header follows the magic. All fields little-endian.
 type header struct {
 	ConfigHash                     [32]byte
-	DType                          uint32 // 0 bf16, 1 f32
+	DType                          uint32 // 0 bf16, 1 f32, 2 int8
 	Layers, KVHeads, HeadDim, NPos uint32
 }
 
@@ -39,8 +39,11 @@ func ConfigHash(cfg *modelcfg.Config) [32]byte {
 func (c *Cache) header(n int) header {
 	h := header{ConfigHash: ConfigHash(c.cfg), Layers: uint32(c.Layers), KVHeads: uint32(c.KVHeads),
 		HeadDim: uint32(c.HeadDim), NPos: uint32(n)}
-	if c.DType == F32 {
+	switch c.DType {
+	case F32:
 		h.DType = 1
+	case Int8:
+		h.DType = 2
 	}
 	return h
 }
@@ -128,8 +131,9 @@ func (c *Cache) Import(r io.Reader, slot int) (int, error) {
 }
 
 // eachRun calls f with the bytes of positions [0, n) of every (layer, K|V, head)
-// of slot, in a fixed order. The bytes alias the cache (little-endian, as the
-// file format is: ellm runs on amd64 and arm64 only).
+// of slot, in a fixed order; for int8 each head's values are followed by
+// their n f32 scales. The bytes alias the cache (little-endian, as the file
+// format is: ellm runs on amd64 and arm64 only).
 func (c *Cache) eachRun(slot, n int, f func([]byte) error) error {
 	if n == 0 {
 		return nil
@@ -140,12 +144,16 @@ func (c *Cache) eachRun(slot, n int, f func([]byte) error) error {
 		for kv := 0; kv < 2; kv++ {
 			for h := 0; h < c.KVHeads; h++ {
 				o := c.offset(slot, h, 0)
-				var p unsafe.Pointer
+				var p, sp unsafe.Pointer
 				switch {
 				case c.DType == F32 && kv == 0:
 					p = unsafe.Pointer(&ly.K32[o])
 				case c.DType == F32:
 					p = unsafe.Pointer(&ly.V32[o])
+				case c.DType == Int8 && kv == 0:
+					p, sp = unsafe.Pointer(&ly.K8[o]), unsafe.Pointer(&ly.KS[o/c.HeadDim])
+				case c.DType == Int8:
+					p, sp = unsafe.Pointer(&ly.V8[o]), unsafe.Pointer(&ly.VS[o/c.HeadDim])
 				case kv == 0:
 					p = unsafe.Pointer(&ly.K16[o])
 				default:
@@ -153,6 +161,11 @@ func (c *Cache) eachRun(slot, n int, f func([]byte) error) error {
 				}
 				if err := f(unsafe.Slice((*byte)(p), n*c.HeadDim*es)); err != nil {
 					return err
+				}
+				if sp != nil {
+					if err := f(unsafe.Slice((*byte)(sp), n*c.DType.scaleSize())); err != nil {
+						return err
+					}
 				}
 			}
 		}
