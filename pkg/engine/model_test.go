@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -154,11 +153,10 @@ func testModelSessionStore(t *testing.T, kv kvcache.DType) {
 	}
 
 	// Session b was evicted to the store by a's turn; corrupt its KV bytes.
-	ent, ok := e.store.index["b"]
-	if !ok {
+	if !e.store.has("b") {
 		t.Fatal("session b is not in the store")
 	}
-	path := filepath.Join(store, ent.File)
+	path := e.store.path("b", kvExt)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
