@@ -214,18 +214,18 @@ func TestGrammarsCached(t *testing.T) {
 	eng := newFakeEngine(t, constReply(`{"a":1}`))
 	s, base := startServer(t, eng, Options{JSONStyle: "compact"})
 	rf := &openaiwire.ResponseFormat{Type: "json_schema", JSONSchema: &openaiwire.JSONSchema{Name: "x", Schema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`)}}
-	g1, err := s.chatGrammar(rf, openaiwire.ToolChoice{Mode: "none"}, nil, true)
+	g1, err := s.chatGrammar(rf, openaiwire.VLLMSampling{}, openaiwire.ToolChoice{Mode: "none"}, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g2, _ := s.chatGrammar(rf, openaiwire.ToolChoice{Mode: "none"}, nil, true)
+	g2, _ := s.chatGrammar(rf, openaiwire.VLLMSampling{}, openaiwire.ToolChoice{Mode: "none"}, nil, true)
 	tools := []openaiwire.Tool{{Type: "function", Function: openaiwire.Function{Name: "f", Parameters: json.RawMessage(`{"type":"object"}`)}}}
-	t1, err := s.chatGrammar(nil, openaiwire.ToolChoice{Mode: "required"}, tools, false)
+	t1, err := s.chatGrammar(nil, openaiwire.VLLMSampling{}, openaiwire.ToolChoice{Mode: "required"}, tools, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t2, _ := s.chatGrammar(nil, openaiwire.ToolChoice{Mode: "required"}, tools, false)
-	t3, _ := s.chatGrammar(nil, openaiwire.ToolChoice{Mode: "required"}, tools, true)
+	t2, _ := s.chatGrammar(nil, openaiwire.VLLMSampling{}, openaiwire.ToolChoice{Mode: "required"}, tools, false)
+	t3, _ := s.chatGrammar(nil, openaiwire.VLLMSampling{}, openaiwire.ToolChoice{Mode: "required"}, tools, true)
 	if g1 != g2 || t1 != t2 || t1 == t3 {
 		t.Errorf("grammars not shared as they should be: %p %p, %p %p %p", g1, g2, t1, t2, t3)
 	}
