@@ -22,7 +22,8 @@ func ScratchBytes(cfg *modelcfg.Config, slots, seqLen int, opts RunnerOptions, w
 	H, qd, kvd := int64(cfg.HiddenSize), int64(cfg.QDim()), int64(cfg.KVDim())
 	inter := int64(max(cfg.IntermediateSize, cfg.MoEIntermediateSize))
 	// x, xn, y; q/k/v (then the attention output); the MLP hidden (first the queries)
-	floats := M*(3*H+qd+2*kvd+max(inter, qd)) + int64(min(logits, m))*H + int64(logits)*int64(cfg.VocabSize)
+	floats := M*(3*H+qd+2*kvd+max(inter, qd)) + int64(min(m, fusedRows))*qd + // the fused decode path's attention output
+		int64(min(logits, m))*H + int64(logits)*int64(cfg.VocabSize)
 	if cfg.IsMoE() {
 		E, k := int64(cfg.NumExperts), int64(cfg.NumExpertsPerTok)
 		floats += M*E + E + 3*M*k + 2*M*H // router logits, probs, top-k weights, ids and order, expert rows in and out
