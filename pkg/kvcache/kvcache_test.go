@@ -174,3 +174,83 @@ func FuzzImport(f *testing.F) {
 		}
 	})
 }
+
+// samePositions reports whether positions [from, from+n) of slot a in c and
+// of slot b in d hold the same bits in every layer.
+func samePositions(c *Cache, a int, d *Cache, b, from, n int) bool {
+	for l := 0; l < c.Layers; l++ {
+		x, y := c.Layer(l), d.Layer(l)
+		for h := 0; h < c.KVHeads; h++ {
+			for p := from; p < from+n; p++ {
+				for i := 0; i < c.HeadDim; i++ {
+					oa, ob := c.offset(a, h, p)+i, d.offset(b, h, p)+i
+					if c.DType == F32 && (x.K32[oa] != y.K32[ob] || x.V32[oa] != y.V32[ob]) ||
+						c.DType == BF16 && (x.K16[oa] != y.K16[ob] || x.V16[oa] != y.V16[ob]) {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
+}
+
+func TestCopyAndBufferPositions(t *testing.T) {
+	for _, dt := range []DType{BF16, F32} {
+		t.Run(string(dt), func(t *testing.T) {
+			c, err := New(testConfig(t), 3, 8, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if want := 2 * 2 * 2 * 4 * dt.size(); c.PositionBytes() != want {
+				t.Fatalf("PositionBytes = %d, want %d", c.PositionBytes(), want)
+			}
+			fill(c, 0, 7, 0.25)
+			fill(c, 1, 8, 9)
+			if err := c.CopyPositions(1, 0, 2, 3); err != nil {
+				t.Fatal(err)
+			}
+			if !samePositions(c, 1, c, 0, 2, 3) {
+				t.Error("copied positions differ from the source")
+			}
+			if samePositions(c, 1, c, 0, 0, 2) || samePositions(c, 1, c, 0, 5, 1) {
+				t.Error("positions outside the copied range changed")
+			}
+
+			// Positions 1..4 of slot 0 go to buffer positions 3..6 of an
+			// 8-position buffer and back into slot 2.
+			buf := make([]byte, c.BufferBytes(8))
+			if err := c.SavePositions(buf, 8, 3, 0, 1, 4); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.LoadPositions(buf, 8, 3, 2, 1, 4); err != nil {
+				t.Fatal(err)
+			}
+			if !samePositions(c, 2, c, 0, 1, 4) {
+				t.Error("positions saved to a buffer and loaded back differ")
+			}
+			// A second range in the same buffer leaves the first intact.
+			if err := c.SavePositions(buf, 8, 0, 1, 6, 2); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.LoadPositions(buf, 8, 3, 2, 1, 4); err != nil || !samePositions(c, 2, c, 0, 1, 4) {
+				t.Errorf("buffer positions 3..6 overwritten by a save to 0..1 (%v)", err)
+			}
+
+			bad := []error{
+				c.CopyPositions(3, 0, 0, 1),
+				c.CopyPositions(1, 0, 6, 3),
+				c.CopyPositions(1, 0, -1, 1),
+				c.SavePositions(buf, 8, 6, 0, 0, 3),
+				c.SavePositions(buf[:len(buf)-1], 8, 0, 0, 0, 1),
+				c.LoadPositions(buf, 8, 0, 0, 7, 2),
+			}
+			for i, err := range bad {
+				if err == nil {
+					t.Errorf("out-of-range call %d accepted", i)
+				}
+			}
+		})
+	}
+}
