@@ -117,7 +117,9 @@ func TestModelEngine(t *testing.T) {
 func TestModelSessionStore(t *testing.T) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	store := t.TempDir()
-	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store})
+	// No prefix store: it would hold session b's prefix too, and this test
+	// is about what the session store does with a corrupt file.
+	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store, PrefixCacheBytes: -1})
 	tok := e.Tokenizer()
 	noStop := []int32{}
 	_, a1 := collect(t, e, Request{Tokens: tok.Encode("Session A says hello"), MaxTokens: 6, SessionID: "a", StopTokens: noStop})

@@ -439,6 +439,14 @@ func (b *rowBackend) forward([]model.Segment) error          { return nil }
 func (b *rowBackend) logits(int) []float32                   { return b.row }
 func (b *rowBackend) exportSlot(io.Writer, int, int) error   { return nil }
 func (b *rowBackend) importSlot(io.Reader, int) (int, error) { return 0, nil }
+func (b *rowBackend) copyPositions(int, int, int, int) error { return nil }
+func (b *rowBackend) positionBytes() int                     { return 1 }
+func (b *rowBackend) savePositions([]byte, int, int, int, int, int) error {
+	return nil
+}
+func (b *rowBackend) loadPositions([]byte, int, int, int, int, int) error {
+	return nil
+}
 
 func TestDecodeStepAllocatesNothing(t *testing.T) {
 	const vocab = 151936
