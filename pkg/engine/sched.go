@@ -311,10 +311,10 @@ func (e *Engine) start(j *job, s *slot) {
 	// At least the last prompt token is recomputed: its logits give the
 	// first generated token.
 	limit := len(prompt) - 1
-	reuse := min(commonPrefix(s.tokens[:s.kv], prompt), limit)
-	reuse = e.extendPrefix(j, s, reuse, limit)
+	own := min(commonPrefix(s.tokens[:s.kv], prompt), limit)
+	s.tokens = append(s.tokens[:own], prompt[own:]...)
+	reuse := e.extendPrefix(j, s, own, limit)
 	s.kv = reuse
-	s.tokens = append(s.tokens[:reuse], prompt[reuse:]...)
 	s.job = j
 	seed := e.rng.Uint64()
 	s.sampler.Reset(j.req.Sampling, prompt, j.req.Constraint, seed)
