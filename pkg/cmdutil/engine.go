@@ -15,6 +15,8 @@ type EngineFlags struct {
 	SequenceLength int
 	BatchSize      int
 	ChunkSize      int
+	// PrefixCacheBytes: -1 = the engine's default, 0 = no prefix store.
+	PrefixCacheBytes int64
 }
 
 // AddFlags defines the flags on fl; the KV shape's defaults and help are the command's.
@@ -26,10 +28,25 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.IntVar(&e.SequenceLength, "sequence-length", seqLen, seqHelp)
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
+	fl.Int64Var(&e.PrefixCacheBytes, "prefix-cache-bytes", -1,
+		"host memory keeping the KV of prompt prefixes evicted from the slots (0 = none, -1 = a quarter of the memory available at start-up)")
 }
 
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
 	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads,
-		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize}
+		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize,
+		PrefixCacheBytes: PrefixCacheOption(e.PrefixCacheBytes)}
+}
+
+// PrefixCacheOption maps --prefix-cache-bytes (0 = none, negative = the
+// default) onto engine.Options.PrefixCacheBytes (0 = the default, negative = none).
+func PrefixCacheOption(flag int64) int64 {
+	switch {
+	case flag == 0:
+		return -1
+	case flag < 0:
+		return 0
+	}
+	return flag
 }
