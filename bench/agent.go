@@ -89,21 +89,20 @@ const agentInstruction = 16
 func RunAgent(ctx context.Context, g Generator, cfg *modelcfg.Config, opts AgentOptions, progress *Progress) (AgentResults, error) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 4))
 	header := randomTokens(rng, cfg, 3, 1)
-	system := append(header, randomTokens(rng, cfg, max(opts.SystemTokens-len(header), 1), 2)...)
+	system := append(slices.Clone(header), randomTokens(rng, cfg, max(opts.SystemTokens-len(header), 1), 2)...)
 	memory := append(slices.Clone(header), randomTokens(rng, cfg, max(opts.MemoryTokens-len(header), 1), 3)...)
 	instruction := randomTokens(rng, cfg, agentInstruction, 4)
-	var history, prevMain, prevMemory []int32
+	var history []int32
 	var out AgentResults
-	send := func(turn int, kind string, prompt, prev []int32, maxTokens int) ([]int32, error) {
+	// reusable is what prompt shares with the previous request of its kind.
+	send := func(turn int, kind string, prompt []int32, reusable, maxTokens int) ([]int32, error) {
 		res, err := g.Generate(ctx, engine.Request{Tokens: prompt, MaxTokens: maxTokens, StopTokens: noStop}, discard)
 		if err != nil {
 			return nil, fmt.Errorf("agent turn %d, %s request: %w", turn, kind, err)
 		}
 		r := AgentRequest{Turn: turn, Kind: kind, Prompt: res.PromptTokens, Cached: res.CachedTokens,
 			Copied: res.CopiedTokens, Restored: res.StoreTokens, Prefilled: res.Prefilled,
-			TTFTms: ms(res.TTFT) * opts.Scale, Reusable: commonPrefix(prev, prompt)}
-		// At least the last prompt token is always computed.
-		r.Reusable = min(r.Reusable, len(prompt)-1)
+			TTFTms: ms(res.TTFT) * opts.Scale, Reusable: min(reusable, len(prompt)-1)} // the last token is always computed
 		if r.Reusable > 0 {
 			r.CachedFraction = float64(r.Cached) / float64(r.Reusable)
 		}
@@ -111,29 +110,23 @@ func RunAgent(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Agent
 		progress.Add(1)
 		return res.Tokens, nil
 	}
+	mainReusable, memoryReusable := 0, 0
 	for turn := 1; turn <= opts.Turns; turn++ {
+		// The main prompt extends the previous main transcript (its reply included).
 		history = append(history, randomTokens(rng, cfg, opts.TurnTokens, int32(10+turn))...)
 		prompt := append(slices.Clone(system), history...)
-		transcript, err := send(turn, "main", prompt, prevMain, opts.ReplyTokens)
+		transcript, err := send(turn, "main", prompt, mainReusable, opts.ReplyTokens)
 		if err != nil {
 			return nil, err
 		}
-		prevMain = transcript
+		mainReusable = len(transcript)
 		history = append(history, transcript[len(prompt):]...)
+		// The memory prompt extends the previous one but for its closing instruction.
 		prompt = append(append(slices.Clone(memory), history...), instruction...)
-		if prevMemory, err = send(turn, "memory", prompt, prevMemory, opts.MemoryReplyTokens); err != nil {
+		if _, err := send(turn, "memory", prompt, memoryReusable, opts.MemoryReplyTokens); err != nil {
 			return nil, err
 		}
+		memoryReusable = len(prompt) - len(instruction)
 	}
 	return out, nil
-}
-
-func commonPrefix(a, b []int32) int {
-	n := min(len(a), len(b))
-	for i := range n {
-		if a[i] != b[i] {
-			return i
-		}
-	}
-	return n
 }

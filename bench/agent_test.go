@@ -12,7 +12,8 @@ import (
 
 // recorder answers every request with a fixed reply and records it.
 type recorder struct {
-	reqs []engine.Request
+	reqs        []engine.Request
+	transcripts [][]int32
 }
 
 func (r *recorder) Generate(_ context.Context, req engine.Request, _ func(engine.Event) error) (engine.Result, error) {
@@ -21,7 +22,8 @@ func (r *recorder) Generate(_ context.Context, req engine.Request, _ func(engine
 	for i := range reply {
 		reply[i] = int32(len(r.reqs)*100 + i)
 	}
-	return engine.Result{PromptTokens: len(req.Tokens), Tokens: append(slices.Clone(req.Tokens), reply...)}, nil
+	r.transcripts = append(r.transcripts, append(slices.Clone(req.Tokens), reply...))
+	return engine.Result{PromptTokens: len(req.Tokens), Tokens: r.transcripts[len(r.transcripts)-1]}, nil
 }
 
 func TestRunAgentSendsTheAgentPattern(t *testing.T) {
@@ -43,22 +45,28 @@ func TestRunAgentSendsTheAgentPattern(t *testing.T) {
 		if len(req.Tokens)+req.MaxTokens > seq || req.SessionID != "" {
 			t.Errorf("request %d: %d + %d tokens > sequence length %d, or session %q", i, len(req.Tokens), req.MaxTokens, seq, req.SessionID)
 		}
-		if i >= 2 {
-			// Each request begins with the whole transcript of the previous one of its kind...
-			prev := g.reqs[i-2]
-			transcript := len(prev.Tokens) + prev.MaxTokens
-			if main && r.Reusable != transcript {
-				t.Errorf("main request %d reuses %d tokens of its predecessor's %d", i, r.Reusable, transcript)
-			}
-			// ...but for the memory request's closing instruction.
-			if !main && r.Reusable != len(prev.Tokens)-agentInstruction {
-				t.Errorf("memory request %d reuses %d tokens, want %d", i, r.Reusable, len(prev.Tokens)-agentInstruction)
-			}
+		if i < 2 {
+			continue
+		}
+		// A main request begins with the whole transcript of the previous
+		// one, a memory request with the previous one but its instruction.
+		prev := g.reqs[i-2]
+		shared := len(prev.Tokens) - agentInstruction
+		if main {
+			shared = len(prev.Tokens) + prev.MaxTokens
+		}
+		if r.Reusable != shared {
+			t.Errorf("request %d: %d reusable tokens, want %d", i, r.Reusable, shared)
+		}
+		if main && !slices.Equal(req.Tokens[:shared], g.transcripts[i-2]) ||
+			!main && !slices.Equal(req.Tokens[:shared], prev.Tokens[:shared]) {
+			t.Errorf("request %d does not begin with its predecessor's %d tokens", i, shared)
 		}
 	}
 	// The two kinds share only the template's first tokens.
-	if n := commonPrefix(g.reqs[0].Tokens, g.reqs[1].Tokens); n != 3 {
-		t.Errorf("main and memory prompts share %d tokens, want 3", n)
+	a, b := g.reqs[0].Tokens, g.reqs[1].Tokens
+	if !slices.Equal(a[:3], b[:3]) || a[3] == b[3] {
+		t.Errorf("main and memory prompts begin %v and %v, want 3 shared tokens", a[:4], b[:4])
 	}
 	if rows := res.Rows(); len(rows) != 7 || rows[6][0] != "main, turns 2+" {
 		t.Errorf("rows %v", rows)

@@ -151,6 +151,13 @@ func (f *fakeBackend) checkRange(slot, from, n int) error {
 	return nil
 }
 
+func (f *fakeBackend) checkBuffer(buf []byte, capacity, at, slot, from, n int) error {
+	if err := f.checkRange(slot, from, n); err != nil || at < 0 || at+n > capacity || len(buf) < 4*capacity {
+		return errors.Join(err, errors.New("fake: buffer range"))
+	}
+	return nil
+}
+
 func (f *fakeBackend) copyPositions(dst, src, from, n int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -170,8 +177,8 @@ func (f *fakeBackend) copyPositions(dst, src, from, n int) error {
 func (f *fakeBackend) savePositions(buf []byte, capacity, at, slot, from, n int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.checkRange(slot, from, n); err != nil || at < 0 || at+n > capacity || len(buf) < 4*capacity {
-		return errors.Join(err, errors.New("fake: buffer range"))
+	if err := f.checkBuffer(buf, capacity, at, slot, from, n); err != nil {
+		return err
 	}
 	for i := range n {
 		if f.kv[slot][from+i] < 0 {
@@ -185,8 +192,8 @@ func (f *fakeBackend) savePositions(buf []byte, capacity, at, slot, from, n int)
 func (f *fakeBackend) loadPositions(buf []byte, capacity, at, slot, from, n int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.checkRange(slot, from, n); err != nil || at < 0 || at+n > capacity || len(buf) < 4*capacity {
-		return errors.Join(err, errors.New("fake: buffer range"))
+	if err := f.checkBuffer(buf, capacity, at, slot, from, n); err != nil {
+		return err
 	}
 	for i := range n {
 		f.kv[slot][from+i] = int32(binary.LittleEndian.Uint32(buf[4*(at+i):]))
@@ -251,6 +258,20 @@ func newFakeEngine(t *testing.T, fo fakeOpts) (*Engine, *fakeBackend) {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e, be
+}
+
+// background runs req on its own goroutine and returns once its first token
+// is out (or it failed); wait waits for its end.
+func background(e *Engine, req Request) (wait func()) {
+	started, done := make(chan struct{}), make(chan struct{})
+	once := sync.OnceFunc(func() { close(started) })
+	go func() {
+		defer close(done)
+		defer once()
+		e.Generate(context.Background(), req, func(Event) error { once(); return nil })
+	}()
+	<-started
+	return func() { <-done }
 }
 
 // collect runs a request and returns the streamed tokens.
