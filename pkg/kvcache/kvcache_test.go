@@ -254,3 +254,38 @@ func TestCopyAndBufferPositions(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPositions moves 512 positions of a Qwen3-0.6B-shaped cache (112
+// KiB each with bf16): between slots, and to and from a host buffer, the
+// prefix cache's three moves.
+func BenchmarkPositions(b *testing.B) {
+	cfg, err := modelcfg.Preset("qwen3-0.6b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 512
+	c, err := New(cfg, 2, n, BF16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, c.BufferBytes(n))
+	for _, bc := range []struct {
+		name string
+		f    func() error
+	}{
+		{"copy", func() error { return c.CopyPositions(1, 0, 0, n) }},
+		{"save", func() error { return c.SavePositions(buf, n, 0, 0, 0, n) }},
+		{"load", func() error { return c.LoadPositions(buf, n, 0, 1, 0, n) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(n * c.PositionBytes()))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
