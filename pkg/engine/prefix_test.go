@@ -287,3 +287,30 @@ func TestPrefixStoreDisabledAndTooSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// With no empty slot, the least recently used slot is replaced, except the
+// one holding the request's longest prefix: that prefix is copied out of it
+// and it stays for the prompt that continues it.
+func TestVictimIsNotTheLongestPrefixHolder(t *testing.T) {
+	e, be := newFakeEngine(t, fakeOpts{slots: 2, seqLen: 512})
+	system := seqTokens(3, 60)
+	a := append(slices.Clone(system), seqTokens(40, 100)...)
+	collect(t, e, Request{Tokens: a, MaxTokens: 4})                 // slot 0, least recently used
+	collect(t, e, Request{Tokens: seqTokens(70, 80), MaxTokens: 4}) // slot 1
+	b := append(slices.Clone(system), seqTokens(50, 20)...)
+	got, res := collect(t, e, Request{Tokens: b, MaxTokens: 4})
+	if want := greedyRef(b, 4, 97, nil); !slices.Equal(got, want) {
+		t.Errorf("b: %v, want %v", got, want)
+	}
+	if res.CopiedTokens != len(system) || len(be.copies) != 1 || be.copies[0] != [4]int{1, 0, 0, len(system)} {
+		t.Errorf("b copied %d tokens (%v); want the system prompt from slot 0 into slot 1", res.CopiedTokens, be.copies)
+	}
+	// a is still whole in slot 0; the unrelated prompt went to the prefix store.
+	_, res = collect(t, e, Request{Tokens: a, MaxTokens: 4})
+	if res.CachedTokens != len(a)-1 || res.CopiedTokens != 0 || res.StoreTokens != 0 {
+		t.Errorf("a again: %+v, want all cached in place", res)
+	}
+	if st := e.Stats(); st.PrefixStoreSaved != 84 {
+		t.Errorf("%d positions saved, want the replaced prompt's 80 and its 4 generated tokens", st.PrefixStoreSaved)
+	}
+}
