@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 ARGS    ?= serve
 BIN     := bin/ellm
 
-.PHONY: build test test-go test-align bench lint run generate check-generate
+.PHONY: build test test-go test-align bench lint run generate check-generate check-tidy
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/ellm
@@ -43,3 +43,7 @@ generate:
 
 check-generate: generate
 	git diff --exit-code
+
+# go.mod must list exactly what the code imports (direct vs indirect included).
+check-tidy:
+	$(GO) mod tidy -diff

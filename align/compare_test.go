@@ -3,13 +3,18 @@ package align
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
 func ptr(v float64) *float64 { return &v }
 
 func TestLogitsRow(t *testing.T) {
-	fp32 := modelTol{LogitsMaxAbs: ptr(2e-3), LogitsCosineMin: ptr(0.999999), ArgmaxMustMatch: true}
+	fp32 := modelTol{LogitsMaxAbs: ptr(2e-3), LogitsCosineMin: ptr(0.999999), ArgmaxMustMatch: true}.withRules("fp32_engine")
+	argmaxOnly := modelTol{ArgmaxMustMatch: true}.withRules("fp32_engine")
+	// A bf16 manifest says argmax_must_match false and gives an all-position
+	// agreement fraction; FORMAT.md's margin rule still applies.
+	bf16 := modelTol{ArgmaxAgreeFracMin: ptr(1)}.withRules("bf16_engine")
 	want := []float32{1, 5, 2, 4.9995, 0}
 	tests := []struct {
 		name    string
@@ -22,9 +27,11 @@ func TestLogitsRow(t *testing.T) {
 		{"within max-abs", []float32{1.001, 5, 2, 4.9995, 0}, nil, fp32, Pass},
 		{"beyond max-abs", []float32{1.01, 5, 2, 4.9995, 0}, nil, fp32, Fail},
 		// 5 vs 4.9995: the margin 5e-4 < 2e-3 lets the argmax flip...
-		{"argmax flip on a tiny margin", []float32{1, 4.9996, 2, 4.9999, 0}, nil, modelTol{ArgmaxMustMatch: true}, Pass},
+		{"argmax flip on a tiny margin", []float32{1, 4.9996, 2, 4.9999, 0}, nil, argmaxOnly, Pass},
 		// ...but not where the reference margin is large.
-		{"argmax flip on a large margin", []float32{1, 4.9996, 2, 4.9999, 0}, []float32{1}, modelTol{ArgmaxMustMatch: true}, Fail},
+		{"argmax flip on a large margin", []float32{1, 4.9996, 2, 4.9999, 0}, []float32{1}, argmaxOnly, Fail},
+		{"bf16: flip below a 0.1 margin is reported, not failed", []float32{1, 4.9996, 2, 4.9999, 0}, []float32{0.05}, bf16, Pass},
+		{"bf16: flip at a 0.1 margin fails", []float32{1, 4.9996, 2, 4.9999, 0}, []float32{0.1}, bf16, Fail},
 		{"mean-abs bound", []float32{2, 6, 3, 5.9995, 1}, nil, modelTol{LogitsMeanAbsMax: ptr(0.5)}, Fail},
 	}
 	for _, tt := range tests {
@@ -32,6 +39,9 @@ func TestLogitsRow(t *testing.T) {
 			r := logitsRow("logits", []int{5}, [][]float32{tt.got}, want, tt.margins, tt.tol)
 			if r.Status != tt.status {
 				t.Errorf("status %s, want %s (%s)", r.Status, tt.status, r.Note)
+			}
+			if r.Status == Pass && !slices.Equal(tt.got, want) && argmax(tt.got) != argmax(want) && !strings.Contains(r.Note, "flipped") {
+				t.Errorf("an allowed argmax flip must be reported: %q", r.Note)
 			}
 		})
 	}

@@ -13,13 +13,30 @@ import (
 // modelTol is one tolerance set of a model case (fp32_engine or bf16_engine).
 // Nil bounds are not checked.
 type modelTol struct {
-	LogitsMaxAbs       *float64 `json:"logits_max_abs"`
-	LogitsCosineMin    *float64 `json:"logits_cosine_min"`
-	LogitsMeanAbsMax   *float64 `json:"logits_mean_abs_max"`
-	ArgmaxMustMatch    bool     `json:"argmax_must_match"`
-	HiddenMaxAbs       *float64 `json:"hidden_max_abs"`
-	FracCosine999Min   *float64 `json:"frac_positions_cosine_ge_0.999_min"`
+	LogitsMaxAbs     *float64 `json:"logits_max_abs"`
+	LogitsCosineMin  *float64 `json:"logits_cosine_min"`
+	LogitsMeanAbsMax *float64 `json:"logits_mean_abs_max"`
+	ArgmaxMustMatch  bool     `json:"argmax_must_match"`
+	HiddenMaxAbs     *float64 `json:"hidden_max_abs"`
+	FracCosine999Min *float64 `json:"frac_positions_cosine_ge_0.999_min"`
+	// ArgmaxAgreeFracMin was computed over all positions, not the few rows a
+	// case keeps: FORMAT.md makes it informative, so it is reported, never judged.
 	ArgmaxAgreeFracMin *float64 `json:"argmax_agree_frac_min"`
+
+	// argmaxMargin is the reference top-2 margin from which argmax must
+	// agree (when ArgmaxMustMatch); FORMAT.md states it in prose.
+	argmaxMargin float64
+}
+
+// withRules adds FORMAT.md's prose rules to a manifest's tolerance set:
+// with bf16 activations, argmax must agree wherever the reference margin
+// is at least greedyMarginBF16, whatever argmax_must_match says.
+func (t modelTol) withRules(set string) modelTol {
+	t.argmaxMargin = argmaxMarginFP32
+	if set == "bf16_engine" {
+		t.ArgmaxMustMatch, t.argmaxMargin = true, greedyMarginBF16
+	}
+	return t
 }
 
 // fp32 tolerances of FORMAT.md that manifests state only in prose.
@@ -40,6 +57,7 @@ func (c *caseRun) modelCase(kind string) error {
 	if err := unmarshalJSON(raw, &tol); err != nil {
 		return fmt.Errorf("%s tolerances: %w", set, err)
 	}
+	tol = tol.withRules(set)
 	m, err := c.model()
 	if err != nil {
 		return err
@@ -454,6 +472,7 @@ func logitsRow(name string, shape []int, got [][]float32, want []float32, margin
 	var reasons []string
 	var meanAbs float64
 	cos999, agree := 0, 0
+	var flips []string // argmax differences the margin rule allows
 	for i, g := range got {
 		w := want[i*V : (i+1)*V]
 		s := measure(g, w)
@@ -479,8 +498,10 @@ func logitsRow(name string, shape []int, got [][]float32, want []float32, margin
 			bad = fmt.Sprintf("row %d max-abs %.3g > %.3g", i, s.maxAbs, *tol.LogitsMaxAbs)
 		case tol.LogitsCosineMin != nil && !(cs >= *tol.LogitsCosineMin):
 			bad = fmt.Sprintf("row %d cosine %.7f < %.7f", i, cs, *tol.LogitsCosineMin)
-		case tol.ArgmaxMustMatch && !sameArgmax && margin >= argmaxMarginFP32:
+		case tol.ArgmaxMustMatch && !sameArgmax && float64(margin) >= tol.argmaxMargin:
 			bad = fmt.Sprintf("row %d argmax %d ≠ %d (margin %.3g)", i, argmax(g), argmax(w), margin)
+		case !sameArgmax:
+			flips = append(flips, fmt.Sprintf("row %d at margin %.3g", i, margin))
 		}
 		if bad != "" {
 			r.Outside++
@@ -494,14 +515,17 @@ func logitsRow(name string, shape []int, got [][]float32, want []float32, margin
 	if tol.FracCosine999Min != nil && !(float64(cos999)/n >= *tol.FracCosine999Min) {
 		reasons = append(reasons, fmt.Sprintf("%.2f of positions with cosine ≥ 0.999 < %.2f", float64(cos999)/n, *tol.FracCosine999Min))
 	}
-	if tol.ArgmaxAgreeFracMin != nil && !(float64(agree)/n >= *tol.ArgmaxAgreeFracMin) {
-		reasons = append(reasons, fmt.Sprintf("argmax agrees at %.2f of positions < %.2f", float64(agree)/n, *tol.ArgmaxAgreeFracMin))
-	}
 	if len(reasons) > 0 {
 		r.Status = Fail
 		r.Note = strings.Join(reasons[:min(3, len(reasons))], "; ")
 	} else {
 		r.Note = fmt.Sprintf("mean-abs %.3g, argmax agrees %d/%d", meanAbs, agree, len(got))
+		if len(flips) > 0 {
+			r.Note += "; flipped below the margin rule: " + strings.Join(flips, ", ")
+		}
+		if tol.ArgmaxAgreeFracMin != nil {
+			r.Note += fmt.Sprintf(" (manifest's all-position agreement figure %.2f: informative)", *tol.ArgmaxAgreeFracMin)
+		}
 	}
 	return r
 }

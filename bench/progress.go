@@ -26,21 +26,21 @@ func NewProgress(w io.Writer, total int, description string) *Progress {
 
 // Add advances the bar by n steps.
 func (p *Progress) Add(n int) {
-	if p.bar != nil {
+	if p != nil && p.bar != nil {
 		_ = p.bar.Add(n)
 	}
 }
 
 // Describe changes the label.
 func (p *Progress) Describe(s string) {
-	if p.bar != nil {
+	if p != nil && p.bar != nil {
 		p.bar.Describe(s)
 	}
 }
 
 // Done finishes the bar.
 func (p *Progress) Done() {
-	if p.bar != nil {
+	if p != nil && p.bar != nil {
 		_ = p.bar.Finish()
 	}
 }

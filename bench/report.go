@@ -67,6 +67,22 @@ func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
 	return c.FMAGFLOPS * 1e9
 }
 
+// MachinePeak is the best FLOP/s this machine offers for weights of dtype,
+// whichever kernel path reaches it: the denominator when engines that take
+// different paths are compared.
+func (c *Ceilings) MachinePeak(dtype string) float64 {
+	if c == nil {
+		return 0
+	}
+	switch dtype {
+	case "int8":
+		return c.VNNIGOPS * 1e9
+	case "f32":
+		return c.FMAGFLOPS * 1e9
+	}
+	return max(c.BF16GFLOPS, c.FMAGFLOPS) * 1e9
+}
+
 // DescribeMachine captures the CPU and the kernel path for a run on threads threads.
 func DescribeMachine(threads int) Machine {
 	var feats []string

@@ -16,10 +16,10 @@
 //   ModRM = 11 dst[2:0] src2[2:0]
 // The Go assembler rejects right shifts of negative values, so bits are
 // inverted with ^1 after shifting rather than with ~ before.
-// Checked against GNU as: VDPBF16PS_Z(3, 28, 0) = 62 f2 1e 40 52 c3 and
-// VDPBF16PS_Z(31, 1, 17) = 62 82 76 48 52 cf; TestMatMulAgainstReference and
-// TestSpecialValues
-// check the instruction's arithmetic bit for bit against the emulation in generic.go.
+// TestVDPBF16PSEncoding disassembles every kernel with GNU objdump and checks
+// each use decodes as the instruction and registers written here;
+// TestMatMulAgainstReference and TestSpecialValues check the instruction's
+// arithmetic bit for bit against the emulation in generic.go.
 #define VDPBF16PS_Z(src2, src1, dst) \
 	BYTE $0x62; \
 	BYTE $((((dst>>3)&1)^1)<<7 | (((src2>>4)&1)^1)<<6 | (((src2>>3)&1)^1)<<5 | (((dst>>4)&1)^1)<<4 | 2); \

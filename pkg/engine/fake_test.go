@@ -275,7 +275,7 @@ func background(e *Engine, req Request) (wait func()) {
 }
 
 // collect runs a request and returns the streamed tokens.
-func collect(t *testing.T, e *Engine, req Request) ([]int32, Result) {
+func collect(t testing.TB, e *Engine, req Request) ([]int32, Result) {
 	t.Helper()
 	var got []int32
 	res, err := e.Generate(context.Background(), req, func(ev Event) error {

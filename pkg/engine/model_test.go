@@ -46,7 +46,7 @@ func runnerGreedy(t *testing.T, dir string, prompt []int32, n int) []int32 {
 	return out
 }
 
-func newModelEngine(t *testing.T, dir string, o Options) *Engine {
+func newModelEngine(t testing.TB, dir string, o Options) *Engine {
 	t.Helper()
 	o.ModelPath = dir
 	if o.SequenceLength == 0 {

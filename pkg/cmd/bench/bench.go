@@ -47,7 +47,8 @@ keeps only the first N layers of a deep model (times are scaled to the full dept
 labelled so). Every result is also given as a fraction of this machine's own ceilings
 (FMA / VDPBF16PS / VPDPBUSD peak, DRAM read bandwidth) measured in the same run.`,
 	}
-	cmd.AddCommand(newCmdPrefill(f, nil), newCmdDecode(f, nil), newCmdSession(f, nil), newCmdAgent(f, nil), newCmdServe(f, nil), newCmdKernels(f, nil))
+	cmd.AddCommand(newCmdPrefill(f, nil), newCmdDecode(f, nil), newCmdSession(f, nil), newCmdAgent(f, nil), newCmdServe(f, nil),
+		newCmdKernels(f, nil), newCmdLlamaCpp(f, nil))
 	return cmd
 }
 

@@ -61,13 +61,9 @@ func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
 	}
 	defer s.engine.Close()
 	p := opts.progress(len(depths)*len(batches)*max(opts.Repeat, 1), "decode")
-	dram := 0.0
-	if c := s.machine.Ceilings; c != nil {
-		dram = c.DRAMGBps * 1e9
-	}
 	res, err := bench.RunDecode(cmd.Context(), s.engine, s.cfg, bench.DecodeOptions{
 		Depths: depths, Batches: batches, Tokens: opts.Tokens, Warmup: decodeWarmup, Repeat: opts.Repeat,
-		Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes, DRAM: dram, Scale: s.scale,
+		Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes, DRAM: dramBytes(s.machine.Ceilings), Scale: s.scale,
 	}, p)
 	p.Done()
 	if err != nil {

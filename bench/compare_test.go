@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ellm-dev/ellm/pkg/engine"
+)
+
+// fakeLlama answers like llama-bench / llama-batched-bench at fixed rates and
+// records the calls, interleaved with ellm's through order.
+type fakeLlama struct {
+	prefill, decode float64
+	order           *[]string
+	calls           [][]string
+}
+
+func (f *fakeLlama) exec(_ context.Context, prog string, args ...string) ([]byte, error) {
+	f.calls = append(f.calls, append([]string{prog}, args...))
+	*f.order = append(*f.order, "llama")
+	if prog == "batched" {
+		return []byte("main: n_kv_max = 64\n{\"pp\": 16, \"tg\": 8, \"pl\": 4, \"speed_tg\": " + fmt.Sprint(f.decode) + "}\n"), nil
+	}
+	rate := f.decode
+	if args[slices.Index(args, "-n")+1] == "0" {
+		rate = f.prefill
+	}
+	return []byte(fmt.Sprintf(`[{"n_prompt": 1, "n_gen": 0, "avg_ts": %g, "stddev_ts": 0}]`, rate)), nil
+}
+
+// orderGen is fakeGen that also records when an ellm measurement starts:
+// with a fresh prompt (a prefill) or by priming its first decode sequence.
+type orderGen struct {
+	fakeGen
+	order *[]string
+}
+
+func (g *orderGen) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
+	if req.MaxTokens == 1 && (req.SessionID == "" || strings.HasSuffix(req.SessionID, "-0")) {
+		*g.order = append(*g.order, "ellm")
+	}
+	return g.fakeGen.Generate(ctx, req, fn)
+}
+
+func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	var order []string
+	g := &orderGen{fakeGen: fakeGen{ttft: 8 * time.Millisecond, step: 4 * time.Millisecond}, order: &order}
+	fl := &fakeLlama{prefill: 1000, decode: 100, order: &order}
+	l := &LlamaCpp{Bench: "bench", BatchedBench: "batched", GGUF: "m.gguf", Threads: 2, Exec: fl.exec}
+	points := []ComparePoint{{Prefill: 16}, {Depth: 32, Batch: 1}, {Depth: 0, Batch: 4}}
+	res, err := RunCompare(context.Background(), g, c, l,
+		CompareOptions{Points: points, Rounds: 2, Tokens: 8, DType: "bf16", KVBytes: 2, Peak: 1e12, DRAM: 50e9}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 {
+		t.Fatalf("%d results", len(res))
+	}
+	// Prefill: 16 tokens in 8 ms = 2000 tok/s against llama.cpp's 1000.
+	if r := res[0]; math.Abs(r.Ratio-2) > 0.2 || r.Test != "prefill 16" || r.EllmFraction <= 0 || r.LlamaFraction <= 0 {
+		t.Errorf("prefill: %+v", r)
+	}
+	// Decode at batch 1: a step every 4 ms = 250 tok/s against 100.
+	if r := res[1]; math.Abs(r.Ratio-2.5) > 0.5 || r.Ellm.N != 2 || r.Llama.N != 2 {
+		t.Errorf("decode batch 1: %+v", r)
+	}
+	// Batch 4 counts every sequence: 1000 tok/s against batched-bench's 100.
+	if r := res[2]; math.Abs(r.Ratio-10) > 2 {
+		t.Errorf("decode batch 4: %+v", r)
+	}
+	// The engines take turns, and the second round starts with llama.cpp (a
+	// prefill's warm-up makes two ellm entries in a row: fold them).
+	var turns []string
+	for _, o := range order {
+		if len(turns) == 0 || o == "llama" || turns[len(turns)-1] != "ellm" {
+			turns = append(turns, o)
+		}
+	}
+	want := "ellm llama ellm llama ellm llama llama ellm llama ellm llama ellm"
+	if got := strings.Join(turns, " "); got != want {
+		t.Errorf("order %q, want %q", got, want)
+	}
+	var sawDepth, sawBatched bool
+	for _, call := range fl.calls {
+		line := strings.Join(call, " ")
+		if !strings.Contains(line, "-m m.gguf") || !strings.Contains(line, "-t 2") {
+			t.Errorf("call without the model or threads: %s", line)
+		}
+		sawDepth = sawDepth || strings.Contains(line, "-d 32")
+		sawBatched = sawBatched || strings.HasPrefix(line, "batched") && strings.Contains(line, "-npl 4")
+	}
+	if !sawDepth || !sawBatched {
+		t.Errorf("calls %v", fl.calls)
+	}
+}
+
+func TestLlamaCppParsesAndReportsErrors(t *testing.T) {
+	if _, err := parseLlamaBench([]byte(`[]`)); err == nil {
+		t.Error("an empty test list must fail")
+	}
+	if _, err := parseLlamaBench([]byte(`not json`)); err == nil {
+		t.Error("garbage must fail")
+	}
+	if v, err := parseLlamaBench([]byte(`[{"avg_ts": 12.5}]`)); err != nil || v != 12.5 {
+		t.Errorf("got %v, %v", v, err)
+	}
+	if _, err := parseBatchedBench([]byte("|  pp |\n")); err == nil {
+		t.Error("no jsonl line must fail")
+	}
+	l := &LlamaCpp{Bench: "llama-bench", GGUF: "m.gguf", Threads: 1}
+	if _, err := l.Decode(context.Background(), 0, 4, 8); err == nil {
+		t.Error("batch 4 without llama-batched-bench must fail")
+	}
+	l.Bench = "/nonexistent/llama-bench"
+	if _, err := l.Prefill(context.Background(), 8); err == nil || !strings.Contains(err.Error(), "/nonexistent/llama-bench") {
+		t.Errorf("a missing program must name itself: %v", err)
+	}
+}

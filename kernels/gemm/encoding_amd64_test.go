@@ -1,0 +1,142 @@
+package gemm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestVDPBF16PSEncoding disassembles the bf16 tile kernels as loaded in this
+// process with GNU objdump (Go's own disassembler does not decode EVEX) and
+// checks that every VDPBF16PS_Z(src2, src1, dst) the generated assembly
+// spells out as bytes is `vdpbf16ps %zmm<src2>,%zmm<src1>,%zmm<dst>`, in
+// order. The arithmetic tests prove what the bytes compute; this proves they
+// are the instruction the macro names, with the registers the generator chose.
+func TestVDPBF16PSEncoding(t *testing.T) {
+	objdump, err := exec.LookPath("objdump")
+	if err != nil {
+		t.Skip("GNU objdump (binutils) is not installed")
+	}
+	want := macroUses(t, "kernels_amd64.s")
+	checked := 0
+	for r, row := range bf16x512Kernels {
+		for p, k := range row {
+			if k == nil {
+				continue
+			}
+			name := fmt.Sprintf("bf16x512R%dP%d", r, p)
+			code, err := asmBody(k)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got, err := disassemble(objdump, t.TempDir(), code)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if len(want[name]) == 0 {
+				t.Fatalf("%s: no VDPBF16PS_Z in kernels_amd64.s", name)
+			}
+			if strings.Join(got, "\n") != strings.Join(want[name], "\n") {
+				t.Errorf("%s: objdump decodes\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want[name], "\n"))
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no bf16 kernels to check")
+	}
+}
+
+// asmBody returns the machine code of an assembly function given as a Go
+// func value. The value points at the compiler's ABI wrapper, which calls
+// the assembly body; the runtime's function table, present even in the
+// stripped binaries go test builds, names the body and gives its extent.
+// The bytes are read through /proc/self/mem.
+func asmBody(fn any) ([]byte, error) {
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		return nil, err
+	}
+	defer mem.Close()
+	read := func(pc, n uintptr) ([]byte, error) {
+		b := make([]byte, n)
+		_, err := mem.ReadAt(b, int64(pc))
+		return b, err
+	}
+	wrapper := reflect.ValueOf(fn).Pointer()
+	name := runtime.FuncForPC(wrapper).Name()
+	head, err := read(wrapper, 64)
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i+5 <= len(head); i++ {
+		if head[i] != 0xe8 { // CALL rel32
+			continue
+		}
+		target := wrapper + uintptr(i+5) + uintptr(int64(int32(binary.LittleEndian.Uint32(head[i+1:]))))
+		f := runtime.FuncForPC(target)
+		if target == wrapper || f == nil || f.Name() != name || f.Entry() != target {
+			continue
+		}
+		end := target
+		for runtime.FuncForPC(end) == f {
+			end++
+		}
+		return read(target, end-target)
+	}
+	return nil, fmt.Errorf("no call to the body of %s in its wrapper", name)
+}
+
+var vdpbf16ps = regexp.MustCompile(`\s(vdpbf16ps\s+\S+)`)
+
+// disassemble lists the vdpbf16ps instructions in raw x86-64 code.
+func disassemble(objdump, dir string, code []byte) ([]string, error) {
+	path := filepath.Join(dir, "code.bin")
+	if err := os.WriteFile(path, code, 0o600); err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(objdump, "-D", "-b", "binary", "-m", "i386:x86-64", "--no-show-raw-insn", path).Output()
+	if err != nil {
+		return nil, fmt.Errorf("objdump: %w", err)
+	}
+	var got []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, "(bad)") {
+			return nil, fmt.Errorf("objdump cannot decode: %s", line)
+		}
+		if m := vdpbf16ps.FindStringSubmatch(line); m != nil {
+			got = append(got, strings.Join(strings.Fields(m[1]), " "))
+		}
+	}
+	return got, nil
+}
+
+// macroUses lists, per TEXT symbol of an assembly file, the VDPBF16PS_Z uses
+// as GNU objdump prints the instruction (AT&T order: src2, src1, dst).
+func macroUses(t *testing.T, file string) map[string][]string {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := regexp.MustCompile(`^TEXT ·(\w+)\(SB\)`)
+	use := regexp.MustCompile(`VDPBF16PS_Z\((\d+), (\d+), (\d+)\)`)
+	uses := map[string][]string{}
+	fn := ""
+	for _, line := range strings.Split(string(src), "\n") {
+		if m := text.FindStringSubmatch(line); m != nil {
+			fn = m[1]
+		}
+		if m := use.FindStringSubmatch(line); m != nil {
+			uses[fn] = append(uses[fn], fmt.Sprintf("vdpbf16ps %%zmm%s,%%zmm%s,%%zmm%s", m[1], m[2], m[3]))
+		}
+	}
+	return uses
+}

@@ -1,0 +1,178 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ellm-dev/ellm/bench"
+	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
+
+// LlamaCppOptions are the inputs of `ellm bench llamacpp`.
+type LlamaCppOptions struct {
+	Common
+	LlamaBench        string
+	LlamaBatchedBench string
+	GGUF              string
+	Prefill           string
+	Depths            string
+	Batches           string
+	Tokens            int
+	// LoadAvg reads the 1-minute load average (nil: /proc/loadavg).
+	LoadAvg func() (float64, error)
+}
+
+func newCmdLlamaCpp(f *cmdutil.Factory, runF func(*LlamaCppOptions) error) *cobra.Command {
+	opts := &LlamaCppOptions{Common: Common{IO: f.IO}}
+	cmd := &cobra.Command{
+		Use:   "llamacpp",
+		Short: "ellm and llama.cpp side by side on the same weights, alternating, with ratios",
+		Long: `Runs ellm's prefill and decode measurements and llama.cpp's llama-bench (and
+llama-batched-bench for several sequences) alternately on the same checkpoint, the
+same number of threads and the same machine, and prints each engine's median rate,
+the ratio ellm / llama.cpp and each engine's fraction of this machine's peak.
+
+--gguf must be the checkpoint that --model-path or --preset resolves to, converted
+to GGUF (docs/benchmarks.md shows how); the command prints the directory it loads.
+Measure on an otherwise idle machine: it warns when the load average is 0.5 or more.`,
+		Example: `  ellm bench llamacpp --preset qwen3-0.6b --gguf qwen3-0.6b-bf16.gguf --llama-bench ~/llama.cpp/build/bin/llama-bench
+  ellm bench llamacpp --preset qwen3-0.6b --dtype int8 --gguf qwen3-0.6b-q8_0.gguf --llama-bench … --prefill 512,2048 --depths 0,4096`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(opts)
+			}
+			return llamaCppRun(cmd, opts)
+		},
+	}
+	addCommonFlags(cmd, &opts.Common)
+	fl := cmd.Flags()
+	fl.StringVar(&opts.LlamaBench, "llama-bench", "llama-bench", "path of llama.cpp's llama-bench")
+	fl.StringVar(&opts.LlamaBatchedBench, "llama-batched-bench", "", "path of llama.cpp's llama-batched-bench (needed for --batch above 1)")
+	fl.StringVar(&opts.GGUF, "gguf", "", "the same checkpoint as GGUF (bf16 for --dtype bf16, Q8_0 for --dtype int8)")
+	fl.StringVar(&opts.Prefill, "prefill", "128,512,2048,8192", "prompt lengths to prefill (empty: none)")
+	fl.StringVar(&opts.Depths, "depths", "0,4096,16384", "decode context depths (empty: no decode)")
+	fl.StringVar(&opts.Batches, "batch", "1", "numbers of sequences decoding together")
+	fl.IntVar(&opts.Tokens, "tokens", 32, "decode steps timed per measurement")
+	_ = cmd.MarkFlagRequired("gguf")
+	return cmd
+}
+
+// comparePoints builds the test list from the flags.
+func (o *LlamaCppOptions) comparePoints() ([]bench.ComparePoint, error) {
+	var points []bench.ComparePoint
+	if strings.TrimSpace(o.Prefill) != "" {
+		lengths, err := parseInts("prefill", o.Prefill)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range lengths {
+			if n == 0 {
+				return nil, errors.New("--prefill: lengths must be positive")
+			}
+			points = append(points, bench.ComparePoint{Prefill: n})
+		}
+	}
+	if strings.TrimSpace(o.Depths) != "" {
+		depths, err := parseInts("depths", o.Depths)
+		if err != nil {
+			return nil, err
+		}
+		batches, err := parseInts("batch", o.Batches)
+		if err != nil {
+			return nil, err
+		}
+		if slices.Contains(batches, 0) {
+			return nil, errors.New("--batch: batch sizes must be positive")
+		}
+		if slices.Max(batches) > 1 && o.LlamaBatchedBench == "" {
+			return nil, errors.New("--batch above 1 needs --llama-batched-bench")
+		}
+		for _, d := range depths {
+			for _, b := range batches {
+				points = append(points, bench.ComparePoint{Depth: d, Batch: b})
+			}
+		}
+	}
+	if len(points) == 0 {
+		return nil, errors.New("nothing to measure: --prefill and --depths are both empty")
+	}
+	return points, nil
+}
+
+func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
+	if opts.Layers > 0 {
+		return errors.New("--layers: llama.cpp runs the whole model, so the comparison needs it whole too")
+	}
+	if opts.Tokens < 1 {
+		return fmt.Errorf("--tokens %d: must be at least 1", opts.Tokens)
+	}
+	points, err := opts.comparePoints()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(opts.GGUF); err != nil {
+		return fmt.Errorf("--gguf: %w", err)
+	}
+	kvBytes, err := modelcfg.KVBytesPerElem(opts.KVDType)
+	if err != nil {
+		return err
+	}
+	loadAvg := opts.LoadAvg
+	if loadAvg == nil {
+		loadAvg = procLoadAvg
+	}
+	if load, err := loadAvg(); err == nil && load >= 0.5 {
+		fmt.Fprintf(opts.IO.ErrOut, "warning: load average %.2f: the machine is not idle, so the figures are not either\n", load)
+	}
+
+	seq, slots := 8, 1
+	for _, p := range points {
+		seq = max(seq, p.Prefill+8, bench.DecodeSequenceLength(p.Depth, bench.CompareDecodeWarmup, opts.Tokens))
+		slots = max(slots, p.Batch)
+	}
+	s, err := opts.start(cmd.Context(), seq, slots, 0)
+	if err != nil {
+		return err
+	}
+	defer s.engine.Close()
+	fmt.Fprintf(opts.IO.ErrOut, "ellm loads %s; --gguf %s must be the same weights\n", s.engine.Info().ModelPath, opts.GGUF)
+
+	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: s.engine.Info().Threads}
+	rounds := max(opts.Repeat, 1)
+	p := opts.progress(2*rounds*len(points), "ellm vs llama.cpp")
+	res, err := bench.RunCompare(cmd.Context(), s.engine, s.cfg, llama, bench.CompareOptions{
+		Points: points, Rounds: rounds, Tokens: opts.Tokens, Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes,
+		Peak: s.machine.Ceilings.MachinePeak(opts.DType), DRAM: dramBytes(s.machine.Ceilings),
+	}, p)
+	p.Done()
+	if err != nil {
+		return err
+	}
+	return opts.write(bench.Report{Kind: "ellm vs llama.cpp", Machine: s.machine, Model: s.model, Results: res})
+}
+
+func dramBytes(c *bench.Ceilings) float64 {
+	if c == nil {
+		return 0
+	}
+	return c.DRAMGBps * 1e9
+}
+
+func procLoadAvg() (float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) == 0 {
+		return 0, fmt.Errorf("/proc/loadavg: empty")
+	}
+	return strconv.ParseFloat(fields[0], 64)
+}
