@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -312,5 +313,72 @@ func TestVictimIsNotTheLongestPrefixHolder(t *testing.T) {
 	}
 	if st := e.Stats(); st.PrefixStoreSaved != 84 {
 		t.Errorf("%d positions saved, want the replaced prompt's 80 and its 4 generated tokens", st.PrefixStoreSaved)
+	}
+}
+
+// Random inserts and lookups over branching token sequences, in a store
+// too small for them: whatever match reports, restore must load exactly
+// those tokens' KV, and the store never exceeds its capacity.
+func TestPrefixStoreRandomized(t *testing.T) {
+	const seqLen = 64
+	be := newFake(2, seqLen, 97)
+	p := newTestPrefixStore(t, be, 10, 4)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var seqs [][]int32
+	for i := range 3000 {
+		// A new sequence branches off an earlier one at a random point.
+		var s []int32
+		if len(seqs) > 0 && rng.IntN(4) > 0 {
+			base := seqs[rng.IntN(len(seqs))]
+			s = slices.Clone(base[:rng.IntN(len(base)+1)])
+		}
+		for n := 1 + rng.IntN(seqLen); len(s) < n; {
+			s = append(s, int32(rng.IntN(3)))
+		}
+		seqs = append(seqs, s)
+		if rng.IntN(2) == 0 {
+			computed(be, 0, s)
+			if _, err := p.insert(s, 0); err != nil {
+				t.Fatalf("op %d: insert: %v", i, err)
+			}
+			// What fits is stored whole, evicting whatever else it must.
+			if fits := (len(s)+p.blockTokens-1)/p.blockTokens <= p.buffers; fits && p.match(s) != len(s) {
+				t.Fatalf("op %d: %d of the %d tokens just inserted are found", i, p.match(s), len(s))
+			}
+		}
+		if p.used() > p.capacity() {
+			t.Fatalf("op %d: %d bytes used of %d", i, p.used(), p.capacity())
+		}
+		q := seqs[rng.IntN(len(seqs))]
+		n := p.match(q)
+		if n > len(q) {
+			t.Fatalf("op %d: match %d of a %d-token prompt", i, n, len(q))
+		}
+		computed(be, 1, nil)
+		if err := p.restore(1, 0, n); err != nil {
+			t.Fatalf("op %d: restore: %v", i, err)
+		}
+		if !slices.Equal(be.kv[1][:n], q[:n]) {
+			t.Fatalf("op %d: restored %v for prompt prefix %v", i, be.kv[1][:n], q[:n])
+		}
+	}
+	// Every stored block hangs off a live parent, and full blocks are indexed.
+	var walk func(b *pblock, depth int)
+	blocks := 0
+	walk = func(b *pblock, depth int) {
+		for _, c := range b.children {
+			blocks++
+			if c.parent != b || c.start != depth*p.blockTokens {
+				t.Fatalf("block at %d: parent or start wrong", c.start)
+			}
+			if len(c.tokens) < p.blockTokens && len(c.children) > 0 {
+				t.Fatal("a partial block has children")
+			}
+			walk(c, depth+1)
+		}
+	}
+	walk(&p.root, 0)
+	if want := int(p.used() / int64(p.blockBytes)); blocks != want {
+		t.Errorf("%d blocks in the tree, %d buffers in use", blocks, want)
 	}
 }
