@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,24 +34,40 @@ func (f *fakeLlama) exec(_ context.Context, prog string, args ...string) ([]byte
 	return []byte(fmt.Sprintf(`[{"n_prompt": 1, "n_gen": 0, "avg_ts": %g, "stddev_ts": 0}]`, rate)), nil
 }
 
-// orderGen is fakeGen that also records when an ellm measurement starts:
-// with a fresh prompt (a prefill) or by priming its first decode sequence.
-type orderGen struct {
-	fakeGen
-	order *[]string
+// clockGen is a generator on a virtual clock: a prefill takes ttft, each
+// decode step takes step, whatever the machine is doing. It records when an
+// ellm measurement starts: with a fresh prompt (a prefill) or by priming its
+// first decode sequence.
+type clockGen struct {
+	ttft, step time.Duration
+	order      *[]string
+	mu         sync.Mutex
+	now        time.Time
 }
 
-func (g *orderGen) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
-	if req.MaxTokens == 1 && (req.SessionID == "" || strings.HasSuffix(req.SessionID, "-0")) {
+func (g *clockGen) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
+	if g.order != nil && req.MaxTokens == 1 && (req.SessionID == "" || strings.HasSuffix(req.SessionID, "-0")) {
 		*g.order = append(*g.order, "ellm")
 	}
-	return g.fakeGen.Generate(ctx, req, fn)
+	g.mu.Lock()
+	if req.MaxTokens == 1 { // a prefill or a priming: the batch's decodes start together after it
+		g.now = g.now.Add(time.Hour)
+	}
+	at := g.now
+	g.mu.Unlock()
+	for i := range req.MaxTokens {
+		if err := fn(engine.Event{Token: 1, At: at.Add(g.ttft + time.Duration(i)*g.step)}); err != nil {
+			return engine.Result{}, err
+		}
+	}
+	toks := append(append([]int32(nil), req.Tokens...), make([]int32, req.MaxTokens)...)
+	return engine.Result{PromptTokens: len(req.Tokens), CompletionTokens: req.MaxTokens, Tokens: toks, TTFT: g.ttft}, nil
 }
 
 func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	c := preset(t, "qwen3-0.6b")
 	var order []string
-	g := &orderGen{fakeGen: fakeGen{ttft: 8 * time.Millisecond, step: 4 * time.Millisecond}, order: &order}
+	g := &clockGen{ttft: 8 * time.Millisecond, step: 4 * time.Millisecond, order: &order}
 	fl := &fakeLlama{prefill: 1000, decode: 100, order: &order}
 	l := &LlamaCpp{Bench: "bench", BatchedBench: "batched", GGUF: "m.gguf", Threads: 2, Exec: fl.exec}
 	points := []ComparePoint{{Prefill: 16}, {Depth: 32, Batch: 1}, {Depth: 0, Batch: 4}}
@@ -63,15 +80,15 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 		t.Fatalf("%d results", len(res))
 	}
 	// Prefill: 16 tokens in 8 ms = 2000 tok/s against llama.cpp's 1000.
-	if r := res[0]; math.Abs(r.Ratio-2) > 0.2 || r.Test != "prefill 16" || r.EllmFraction <= 0 || r.LlamaFraction <= 0 {
+	if r := res[0]; math.Abs(r.Ratio-2) > 1e-9 || r.Test != "prefill 16" || r.EllmFraction <= 0 || r.LlamaFraction <= 0 {
 		t.Errorf("prefill: %+v", r)
 	}
 	// Decode at batch 1: a step every 4 ms = 250 tok/s against 100.
-	if r := res[1]; math.Abs(r.Ratio-2.5) > 0.5 || r.Ellm.N != 2 || r.Llama.N != 2 {
+	if r := res[1]; math.Abs(r.Ratio-2.5) > 1e-9 || r.Ellm.N != 2 || r.Llama.N != 2 {
 		t.Errorf("decode batch 1: %+v", r)
 	}
 	// Batch 4 counts every sequence: 1000 tok/s against batched-bench's 100.
-	if r := res[2]; math.Abs(r.Ratio-10) > 2 {
+	if r := res[2]; math.Abs(r.Ratio-10) > 1e-9 {
 		t.Errorf("decode batch 4: %+v", r)
 	}
 	// The engines take turns, and the second round starts with llama.cpp (a

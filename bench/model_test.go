@@ -119,14 +119,14 @@ func TestRunPrefillUsesFreshPromptsAndScales(t *testing.T) {
 
 func TestRunDecodeMeasuresStepInterval(t *testing.T) {
 	c := preset(t, "qwen3-0.6b")
-	g := &fakeGen{ttft: time.Millisecond, step: 4 * time.Millisecond}
+	g := &clockGen{ttft: time.Millisecond, step: 4 * time.Millisecond}
 	res, err := RunDecode(context.Background(), g, c, DecodeOptions{Depths: []int{16}, Batches: []int{1, 2}, Tokens: 10, Warmup: 2, Repeat: 1, DType: "bf16", KVBytes: 2, Scale: 1}, &Progress{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range res {
-		if r.TPOTms < 3.5 || r.TPOTms > 8 {
-			t.Errorf("batch %d: TPOT %.2f ms, want about 4", r.Batch, r.TPOTms)
+		if r.TPOTms != 4 {
+			t.Errorf("batch %d: TPOT %.2f ms, want 4", r.Batch, r.TPOTms)
 		}
 	}
 }

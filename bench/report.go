@@ -22,17 +22,22 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ceiling"
 	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
 // Machine records where a run happened, so that two JSON reports can be compared honestly.
 type Machine struct {
-	CPU        string    `json:"cpu"`
-	Vendor     string    `json:"vendor"`
-	Features   []string  `json:"features"`
-	Cores      int       `json:"physical_cores"`
-	LogicalCPU int       `json:"logical_cpus"`
-	Threads    int       `json:"threads"`
+	CPU        string   `json:"cpu"`
+	Vendor     string   `json:"vendor"`
+	Features   []string `json:"features"`
+	Cores      int      `json:"physical_cores"`
+	LogicalCPU int      `json:"logical_cpus"`
+	Threads    int      `json:"threads"`
+	// ThreadsWhy says where Threads came from (cpu.Threads.Why); PinnedCPUs
+	// are the workers' CPUs (none when unpinned).
+	ThreadsWhy string    `json:"threads_source,omitempty"`
+	PinnedCPUs []int     `json:"pinned_cpus,omitempty"`
 	KernelPath string    `json:"kernel_path"`
 	GoVersion  string    `json:"go_version"`
 	OS         string    `json:"os"`
@@ -101,8 +106,8 @@ func DescribeMachine(threads int) Machine {
 	}
 	return Machine{
 		CPU: cpuid.CPU.BrandName, Vendor: cpuid.CPU.VendorString, Features: feats,
-		Cores: runtime.NumCPU(), LogicalCPU: runtime.NumCPU(), Threads: threads,
-		KernelPath: kernels.Active().String(), GoVersion: runtime.Version(),
+		Cores: cpu.DefaultThreads(cpu.System()).Cores, LogicalCPU: runtime.NumCPU(), Threads: threads,
+		KernelPath: kernels.Describe(), GoVersion: runtime.Version(),
 		OS: runtime.GOOS + "/" + runtime.GOARCH, Time: time.Now().UTC(),
 	}
 }
@@ -172,7 +177,11 @@ func Write(w io.Writer, r Report, f Format) error {
 	m := r.Machine
 	fmt.Fprintf(w, "%s on %s", r.Kind, m.CPU)
 	if m.Threads > 0 { // a load generator's own threads say nothing about the server
-		fmt.Fprintf(w, " (%d threads, kernels %s)", m.Threads, m.KernelPath)
+		why := m.ThreadsWhy
+		if why == "" {
+			why = fmt.Sprint(m.Threads)
+		}
+		fmt.Fprintf(w, " (threads %s, pinned to CPUs %s, kernels %s)", why, cpu.FormatCPUList(m.PinnedCPUs), m.KernelPath)
 	}
 	if r.Model != nil {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)

@@ -93,27 +93,58 @@ func (f Features) Best() Path {
 // Supports reports whether a CPU with features f can run path p.
 func (f Features) Supports(p Path) bool { return p >= Generic && p <= f.Best() }
 
+// Op is a class of operation whose path is chosen on its own, at start-up,
+// from a measurement (kernels/tune): which path is fastest for it differs
+// between CPUs (VDPBF16PS runs at twice the f32 FMA rate on AMD Zen 5, at
+// half of it on the Intel Xeon measured). Every other kernel takes Active.
+type Op int
+
+const (
+	// MatMulBF16 is every product with bf16 weights. Prefill GEMM and decode
+	// GEMV share it: a row's result must not depend on how many rows are
+	// computed together, so they cannot take different paths.
+	MatMulBF16 Op = iota
+	// MatMulInt8 is every product with int8 weights (the same bits on every path).
+	MatMulInt8
+	// NumOps counts the operation classes.
+	NumOps
+)
+
+var opNames = [...]string{MatMulBF16: "matmul-bf16", MatMulInt8: "matmul-int8"}
+
+func (o Op) String() string {
+	if o < 0 || o >= NumOps {
+		return fmt.Sprintf("Op(%d)", int(o))
+	}
+	return opNames[o]
+}
+
 var (
 	cpu    = DetectFeatures()
-	active atomic.Int32 // the Path every kernel call reads; set once at start-up
+	active atomic.Int32         // the Path every kernel call reads; set once at start-up
+	chosen [NumOps]atomic.Int32 // an Op's own path (Choose), or -1 to follow active
 	envErr error
-	mu     sync.Mutex // serialises Force
+	forced bool       // ELLM_KERNELS named a usable path
+	mu     sync.Mutex // serialises Force and Choose
 )
 
 func init() {
 	p := cpu.Best()
 	if s := os.Getenv(EnvVar); s != "" {
-		forced, err := ParsePath(s)
+		f, err := ParsePath(s)
 		switch {
 		case err != nil:
 			envErr = fmt.Errorf("%s: %w", EnvVar, err)
-		case !cpu.Supports(forced):
-			envErr = fmt.Errorf("%s=%s: this CPU supports at most %s", EnvVar, forced, cpu.Best())
+		case !cpu.Supports(f):
+			envErr = fmt.Errorf("%s=%s: this CPU supports at most %s", EnvVar, f, cpu.Best())
 		default:
-			p = forced
+			p, forced = f, true
 		}
 	}
 	active.Store(int32(p))
+	for i := range chosen {
+		chosen[i].Store(-1)
+	}
 }
 
 // Active is the path the kernels take. Kernels read it on every call, so it
@@ -128,15 +159,65 @@ func EnvError() error { return envErr }
 // CPU is the feature set detected at start-up.
 func CPU() Features { return cpu }
 
-// Force selects path p for the rest of the process (or until the next Force)
-// and returns the previous path. It fails if this CPU cannot run p.
+// Forced reports whether ELLM_KERNELS chose the path of every operation.
+func Forced() bool { return forced }
+
+// Force selects path p for every operation for the rest of the process (or
+// until the next Force), undoing Choose, and returns the previous Active
+// path. It fails if this CPU cannot run p.
 func Force(p Path) (Path, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if !cpu.Supports(p) {
 		return Active(), fmt.Errorf("kernel path %s: this CPU supports at most %s", p, cpu.Best())
 	}
+	for i := range chosen {
+		chosen[i].Store(-1)
+	}
 	return Path(active.Swap(int32(p))), nil
+}
+
+// Choose sets the path of one operation class, at start-up (kernels/tune
+// does, from a measurement); kernels created afterwards take it. It fails if
+// this CPU cannot run p or ELLM_KERNELS forces one path for everything.
+func Choose(op Op, p Path) error {
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case op < 0 || op >= NumOps:
+		return fmt.Errorf("kernels: no operation %d", int(op))
+	case forced:
+		return fmt.Errorf("kernels: %s=%s forces one path for every operation", EnvVar, Active())
+	case !cpu.Supports(p):
+		return fmt.Errorf("kernel path %s for %s: this CPU supports at most %s", p, op, cpu.Best())
+	}
+	chosen[op].Store(int32(p))
+	return nil
+}
+
+// PathFor is the path op takes: the one chosen for it, else Active.
+func PathFor(op Op) Path {
+	if p := chosen[op].Load(); p >= 0 {
+		return Path(p)
+	}
+	return Active()
+}
+
+// Describe names the paths in use: Active alone when every operation takes
+// it, else Active and the operations that differ ("avx512bf16, matmul-bf16
+// avx512"). Results can differ between two descriptions (the session store
+// keys its files by it).
+func Describe() string { return DescribePaths(Active(), PathFor) }
+
+// DescribePaths is Describe for active and the operations' paths given by pathFor.
+func DescribePaths(active Path, pathFor func(Op) Path) string {
+	s := active.String()
+	for op := range NumOps {
+		if p := pathFor(op); p != active {
+			s += fmt.Sprintf(", %s %s", op, p)
+		}
+	}
+	return s
 }
 
 // Available lists the paths this CPU can run, slowest first.

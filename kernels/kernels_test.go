@@ -53,3 +53,46 @@ func TestForce(t *testing.T) {
 		}
 	}
 }
+
+func TestChoosePerOp(t *testing.T) {
+	if Forced() {
+		if err := Choose(MatMulBF16, Generic); err == nil || PathFor(MatMulBF16) != Active() {
+			t.Errorf("ELLM_KERNELS is set, yet Choose succeeded (%v)", err)
+		}
+		return
+	}
+	prev := Active()
+	defer Force(prev)
+	best := CPU().Best()
+	if _, err := Force(best); err != nil {
+		t.Fatal(err)
+	}
+	if Describe() != best.String() || PathFor(MatMulBF16) != best || PathFor(MatMulInt8) != best {
+		t.Fatalf("before Choose: %q, bf16 %s, int8 %s", Describe(), PathFor(MatMulBF16), PathFor(MatMulInt8))
+	}
+	if best == Generic {
+		t.Skip("one path only")
+	}
+	if err := Choose(MatMulBF16, best-1); err != nil {
+		t.Fatal(err)
+	}
+	if PathFor(MatMulBF16) != best-1 || PathFor(MatMulInt8) != best || Active() != best {
+		t.Errorf("after Choose: bf16 %s, int8 %s, active %s", PathFor(MatMulBF16), PathFor(MatMulInt8), Active())
+	}
+	if want := best.String() + ", matmul-bf16 " + (best - 1).String(); Describe() != want {
+		t.Errorf("Describe() = %q, want %q", Describe(), want)
+	}
+	// Force is for every operation: it undoes Choose.
+	if _, err := Force(best); err != nil {
+		t.Fatal(err)
+	}
+	if PathFor(MatMulBF16) != best || Describe() != best.String() {
+		t.Errorf("after Force: bf16 %s, %q", PathFor(MatMulBF16), Describe())
+	}
+	if err := Choose(MatMulInt8, best+1); best < AVX512BF16 && err == nil {
+		t.Error("choosing a path this CPU lacks succeeded")
+	}
+	if err := Choose(NumOps, best); err == nil {
+		t.Error("choosing for an unknown op succeeded")
+	}
+}

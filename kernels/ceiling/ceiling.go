@@ -173,12 +173,14 @@ func timed(wall bool, f func()) time.Duration {
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	start := threadCPU()
+	start := ThreadCPU()
 	f()
-	return threadCPU() - start
+	return ThreadCPU() - start
 }
 
-func threadCPU() time.Duration {
+// ThreadCPU is the CPU time the calling OS thread has used (lock the
+// goroutine to its thread around a measurement).
+func ThreadCPU() time.Duration {
 	var ts unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
 	return time.Duration(ts.Nano())

@@ -9,6 +9,7 @@
 package gemm
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -101,14 +102,25 @@ type workerState struct {
 const swigluChunk = 4
 
 // NewContext allocates the scratch for products of up to maxM rows and maxK
-// inputs on pool, for the kernel path active now (kernels.Active).
+// inputs on pool, for the kernel paths chosen now: kernels.PathFor
+// MatMulBF16 and MatMulInt8 (f32 weights take the bf16 path's f32 kernels).
 func NewContext(pool *threads.Pool, maxM, maxK int) *Context {
+	return newContext(pool, maxM, maxK, kernels.PathFor(kernels.MatMulBF16), kernels.PathFor(kernels.MatMulInt8))
+}
+
+func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Context {
 	if maxM < 1 || maxK < 1 {
 		panic(fmt.Sprintf("gemm.NewContext: maxM %d, maxK %d", maxM, maxK))
 	}
-	path := kernels.Active()
-	c := &Context{pool: pool, path: path, set: kernelsFor(path), maxM: maxM, maxK: maxK}
-	switch {
+	set := kernelsFor(bf16)
+	if int8 != bf16 {
+		q := kernelsFor(int8)
+		set.quads, set.quadRows = q.quads, cmp.Or(q.quadRows, q.rows)
+	}
+	c := &Context{pool: pool, path: bf16, set: set, maxM: maxM, maxK: maxK}
+	// Both paths run on this CPU, so the higher one's preparation and
+	// epilogue code do too (they give the same bits on every path).
+	switch path := max(bf16, int8); {
 	case path >= kernels.AVX512:
 		c.prep, c.silu = simdPrep, siluAVX512
 	case path == kernels.AVX2:
@@ -129,7 +141,7 @@ func NewContext(pool *threads.Pool, maxM, maxK int) *Context {
 	return c
 }
 
-// Path is the kernel path this Context runs.
+// Path is the kernel path this Context runs bf16 weights on.
 func (c *Context) Path() kernels.Path { return c.path }
 
 // MatMul sets y[m,N] = x[m,K] · Wᵀ.

@@ -9,6 +9,7 @@ package threads
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -40,10 +41,11 @@ type worker struct {
 }
 
 // Pool is a fixed set of workers. Worker 0 is the goroutine that calls Run;
-// workers 1..n-1 are goroutines locked to OS threads (and pinned to cores
+// workers 1..n-1 are goroutines locked to OS threads (and pinned to CPUs
 // when asked). A Pool is not safe for concurrent Run calls.
 type Pool struct {
 	n       int
+	cpus    []int // worker i's CPU when pinned, else nil
 	workers []worker
 	gen     atomic.Uint64
 	pending atomic.Int32
@@ -59,16 +61,60 @@ func New(n int, pin bool) *Pool {
 	if n < 1 {
 		n = len(cpus)
 	}
-	p := &Pool{n: n, workers: make([]worker, n)}
+	if !pin || len(cpus) == 0 {
+		return start(n, nil)
+	}
+	pinned := make([]int, n)
+	for i := range pinned {
+		pinned[i] = cpus[i%len(cpus)]
+	}
+	return start(n, pinned)
+}
+
+// NewPinned starts one worker per entry of cpus, worker i bound to cpus[i]
+// (workers 1..n-1 from the start, worker 0 when the caller asks: PinCaller).
+// The caller chooses the CPUs, e.g. one per physical core.
+func NewPinned(cpus []int) *Pool {
+	if len(cpus) == 0 {
+		return start(1, nil)
+	}
+	return start(len(cpus), slices.Clone(cpus))
+}
+
+func start(n int, cpus []int) *Pool {
+	p := &Pool{n: n, cpus: cpus, workers: make([]worker, n)}
 	for i := 1; i < n; i++ {
 		p.workers[i].wake = make(chan struct{}, 1)
 		cpu := -1
-		if pin && len(cpus) > 0 {
-			cpu = cpus[i%len(cpus)]
+		if cpus != nil {
+			cpu = cpus[i]
 		}
 		go p.loop(i, cpu)
 	}
 	return p
+}
+
+// CPUs are the CPUs the workers are pinned to (nil when not pinned).
+func (p *Pool) CPUs() []int { return slices.Clone(p.cpus) }
+
+// PinCaller locks the calling goroutine, the one that will call Run and so
+// be worker 0, to its OS thread and binds that thread to worker 0's CPU. The
+// returned function undoes both. Unpinned pools only lock the thread.
+func (p *Pool) PinCaller() (unpin func()) {
+	runtime.LockOSThread()
+	var old unix.CPUSet
+	restore := false
+	if p.cpus != nil && unix.SchedGetaffinity(0, &old) == nil {
+		var set unix.CPUSet
+		set.Set(p.cpus[0])
+		restore = unix.SchedSetaffinity(0, &set) == nil // best effort, as for the workers
+	}
+	return func() {
+		if restore {
+			_ = unix.SchedSetaffinity(0, &old)
+		}
+		runtime.UnlockOSThread()
+	}
 }
 
 // Size is the number of workers.

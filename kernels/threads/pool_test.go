@@ -1,8 +1,11 @@
 package threads
 
 import (
+	"slices"
 	"sync/atomic"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 type countTask struct {
@@ -90,5 +93,55 @@ func BenchmarkPoolBarrier(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Run(task)
+	}
+}
+
+// maskTask records the affinity mask each worker runs with.
+type maskTask struct{ masks [8][]int }
+
+func (t *maskTask) Run(w, _ int) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		panic(err)
+	}
+	t.masks[w] = nil
+	for c := range 1024 {
+		if set.IsSet(c) {
+			t.masks[w] = append(t.masks[w], c)
+		}
+	}
+}
+
+// NewPinned binds worker i to the caller's cpus[i], in the caller's order
+// (here the allowed CPUs reversed), and PinCaller binds worker 0 until unpinned.
+func TestNewPinned(t *testing.T) {
+	allowed := allowedCPUs()
+	cpus := slices.Clone(allowed)
+	slices.Reverse(cpus)
+	cpus = cpus[:min(len(cpus), 8)]
+	p := NewPinned(cpus)
+	defer p.Close()
+	if p.Size() != len(cpus) || !slices.Equal(p.CPUs(), cpus) {
+		t.Fatalf("size %d CPUs %v, want %v", p.Size(), p.CPUs(), cpus)
+	}
+	task := &maskTask{}
+	func() {
+		defer p.PinCaller()()
+		p.Run(task)
+	}()
+	for w := range cpus {
+		if !slices.Equal(task.masks[w], cpus[w:w+1]) {
+			t.Errorf("worker %d runs on %v, want [%d]", w, task.masks[w], cpus[w])
+		}
+	}
+	// Unpinned, the caller is back on every allowed CPU.
+	p.Run(task)
+	if !slices.Equal(task.masks[0], allowed) {
+		t.Errorf("after unpin worker 0 runs on %v, want %v", task.masks[0], allowed)
+	}
+	if u := New(2, false); u.CPUs() != nil {
+		t.Errorf("unpinned pool reports CPUs %v", u.CPUs())
+	} else {
+		u.Close()
 	}
 }

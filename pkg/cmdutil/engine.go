@@ -1,8 +1,12 @@
 package cmdutil
 
 import (
+	"log/slog"
+
 	"github.com/spf13/pflag"
 
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/tune"
 	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
@@ -11,7 +15,7 @@ import (
 type EngineFlags struct {
 	ModelPath      string
 	DType, KVDType string
-	Threads        int
+	ThreadFlags
 	SequenceLength int
 	BatchSize      int
 	ChunkSize      int
@@ -24,7 +28,7 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.StringVar(&e.ModelPath, "model-path", "", "Hugging Face model directory (default: the built-in synthetic model)")
 	fl.StringVar(&e.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&e.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
-	fl.IntVar(&e.Threads, "threads", 0, "compute threads (default: physical cores)")
+	e.ThreadFlags.AddFlags(fl)
 	fl.IntVar(&e.SequenceLength, "sequence-length", seqLen, seqHelp)
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
@@ -34,7 +38,7 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
-	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads,
+	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads, NoPin: !e.PinThreads,
 		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize,
 		PrefixCacheBytes: PrefixCacheOption(e.PrefixCacheBytes)}
 }
@@ -49,4 +53,41 @@ func PrefixCacheOption(flag int64) int64 {
 		return 0
 	}
 	return flag
+}
+
+// ThreadFlags size and place the compute threads; serve, run and bench share them.
+type ThreadFlags struct {
+	Threads    int
+	PinThreads bool
+}
+
+// AddFlags defines --threads and --pin-threads on fl.
+func (t *ThreadFlags) AddFlags(fl *pflag.FlagSet) {
+	fl.IntVar(&t.Threads, "threads", 0, "compute threads (default: one per physical core this process may use, within its cgroup CPU quota)")
+	fl.BoolVar(&t.PinThreads, "pin-threads", true, "bind each compute thread to its own CPU, one per physical core (false: leave placement to the OS)")
+}
+
+// ChooseKernels picks each operation's kernel path before an engine starts:
+// this CPU and build's cached calibration, else about 100 ms of measurement
+// (kernels/tune), unless ELLM_KERNELS forces one path. It logs the choice.
+func ChooseKernels(version string, log *slog.Logger) error {
+	if err := kernels.EnvError(); err != nil {
+		return err
+	}
+	r, err := tune.Apply(tune.Options{Version: version})
+	if err != nil {
+		return err
+	}
+	if r.Note != "" {
+		log.Warn("kernel calibration", "note", r.Note)
+	}
+	args := []any{"source", r.Source}
+	if r.Source == "cache" || r.Source == "measured" {
+		args = append(args, "file", r.CacheFile)
+	}
+	for _, c := range r.Choices {
+		args = append(args, c.Op.String(), c.Path.String()+": "+c.Why)
+	}
+	log.Info("kernel paths", args...)
+	return nil
 }

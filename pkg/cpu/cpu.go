@@ -52,6 +52,9 @@ type Source struct {
 	Features kernels.Features
 	// Root is prepended to /proc and /sys paths ("" or "/" for the real ones).
 	Root string
+	// Affinity returns the CPUs this process may run on (SchedAffinity);
+	// nil means every CPU of the topology under Root.
+	Affinity func() ([]int, error)
 	// Notes are remarks from detection (e.g. CPUID and the OS disagree).
 	Notes []string
 }
@@ -66,7 +69,7 @@ func System() Source {
 		Caches: Caches{L1D: cacheSize(c.Cache.L1D), L1I: cacheSize(c.Cache.L1I), L2: cacheSize(c.Cache.L2), L3: cacheSize(c.Cache.L3)},
 	}
 	f := kernels.CPU()
-	return Source{Identity: id, Features: f, Root: "/", Notes: crossCheck(f)}
+	return Source{Identity: id, Features: f, Root: "/", Affinity: SchedAffinity, Notes: crossCheck(f)}
 }
 
 func cacheSize(n int) int64 {
@@ -294,43 +297,65 @@ type KernelChoice struct {
 
 // KernelPaths says what each operation class runs on a CPU with features f
 // when the kernels take path active (kernels.Active(), or f.Best() for a
-// described machine). A path above what f supports is lowered to f.Best().
-func KernelPaths(f kernels.Features, active kernels.Path) []KernelChoice {
-	if !f.Supports(active) {
-		active = f.Best()
+// described machine) and the matrix products the paths chosen for them
+// (kernels.PathFor; nil: active). A path above what f supports is lowered
+// to f.Best().
+func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]kernels.Path) []KernelChoice {
+	lower := func(p kernels.Path) kernels.Path {
+		if !f.Supports(p) {
+			return f.Best()
+		}
+		return p
 	}
-	var gemm, int8, attn, elem string
-	switch active {
+	active = lower(active)
+	pathOf := func(op kernels.Op) kernels.Path {
+		if p, ok := chosen[op]; ok {
+			return lower(p)
+		}
+		return active
+	}
+	bf, i8 := pathOf(kernels.MatMulBF16), pathOf(kernels.MatMulInt8)
+	return []KernelChoice{
+		{"GEMM bf16 (prefill)", bf.String(), describePath(bf).gemm},
+		{"GEMM int8 (prefill)", i8.String(), describePath(i8).int8},
+		{"GEMV bf16 (decode)", bf.String(), describePath(bf).gemm + "; bound by memory bandwidth"},
+		{"attention", active.String(), describePath(active).attn},
+		{"elementwise (norms, RoPE, SiLU, softmax)", active.String(), describePath(active).elem},
+	}
+}
+
+type pathText struct{ gemm, int8, attn, elem string }
+
+func describePath(p kernels.Path) pathText {
+	switch p {
 	case kernels.AVX512BF16:
-		gemm = "VDPBF16PS: activations rounded to bf16, f32 accumulation"
-		int8 = "VPDPBUSD (AVX512_VNNI): u8 activations × s8 weights, per-row f32 scales"
-		attn = "AVX-512 f32 with bf16 K/V widened"
-		elem = "AVX-512 f32"
+		return pathText{
+			gemm: "VDPBF16PS: activations rounded to bf16, f32 accumulation",
+			int8: "VPDPBUSD (AVX512_VNNI): u8 activations × s8 weights, per-row f32 scales",
+			attn: "AVX-512 f32 with bf16 K/V widened",
+			elem: "AVX-512 f32",
+		}
 	case kernels.AVX512:
-		gemm = "AVX-512 FMA: bf16 weights widened to f32 exactly"
-		int8 = "AVX-512: int8 weights widened to f32 (no VNNI path)"
-		attn = "AVX-512 f32 with bf16 K/V widened"
-		elem = "AVX-512 f32"
+		return pathText{
+			gemm: "AVX-512 FMA: bf16 weights widened to f32 exactly",
+			int8: "AVX2 integer kernels (VPMADDUBSW): the same bits as VNNI",
+			attn: "AVX-512 f32 with bf16 K/V widened",
+			elem: "AVX-512 f32",
+		}
 	case kernels.AVX2:
-		gemm = "AVX2 FMA: bf16 weights widened to f32 exactly"
-		int8 = "AVX2: int8 weights widened to f32"
-		attn = "AVX2 f32 with bf16 K/V widened"
-		elem = "AVX2 f32"
-	default:
-		gemm = "pure Go f32 (no AVX2+FMA: much slower)"
-		int8 = "pure Go: int8 weights widened to f32"
-		attn = "pure Go f32"
-		elem = "pure Go f32"
+		return pathText{
+			gemm: "AVX2 FMA: bf16 weights widened to f32 exactly",
+			int8: "AVX2 integer kernels (VPMADDUBSW)",
+			attn: "AVX2 f32 with bf16 K/V widened",
+			elem: "AVX2 f32",
+		}
 	}
-	p := active.String()
-	choices := []KernelChoice{
-		{"GEMM bf16 (prefill)", p, gemm},
-		{"GEMM int8 (prefill)", p, int8},
-		{"GEMV (decode)", p, gemm + "; bound by memory bandwidth"},
-		{"attention", p, attn},
-		{"elementwise (norms, RoPE, SiLU, softmax)", p, elem},
+	return pathText{
+		gemm: "pure Go f32 (no AVX2+FMA: much slower)",
+		int8: "pure Go integer dot products",
+		attn: "pure Go f32",
+		elem: "pure Go f32",
 	}
-	return choices
 }
 
 // Fallbacks explains, for a CPU with features f, which faster paths it

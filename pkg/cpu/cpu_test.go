@@ -101,7 +101,7 @@ func TestKernelPaths(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ks := KernelPaths(tc.f, tc.active)
+			ks := KernelPaths(tc.f, tc.active, nil)
 			if len(ks) != 5 {
 				t.Fatalf("%d op classes", len(ks))
 			}
@@ -114,6 +114,16 @@ func TestKernelPaths(t *testing.T) {
 				t.Errorf("Fallbacks = %v, want %d lines", fb, tc.fallbacks)
 			}
 		})
+	}
+	// The matrix products take the paths chosen for them, lowered to what the CPU runs.
+	ks := KernelPaths(sapphire, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulBF16: kernels.AVX512})
+	if ks[0].Path != "avx512" || ks[2].Path != "avx512" || ks[1].Path != "avx512bf16" || ks[3].Path != "avx512bf16" ||
+		!strings.Contains(ks[0].Detail, "widened to f32") {
+		t.Errorf("bf16 products chosen on avx512: %+v", ks)
+	}
+	ks = KernelPaths(skylake, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulInt8: kernels.AVX512BF16})
+	if ks[1].Path != "avx512" {
+		t.Errorf("int8 on a CPU without VNNI: %+v", ks[1])
 	}
 	if fb := Fallbacks(skylake); !strings.Contains(fb[0], "AVX512_BF16, AVX512_VNNI") || !strings.Contains(fb[0], "to avx512") {
 		t.Errorf("skylake fallback %q", fb[0])

@@ -3,6 +3,7 @@ package engine
 import (
 	"io"
 
+	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
 )
@@ -35,6 +36,7 @@ type backend interface {
 type modelBackend struct {
 	runner *model.Runner
 	cache  *kvcache.Cache
+	pool   *threads.Pool // the runner's; the scheduler goroutine is its worker 0
 }
 
 func (b *modelBackend) forward(segs []model.Segment) error { return b.runner.Forward(segs) }

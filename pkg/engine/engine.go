@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -40,8 +40,12 @@ type Options struct {
 	DType string
 	// KVDType of the cache: "bf16" (default) or "f32".
 	KVDType string
-	// Threads of the kernel pool; 0 = physical cores.
+	// Threads of the kernel pool; 0 = cpu.DefaultThreads: one per physical
+	// core this process may use, within its cgroup CPU quota.
 	Threads int
+	// NoPin leaves the workers to the OS scheduler; by default each is bound
+	// to its own CPU, one per physical core of the allowed set.
+	NoPin bool
 	// SequenceLength is the KV positions of each slot (default 4096).
 	SequenceLength int
 	// BatchSize is the number of slots (default 1).
@@ -79,6 +83,10 @@ type Info struct {
 	KVDType    string
 
 	Threads, Slots, SequenceLength, ChunkSize, StallTokens int
+	// ThreadsWhy says where Threads came from (cpu.Threads.Why); PinnedCPUs
+	// are the workers' CPUs in worker order (nil with NoPin).
+	ThreadsWhy string
+	PinnedCPUs []int
 
 	WeightBytes, KVBytes, ScratchBytes int64
 	SessionStore                       string
@@ -299,7 +307,10 @@ func New(opts Options) (*Engine, error) {
 		return fail(err)
 	}
 	closers = append(closers, cache.Close)
-	pool := threads.New(opts.Threads, false)
+	pool, th := NewPool(opts.Threads, opts.NoPin)
+	for _, n := range th.Notes {
+		opts.Logger.Warn("thread count", "note", n)
+	}
 	closers = append(closers, func() error { pool.Close(); return nil })
 	prefill := opts.SequenceLength
 	if opts.ChunkSize > 0 {
@@ -314,13 +325,13 @@ func New(opts Options) (*Engine, error) {
 
 	info := Info{
 		ModelName: cfg.Name(), ModelPath: dir, Synthetic: synthetic || cfg.EllmSynthetic, Config: cfg,
-		KernelPath: kernels.Active().String(), DType: m.DType, KVDType: string(kvd),
-		Threads: pool.Size(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
+		KernelPath: kernels.Describe(), DType: m.DType, KVDType: string(kvd),
+		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
 		WeightBytes: m.WeightBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
 		SessionStore: opts.SessionStore,
 	}
-	be := &modelBackend{runner: runner, cache: cache}
+	be := &modelBackend{runner: runner, cache: cache, pool: pool}
 	// Either file's eos ids end a generation (Qwen3's config names
 	// <|endoftext|>, its generation_config also <|im_end|>).
 	eos := modelcfg.EOSTokens(cfg, gen)
@@ -347,7 +358,8 @@ func New(opts Options) (*Engine, error) {
 		"weights", info.DType, "weight_bytes", info.WeightBytes,
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
 		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes, "prefix_cache_bytes", e.info.PrefixCacheBytes,
-		"kernels", info.KernelPath, "threads", info.Threads, "load", e.info.LoadTime.Round(time.Millisecond))
+		"kernels", info.KernelPath, "threads", info.ThreadsWhy, "pinned", cpu.FormatCPUList(info.PinnedCPUs),
+		"load", e.info.LoadTime.Round(time.Millisecond))
 	if info.Synthetic {
 		e.log.Warn("running the built-in synthetic model: random weights, output is not language")
 	}
@@ -360,9 +372,6 @@ func withDefaults(o Options) Options {
 	}
 	if o.KVDType == "" {
 		o.KVDType = "bf16"
-	}
-	if o.Threads <= 0 {
-		o.Threads = physicalCores()
 	}
 	if o.SequenceLength <= 0 {
 		o.SequenceLength = 4096
@@ -385,9 +394,16 @@ func withDefaults(o Options) Options {
 	return o
 }
 
-// physicalCores is a stopgap until cpu.DefaultThreads lands: the CPUs this
-// process may run on, never CPUID's count (a hypervisor may claim 254).
-func physicalCores() int { return runtime.NumCPU() }
+// NewPool starts a kernel pool of n threads (0 = cpu.DefaultThreads), each
+// bound to its CPU of cpu.Threads.PinCPUs unless noPin, and says where the
+// count came from. The engine and the benchmarks' ceilings use it.
+func NewPool(n int, noPin bool) (*threads.Pool, cpu.Threads) {
+	th := cpu.DefaultThreads(cpu.System()).Resolve(n)
+	if noPin {
+		return threads.New(th.N, false), th
+	}
+	return threads.NewPinned(th.CPUs), th
+}
 
 // newEngine starts the scheduler over a backend; New and the tests share it.
 func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, storeID string) (*Engine, error) {

@@ -13,6 +13,10 @@ import (
 // slots and the queue order.
 func (e *Engine) run() {
 	defer close(e.done)
+	if mb, ok := e.be.(*modelBackend); ok {
+		// This goroutine runs every forward pass: it is the pool's worker 0.
+		defer mb.pool.PinCaller()()
+	}
 	for {
 		e.mu.Lock()
 		e.queue = append(e.queue, e.incoming...)

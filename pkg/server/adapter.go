@@ -25,6 +25,7 @@ func (a engineAdapter) EOS() []int32 { return a.e.EOS() }
 func (a engineAdapter) Info() Info {
 	i := a.e.Info()
 	return Info{ModelName: i.ModelName, Synthetic: i.Synthetic, KernelPath: i.KernelPath, Threads: i.Threads,
+		ThreadsWhy: i.ThreadsWhy, PinnedCPUs: i.PinnedCPUs,
 		Slots: i.Slots, SequenceLength: i.SequenceLength, WeightBytes: i.WeightBytes, KVBytes: i.KVBytes,
 		ScratchBytes: i.ScratchBytes, LoadTime: i.LoadTime}
 }

@@ -67,6 +67,8 @@ type Info struct {
 	Synthetic                          bool
 	KernelPath                         string
 	Threads, Slots, SequenceLength     int
+	ThreadsWhy                         string // where Threads came from
+	PinnedCPUs                         []int  // the threads' CPUs; nil = not pinned
 	WeightBytes, KVBytes, ScratchBytes int64
 	LoadTime                           time.Duration
 }

@@ -98,7 +98,8 @@ func (f *fakeEngine) GenerationDefaults() modelcfg.GenerationConfig {
 	return modelcfg.GenerationConfig{Temperature: &zero}
 }
 func (f *fakeEngine) Info() Info {
-	return Info{ModelName: "fake-qwen3", SequenceLength: f.seq, Slots: cap(f.slots), KernelPath: "generic"}
+	return Info{ModelName: "fake-qwen3", SequenceLength: f.seq, Slots: cap(f.slots), KernelPath: "generic",
+		Threads: 2, ThreadsWhy: "2 (affinity 4 CPUs, cgroup quota 2.5 CPUs (cpu.max), 4 physical cores)", PinnedCPUs: []int{0, 2}}
 }
 func (f *fakeEngine) Stats() Stats {
 	f.mu.Lock()

@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ellm-dev/ellm/pkg/cpu"
 )
 
 // metrics live in the server's own registry, so that several servers (tests)
@@ -38,6 +40,12 @@ func newMetrics(eng Engine) *metrics {
 	m.sessionHits = counter("session_hits_total", "Requests whose messages extended their transcript session.")
 	m.sessionMisses = counter("session_misses_total", "Requests naming a session that could not be extended (new or changed history).")
 	m.sessionReused = counter("session_reused_tokens_total", "Transcript tokens sent as the prompt prefix by transcript sessions.")
+	info := eng.Info()
+	threads := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ellm", Name: "threads",
+		Help: "Compute threads of the kernel pool; source says where the number came from, pinned lists their CPUs (\"none\" when unpinned)."},
+		[]string{"source", "pinned"})
+	threads.WithLabelValues(info.ThreadsWhy, cpu.FormatCPUList(info.PinnedCPUs)).Set(float64(info.Threads))
+	m.reg.MustRegister(threads)
 	gauge := func(name, help string, f func(Stats) float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ellm", Name: name, Help: help},
 			func() float64 { return f(eng.Stats()) }))

@@ -10,6 +10,7 @@ import (
 	ealign "github.com/ellm-dev/ellm/align"
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/cpu"
 )
 
 // Options are the inputs of `ellm align`.
@@ -62,7 +63,7 @@ fp32_engine, avx512bf16: bf16_engine). Exits with status 1 if any case fails.`,
 	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype of model cases: bf16, f32 or int8")
 	fl.BoolVar(&opts.JSON, "json", false, "write the results as JSON")
 	fl.StringVar(&opts.Dump, "dump", "", "also write ellm's tensors in the reference format under this directory")
-	fl.IntVar(&opts.Threads, "threads", 0, "kernel threads (0: one per CPU)")
+	fl.IntVar(&opts.Threads, "threads", 0, "kernel threads (default: one per physical core this process may use, within its cgroup CPU quota)")
 	return cmd
 }
 
@@ -84,6 +85,9 @@ func alignRun(opts *Options) error {
 	case "bf16", "f32", "int8":
 	default:
 		return fmt.Errorf("--dtype %q: want bf16, f32 or int8", opts.DType)
+	}
+	if opts.Threads <= 0 {
+		opts.Threads = cpu.DefaultThreads(cpu.System()).N
 	}
 	results, err := ealign.Run(ealign.Options{
 		Kind: opts.Case, Ref: opts.Ref, ModelPath: opts.ModelPath, Path: path,

@@ -4,13 +4,12 @@ package bench
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ellm-dev/ellm/bench"
-	"github.com/ellm-dev/ellm/kernels"
-	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -19,17 +18,18 @@ import (
 // Common are the flags every model benchmark shares.
 type Common struct {
 	IO        cmdutil.IOStreams
+	Version   string
 	ModelPath string
 	Preset    string
 	Layers    int
-	Threads   int
-	DType     string
-	KVDType   string
-	Repeat    int
-	Seed      uint64
-	JSON      bool
-	CSV       bool
-	Plot      string
+	cmdutil.ThreadFlags
+	DType   string
+	KVDType string
+	Repeat  int
+	Seed    uint64
+	JSON    bool
+	CSV     bool
+	Plot    string
 	// NoCeilings skips measuring the machine's peaks (fractions are then 0).
 	NoCeilings bool
 	// prefixCacheBytes is engine.Options.PrefixCacheBytes (0: the default).
@@ -57,7 +57,7 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	fl.StringVar(&c.ModelPath, "model-path", "", "Hugging Face model directory (default: --preset, else the built-in synthetic model)")
 	fl.StringVar(&c.Preset, "preset", "", "model shape preset with synthetic weights: "+strings.Join(modelcfg.PresetNames(), ", "))
 	fl.IntVar(&c.Layers, "layers", 0, "with --preset: keep only the first N layers (results scaled to full depth)")
-	fl.IntVar(&c.Threads, "threads", 0, "worker threads (0: physical cores)")
+	c.ThreadFlags.AddFlags(fl)
 	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
 	fl.IntVar(&c.Repeat, "repeat", 3, "measured repetitions per point (after one warm-up)")
@@ -105,7 +105,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	if c.Layers > 0 && c.Preset == "" {
 		return nil, fmt.Errorf("--layers needs --preset (a checkpoint is measured whole)")
 	}
-	if err := kernels.EnvError(); err != nil {
+	if err := cmdutil.ChooseKernels(c.Version, slog.New(slog.NewTextHandler(c.IO.ErrOut, nil))); err != nil {
 		return nil, err
 	}
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}
@@ -116,16 +116,17 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	}
 	model.DType, model.KVDType = c.DType, c.KVDType
 	model.Scaled = model.FullLayers > 0
-	e, err := engine.New(engine.Options{ModelPath: dir, DType: c.DType, KVDType: c.KVDType, Threads: c.Threads,
+	e, err := engine.New(engine.Options{ModelPath: dir, DType: c.DType, KVDType: c.KVDType, Threads: c.Threads, NoPin: !c.PinThreads,
 		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk, PrefixCacheBytes: c.prefixCacheBytes})
 	if err != nil {
 		return nil, err
 	}
 	info := e.Info()
 	m := bench.DescribeMachine(info.Threads)
+	m.ThreadsWhy, m.PinnedCPUs = info.ThreadsWhy, info.PinnedCPUs
 	if !c.NoCeilings {
 		fmt.Fprintln(c.IO.ErrOut, "measuring this machine's ceilings…")
-		pool := threads.New(info.Threads, true)
+		pool, _ := engine.NewPool(c.Threads, !c.PinThreads)
 		m.Ceilings, err = bench.MeasureCeilings(pool)
 		pool.Close()
 		if err != nil {

@@ -20,7 +20,7 @@ type DecodeOptions struct {
 }
 
 func newCmdDecode(f *cmdutil.Factory, runF func(*DecodeOptions) error) *cobra.Command {
-	opts := &DecodeOptions{Common: Common{IO: f.IO}}
+	opts := &DecodeOptions{Common: Common{IO: f.IO, Version: f.Version}}
 	cmd := &cobra.Command{
 		Use:     "decode",
 		Short:   "Time per output token per context depth and batch, as a fraction of DRAM bandwidth",

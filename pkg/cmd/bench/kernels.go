@@ -8,8 +8,8 @@ import (
 
 	"github.com/ellm-dev/ellm/bench"
 	"github.com/ellm-dev/ellm/kernels"
-	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
 // KernelsOptions are the inputs of `ellm bench kernels`.
@@ -22,7 +22,7 @@ type KernelsOptions struct {
 }
 
 func newCmdKernels(f *cmdutil.Factory, runF func(*KernelsOptions) error) *cobra.Command {
-	opts := &KernelsOptions{Common: Common{IO: f.IO}}
+	opts := &KernelsOptions{Common: Common{IO: f.IO, Version: f.Version}}
 	cmd := &cobra.Command{
 		Use:   "kernels",
 		Short: "GEMM, GEMV and attention throughput as fractions of this machine's measured ceilings",
@@ -41,7 +41,7 @@ decode attention, each as a fraction of the ceiling that bounds it.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Paths, "paths", "", "GEMM paths to measure, comma-separated (default: every SIMD path this CPU has)")
-	fl.IntVar(&opts.Threads, "threads", 0, "worker threads (0: every CPU this process may use)")
+	opts.ThreadFlags.AddFlags(fl)
 	fl.IntVar(&opts.Repeat, "repeat", 5, "timed calls per kernel (the median is reported)")
 	fl.IntVar(&opts.M, "m", 512, "rows of the prefill GEMMs")
 	fl.IntVar(&opts.AttnT, "attn-tokens", 4096, "prefill attention length")
@@ -70,13 +70,14 @@ func kernelsRun(opts *KernelsOptions) error {
 			paths = append(paths, p)
 		}
 	}
-	pool := threads.New(opts.Threads, true)
+	pool, th := engine.NewPool(opts.Threads, !opts.PinThreads)
 	defer pool.Close()
 	c, err := bench.MeasureCeilings(pool)
 	if err != nil {
 		return err
 	}
 	m := bench.DescribeMachine(pool.Size())
+	m.ThreadsWhy, m.PinnedCPUs = th.Why, pool.CPUs()
 	m.Ceilings = c
 	p := opts.progress(len(paths)*4+8, "kernels")
 	res, err := bench.RunKernels(pool, c, bench.KernelOptions{Paths: paths, Repeat: opts.Repeat, M: opts.M, AttnT: opts.AttnT, DecodeT: opts.DecodeT}, p)

@@ -30,7 +30,7 @@ type LlamaCppOptions struct {
 }
 
 func newCmdLlamaCpp(f *cmdutil.Factory, runF func(*LlamaCppOptions) error) *cobra.Command {
-	opts := &LlamaCppOptions{Common: Common{IO: f.IO}}
+	opts := &LlamaCppOptions{Common: Common{IO: f.IO, Version: f.Version}}
 	cmd := &cobra.Command{
 		Use:   "llamacpp",
 		Short: "ellm and llama.cpp side by side on the same weights, alternating, with ratios",

@@ -19,7 +19,7 @@ type PrefillOptions struct {
 }
 
 func newCmdPrefill(f *cmdutil.Factory, runF func(*PrefillOptions) error) *cobra.Command {
-	opts := &PrefillOptions{Common: Common{IO: f.IO}}
+	opts := &PrefillOptions{Common: Common{IO: f.IO, Version: f.Version}}
 	cmd := &cobra.Command{
 		Use:   "prefill",
 		Short: "Time to first token per prompt length, as a fraction of the compute peak",
@@ -51,7 +51,7 @@ func prefillRun(cmd *cobra.Command, opts *PrefillOptions) error {
 	p := opts.progress(len(lengths)*(max(opts.Repeat, 1)+1), "prefill")
 	res, err := bench.RunPrefill(cmd.Context(), s.engine, s.cfg, bench.PrefillOptions{
 		Lengths: lengths, Repeat: opts.Repeat, ChunkSize: opts.ChunkSize, Seed: opts.Seed,
-		Peak: s.machine.Ceilings.ComputePeak(kernels.Active(), opts.DType), Scale: s.scale,
+		Peak: s.machine.Ceilings.ComputePeak(kernels.PathFor(kernels.MatMulBF16), opts.DType), Scale: s.scale,
 	}, p)
 	p.Done()
 	if err != nil {

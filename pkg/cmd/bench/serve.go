@@ -27,7 +27,7 @@ type ServeOptions struct {
 }
 
 func newCmdServe(f *cmdutil.Factory, runF func(*ServeOptions) error) *cobra.Command {
-	opts := &ServeOptions{Common: Common{IO: f.IO}}
+	opts := &ServeOptions{Common: Common{IO: f.IO, Version: f.Version}}
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Load an OpenAI-compatible server: TTFT, TPOT and latency percentiles, throughput, errors",

@@ -16,7 +16,7 @@ type SessionOptions struct {
 }
 
 func newCmdSession(f *cmdutil.Factory, runF func(*SessionOptions) error) *cobra.Command {
-	opts := &SessionOptions{Common: Common{IO: f.IO}}
+	opts := &SessionOptions{Common: Common{IO: f.IO, Version: f.Version}}
 	cmd := &cobra.Command{
 		Use:     "session",
 		Short:   "Per-turn TTFT of a growing conversation, with the session cache and without it",

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/renderer"
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/tune"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -32,6 +34,8 @@ type Options struct {
 	DType          string
 	KVDType        string
 	JSON           bool
+	// Calibrate measures the kernel paths again even when a calibration is cached.
+	Calibrate bool
 
 	// Machine describes the machine (cpu.System by default); tests describe others.
 	Machine func() cpu.Source
@@ -39,16 +43,27 @@ type Options struct {
 	ActivePath func() kernels.Path
 	// KernelsEnvError reports a bad ELLM_KERNELS (kernels.EnvError by default).
 	KernelsEnvError func() error
+	// ChooseKernels picks each operation's path (tune.Apply by default);
+	// recalibrate is --calibrate.
+	ChooseKernels func(recalibrate bool) (*tune.Result, error)
 }
 
 // NewCmdCheckCPU returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdCheckCPU(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError}
+	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError,
+		ChooseKernels: func(recalibrate bool) (*tune.Result, error) {
+			return tune.Apply(tune.Options{Version: f.Version, Recalibrate: recalibrate})
+		}}
 	cmd := &cobra.Command{
 		Use:   "check-cpu",
 		Short: "Check this CPU and memory before deploying a model",
 		Long: `Describe this machine (CPU, cores, caches, ISA features, memory,
-transparent hugepages) and the kernel path each operation takes on it.
+transparent hugepages), the compute threads serve/run/bench start by default, and
+the kernel path each operation takes on it. Where two paths could serve an
+operation (bf16 products on a CPU with AVX512_BF16: VDPBF16PS or widening to
+f32 FMA), the faster is measured on this CPU (about 100 ms, once per CPU,
+microcode and ellm build; cached in the user cache directory; --calibrate
+measures again) and the rates are shown.
 
 With --model-path or --preset it also sizes a deployment: weights at --dtype,
 the static KV cache for --batch-size slots of --sequence-length positions at
@@ -75,6 +90,7 @@ with the reasons when it is not.`,
 	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&opts.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
+	fl.BoolVar(&opts.Calibrate, "calibrate", false, "measure the kernel paths again, ignoring the cached calibration")
 	return cmd
 }
 
@@ -84,14 +100,18 @@ const headroom = 0.9
 
 // Report is the JSON form of the output.
 type Report struct {
-	CPU        *cpu.Info          `json:"cpu"`
+	CPU *cpu.Info `json:"cpu"`
+	// Threads is the default compute thread count serve, run and bench take.
+	Threads    cpu.Threads        `json:"compute_threads"`
 	KernelPath string             `json:"kernel_path"`
 	Kernels    []cpu.KernelChoice `json:"kernels"`
-	Deployment *Deployment        `json:"deployment,omitempty"`
-	Deployable bool               `json:"deployable"`
-	Verdict    string             `json:"verdict"`
-	Reasons    []string           `json:"reasons,omitempty"`
-	Warnings   []string           `json:"warnings,omitempty"`
+	// KernelChoice is how the matrix products' paths were chosen, with the measured rates.
+	KernelChoice *tune.Result `json:"kernel_choice,omitempty"`
+	Deployment   *Deployment  `json:"deployment,omitempty"`
+	Deployable   bool         `json:"deployable"`
+	Verdict      string       `json:"verdict"`
+	Reasons      []string     `json:"reasons,omitempty"`
+	Warnings     []string     `json:"warnings,omitempty"`
 }
 
 // Deployment is the sizing of one model on this machine.
@@ -133,17 +153,39 @@ func buildReport(opts *Options) (*Report, error) {
 	if opts.ModelPath != "" && opts.Preset != "" {
 		return nil, errors.New("give --model-path or --preset, not both")
 	}
-	info := cpu.Detect(opts.Machine())
+	src := opts.Machine()
+	info := cpu.Detect(src)
 	f := info.KernelFeatures()
 	active := opts.ActivePath()
 	if !f.Supports(active) {
 		active = f.Best()
 	}
-	r := &Report{CPU: info, KernelPath: active.String(), Kernels: cpu.KernelPaths(f, active)}
+	r := &Report{CPU: info, Threads: cpu.DefaultThreads(src), KernelPath: active.String()}
+	r.Warnings = append(r.Warnings, r.Threads.Notes...)
 	r.Warnings = append(r.Warnings, cpu.Fallbacks(f)...)
+	var chosen map[kernels.Op]kernels.Path
 	if err := opts.KernelsEnvError(); err != nil {
 		r.Reasons = append(r.Reasons, err.Error())
+	} else {
+		kc, err := opts.ChooseKernels(opts.Calibrate)
+		if err != nil {
+			return nil, err
+		}
+		r.KernelChoice, chosen = kc, map[kernels.Op]kernels.Path{}
+		for _, c := range kc.Choices {
+			chosen[c.Op] = c.Path
+		}
+		if kc.Note != "" {
+			r.Warnings = append(r.Warnings, "kernel calibration: "+kc.Note)
+		}
 	}
+	r.Kernels = cpu.KernelPaths(f, active, chosen)
+	r.KernelPath = kernels.DescribePaths(active, func(op kernels.Op) kernels.Path {
+		if p, ok := chosen[op]; ok && f.Supports(p) {
+			return p
+		}
+		return active
+	})
 	if info.HugePages == "never" {
 		r.Warnings = append(r.Warnings, "transparent hugepages are off: the KV cache and weights use 4 KiB pages (more TLB misses)")
 	}
@@ -247,6 +289,7 @@ func printReport(w io.Writer, r *Report) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("CPU          %s (%s, family %d, model %d, stepping %d)\n", c.Model, c.Vendor, c.Family, c.ModelID, c.Stepping)
 	p("Topology     %d physical cores, %d threads, %d socket(s), %d NUMA node(s)\n", c.PhysicalCores, c.Threads, c.Sockets, c.NUMANodes)
+	p("Threads      %s, pinned to CPUs %s (override: --threads, --pin-threads=false)\n", r.Threads.Why, cpu.FormatCPUList(r.Threads.CPUs))
 	p("Caches       L1d %s, L1i %s, L2 %s, L3 %s\n", cache(c.Caches.L1D), cache(c.Caches.L1I), cache(c.Caches.L2), cache(c.Caches.L3))
 	p("Memory       %s total, %s available; transparent hugepages: %s\n", gib(c.MemTotal), gib(c.MemAvailable), orUnknown(c.HugePages))
 	var have, lack []string
@@ -273,6 +316,21 @@ func printReport(w io.Writer, r *Report) error {
 	}
 	if err := t.Render(); err != nil {
 		return err
+	}
+	if kc := r.KernelChoice; kc != nil {
+		switch kc.Source {
+		case "cache":
+			p("Chosen from the calibration measured %s (%s):\n", kc.Calibration.Measured.Format(time.RFC3339), kc.CacheFile)
+		case "measured":
+			p("Chosen from a calibration measured now (%s wall clock; saved to %s):\n", kc.Calibration.Took.Round(time.Millisecond), orUnknown(kc.CacheFile))
+		case "one path":
+			p("Nothing to choose between on this CPU:\n")
+		default:
+			p("Chosen by %s:\n", kc.Source)
+		}
+		for _, c := range kc.Choices {
+			p("  %-12s %-11s %s\n", c.Op, c.Path, c.Why)
+		}
 	}
 	if d := r.Deployment; d != nil {
 		p("\nDeployment: %s (%s), %s weights, %s KV cache, %d slot(s) × %d positions\n",

@@ -10,8 +10,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/tune"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
@@ -57,6 +59,9 @@ func run(t *testing.T, opts *Options) (string, error) {
 	}
 	if opts.KernelsEnvError == nil {
 		opts.KernelsEnvError = func() error { return nil }
+	}
+	if opts.ChooseKernels == nil {
+		opts.ChooseKernels = func(bool) (*tune.Result, error) { return &tune.Result{Source: "one path"}, nil }
 	}
 	if opts.DType == "" {
 		opts.DType = "bf16"
@@ -223,5 +228,106 @@ func TestNewCmdFlags(t *testing.T) {
 	}
 	if got.Machine == nil || got.ActivePath == nil {
 		t.Error("defaults for machine detection not set")
+	}
+}
+
+// The compute threads come from the machine's topology (4 CPUs, 2 cores
+// here), whatever CPUID claims, in the text and the JSON alike.
+func TestComputeThreads(t *testing.T) {
+	m := machine(t, sapphire, 64, "[madvise]")
+	liar := func() cpu.Source {
+		s := m()
+		s.Identity.PhysicalCores, s.Identity.LogicalCores = 254, 254
+		return s
+	}
+	const want = "Threads      2 (affinity 4 CPUs, cgroup quota none, 2 physical cores), pinned to CPUs 0,2"
+	out, err := run(t, &Options{Machine: liar})
+	if err != nil || !strings.Contains(out, want) {
+		t.Errorf("err %v, output lacks %q:\n%s", err, want, out)
+	}
+	out, err = run(t, &Options{Machine: liar, JSON: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Threads struct {
+			N    int    `json:"n"`
+			CPUs []int  `json:"cpus"`
+			Why  string `json:"why"`
+		} `json:"compute_threads"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Threads.N != 2 || fmt.Sprint(r.Threads.CPUs) != "[0 2]" || !strings.HasPrefix(want[13:], r.Threads.Why) {
+		t.Errorf("compute_threads %+v", r.Threads)
+	}
+}
+
+// The matrix products' paths come from the calibration: check-cpu shows the
+// choice, where it came from and the measured rates, in text and JSON.
+func TestKernelChoice(t *testing.T) {
+	measured := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	calibrated := func(recalibrate bool) (*tune.Result, error) {
+		source := "cache"
+		if recalibrate {
+			source = "measured"
+		}
+		return &tune.Result{Source: source, CacheFile: "/cache/ellm/kernels-x.json",
+			Calibration: &tune.Calibration{Measured: measured, Took: 98 * time.Millisecond,
+				Rates: []tune.Rate{{Op: "matmul-bf16", Path: "avx512bf16", Rate: 82}, {Op: "matmul-bf16", Path: "avx512", Rate: 160}}},
+			Choices: []tune.Choice{
+				{Op: kernels.MatMulBF16, Path: kernels.AVX512, Why: "measured avx512bf16 82.0 vs avx512 160.0 GFLOP/s per thread"},
+				{Op: kernels.MatMulInt8, Path: kernels.AVX512BF16, Why: "measured avx512bf16 500.0 vs avx512 150.0 GOP/s per thread"},
+			}}, nil
+	}
+	var asked []bool
+	choose := func(re bool) (*tune.Result, error) { asked = append(asked, re); return calibrated(re) }
+	out, err := run(t, &Options{Machine: machine(t, sapphire, 64, "[madvise]"), ChooseKernels: choose})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"│ GEMM bf16 (prefill)", "│ avx512     │ AVX-512 FMA: bf16 weights widened to f32 exactly",
+		"│ GEMM int8 (prefill)                      │ avx512bf16 │ VPDPBUSD",
+		"Chosen from the calibration measured 2026-12-03T08:00:00Z (/cache/ellm/kernels-x.json):",
+		"  matmul-bf16  avx512      measured avx512bf16 82.0 vs avx512 160.0 GFLOP/s per thread",
+		"  matmul-int8  avx512bf16  measured avx512bf16 500.0 vs avx512 150.0 GOP/s per thread",
+		"Kernel path: avx512bf16, matmul-bf16 avx512\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = run(t, &Options{Machine: machine(t, sapphire, 64, "[madvise]"), ChooseKernels: choose, JSON: true, Calibrate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Kernels []cpu.KernelChoice `json:"kernels"`
+		Choice  struct {
+			Source  string `json:"source"`
+			Choices []struct{ Op, Path, Why string }
+			Calib   struct {
+				Rates []tune.Rate `json:"rates"`
+			} `json:"calibration"`
+		} `json:"kernel_choice"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Choice.Source != "measured" || len(r.Choice.Choices) != 2 || r.Choice.Choices[0].Op != "matmul-bf16" ||
+		r.Choice.Choices[0].Path != "avx512" || len(r.Choice.Calib.Rates) != 2 || r.Kernels[0].Path != "avx512" {
+		t.Errorf("JSON %+v", r)
+	}
+	if fmt.Sprint(asked) != "[false true]" {
+		t.Errorf("--calibrate was passed as %v", asked)
+	}
+	// A bad ELLM_KERNELS is a reason not to deploy, and nothing is measured.
+	asked = nil
+	_, err = run(t, &Options{Machine: machine(t, sapphire, 64, "[madvise]"), ChooseKernels: choose,
+		KernelsEnvError: func() error { return errors.New("ELLM_KERNELS: unknown kernel path") }})
+	if exitCode(err) != 1 || asked != nil {
+		t.Errorf("bad ELLM_KERNELS: %v, measured %v", err, asked)
 	}
 }

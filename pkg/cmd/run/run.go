@@ -30,8 +30,9 @@ import (
 
 // Options are the inputs of `ellm run`.
 type Options struct {
-	IO  cmdutil.IOStreams
-	Ctx context.Context
+	IO      cmdutil.IOStreams
+	Ctx     context.Context
+	Version string
 
 	cmdutil.EngineFlags
 
@@ -65,7 +66,7 @@ func (o *Options) thinking() bool { return o.Think && !o.NoThink }
 
 // NewCmdRun returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO}
+	opts := &Options{IO: f.IO, Version: f.Version}
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Chat in the terminal or answer one prompt",
@@ -131,6 +132,9 @@ func runRun(opts *Options) error {
 	} else {
 		eo := opts.EngineFlags.Options()
 		eo.Logger = logger(opts.IO.ErrOut, opts.Verbose)
+		if err := cmdutil.ChooseKernels(opts.Version, eo.Logger); err != nil {
+			return err
+		}
 		eng, err := engine.New(eo)
 		if err != nil {
 			return err

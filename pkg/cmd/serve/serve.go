@@ -98,6 +98,9 @@ func serveRun(opts *Options) error {
 	if opts.Port < 0 || opts.Port > 65535 {
 		return fmt.Errorf("--port %d: not a port", opts.Port)
 	}
+	if err := cmdutil.ChooseKernels(opts.Version, log); err != nil {
+		return err
+	}
 	eo := opts.EngineFlags.Options()
 	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
 	eng, err := engine.New(eo)
