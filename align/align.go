@@ -28,6 +28,12 @@ type Options struct {
 	Path kernels.Path
 	// DType is the weight dtype of model cases ("bf16" default, "f32", "int8").
 	DType string
+	// KVDType is the KV cache dtype of model cases ("bf16", "f32", "int8";
+	// "": f32 on f32 paths, as the reference keeps K/V, bf16 otherwise). The
+	// kv_cache case compares it (default int8) against a bf16 cache.
+	KVDType string
+	// Positions are the prompt lengths of the kv_cache case.
+	Positions []int
 	// Dump, when set, is where ellm's own tensors are written in the
 	// reference format (Dump/<model>/<case>/).
 	Dump string
@@ -45,6 +51,7 @@ type Result struct {
 	// "bf16_engine" or "kernel".
 	Tolerances string   `json:"tolerances"`
 	DType      string   `json:"dtype,omitempty"`
+	KVDType    string   `json:"kv_dtype,omitempty"`
 	Rows       []Row    `json:"rows"`
 	Notes      []string `json:"notes,omitempty"`
 	Error      string   `json:"error,omitempty"`
@@ -70,12 +77,29 @@ func (r *Result) finish() {
 // Run runs every matching case. Errors of individual cases are reported in
 // their Result (and fail it); the returned error is for bad options.
 func Run(opts Options) ([]Result, error) {
-	cases, err := Find(opts.Ref, opts.Kind)
-	if err != nil {
-		return nil, err
+	if opts.KVDType != "" {
+		if _, err := kvcache.ParseDType(opts.KVDType); err != nil {
+			return nil, err
+		}
 	}
 	if opts.DType == "" {
 		opts.DType = "bf16"
+	}
+	var (
+		cases []*Manifest
+		dirs  []string
+		err   error
+	)
+	if kv := NormalizeKind(opts.Kind) == "kv_cache"; kv {
+		if len(opts.Positions) == 0 {
+			opts.Positions = DefaultKVPositions
+		}
+		dirs, err = kvCaseModels(&opts)
+	} else {
+		cases, err = Find(opts.Ref, opts.Kind)
+	}
+	if err != nil {
+		return nil, err
 	}
 	prev, err := kernels.Force(opts.Path)
 	if err != nil {
@@ -89,6 +113,11 @@ func Run(opts Options) ([]Result, error) {
 	results := make([]Result, 0, len(cases))
 	for _, m := range cases {
 		results = append(results, s.run(m))
+	}
+	for _, d := range dirs {
+		for _, n := range opts.Positions {
+			results = append(results, s.kvCase(d, n))
+		}
 	}
 	return results, nil
 }
@@ -106,9 +135,11 @@ func (s *session) close() {
 	}
 }
 
-// bf16 reports whether the kernels round activations to bf16, which selects
-// the bf16_engine tolerances.
-func (s *session) bf16() bool { return s.opts.Path == kernels.AVX512BF16 || s.opts.DType == "int8" }
+// bf16 reports whether the kernels round activations to bf16 or the cache
+// quantizes K/V, which selects the bf16_engine tolerances.
+func (s *session) bf16() bool {
+	return s.opts.Path == kernels.AVX512BF16 || s.opts.DType == "int8" || s.opts.KVDType == "bf16" || s.opts.KVDType == "int8"
+}
 
 func (s *session) run(m *Manifest) (res Result) {
 	res = Result{Model: m.Model, Case: m.Case, Kind: NormalizeKind(m.Kind), Path: s.opts.Path.String()}
@@ -126,7 +157,7 @@ func (s *session) run(m *Manifest) (res Result) {
 		res.Tolerances = "kernel"
 		err = c.withTensors(map[string]func() error{"rope": c.rope, "silu_and_mul": c.siluAndMul, "rmsnorm": c.rmsnorm}[res.Kind])
 	case "one_token", "multi_token", "multi_batch", "multi_batch_test", "incremental":
-		res.DType = s.opts.DType
+		res.DType, res.KVDType = s.opts.DType, s.opts.KVDType
 		res.Tolerances = "fp32_engine"
 		if s.bf16() {
 			res.Tolerances = "bf16_engine"
@@ -181,30 +212,43 @@ func (c *caseRun) model() (*model.Model, error) {
 		}
 		dir = c.m.path(c.m.ModelPath)
 	}
+	return c.s.model(dir)
+}
+
+// model loads the model in dir once per session.
+func (s *session) model(dir string) (*model.Model, error) {
 	dir = filepath.Clean(dir)
-	if m, ok := c.s.models[dir]; ok {
+	if m, ok := s.models[dir]; ok {
 		return m, nil
 	}
-	m, err := model.Load(dir, model.LoadOptions{DType: c.s.opts.DType})
+	m, err := model.Load(dir, model.LoadOptions{DType: s.opts.DType})
 	if err != nil {
 		return nil, err
 	}
-	c.s.models[dir] = m
+	s.models[dir] = m
 	return m, nil
 }
 
-// runner makes a runner over a fresh cache: f32 K/V on f32 paths (the
-// reference keeps K/V in f32), bf16 K/V (the engine's default) otherwise.
+// runner makes a runner over a fresh cache: K/V of Options.KVDType, else f32
+// on f32 paths (the reference keeps K/V in f32) and bf16 (the engine's
+// default) otherwise.
 func (c *caseRun) runner(m *model.Model, slots, seqLen, maxTokens, maxLogits int) (*model.Runner, func(), error) {
 	kv := kvcache.F32
 	if c.s.bf16() {
 		kv = kvcache.BF16
 	}
+	if c.s.opts.KVDType != "" {
+		kv = kvcache.DType(c.s.opts.KVDType)
+	}
+	return newRunner(m, kv, c.s.pool, slots, seqLen, maxTokens, maxLogits)
+}
+
+func newRunner(m *model.Model, kv kvcache.DType, pool *threads.Pool, slots, seqLen, maxTokens, maxLogits int) (*model.Runner, func(), error) {
 	cache, err := kvcache.New(m.Config, slots, seqLen, kv)
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := m.NewRunner(cache, model.RunnerOptions{MaxTokens: maxTokens, MaxLogits: maxLogits, Pool: c.s.pool})
+	r, err := m.NewRunner(cache, model.RunnerOptions{MaxTokens: maxTokens, MaxLogits: maxLogits, Pool: pool})
 	if err != nil {
 		cache.Close()
 		return nil, nil, err

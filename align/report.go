@@ -28,6 +28,9 @@ func WriteTables(w io.Writer, results []Result) error {
 		if r.DType != "" && r.DType != "bf16" {
 			detail += ", weights " + r.DType
 		}
+		if r.KVDType != "" {
+			detail += ", kv cache " + r.KVDType
+		}
 		fmt.Fprintf(w, "== %s (%s; %s): %s\n", title, r.Kind, detail, verdict)
 		if len(r.Rows) > 0 {
 			t := tablewriter.NewWriter(w)

@@ -65,8 +65,9 @@ type CompareOptions struct {
 	Tokens int // decode steps timed per measurement
 	Seed   uint64
 	DType  string
-	// KVBytes is ellm's bytes per KV element (both engines are charged it).
-	KVBytes int
+	// KVBytes is ellm's KV cache bytes per position
+	// (modelcfg.KVBytesPerPosition; both engines are charged it).
+	KVBytes int64
 	// Peak is the machine's best FLOP/s for the dtype, DRAM its read bytes/s (0: no fractions).
 	Peak, DRAM float64
 }

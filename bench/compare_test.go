@@ -72,7 +72,7 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	l := &LlamaCpp{Bench: "bench", BatchedBench: "batched", GGUF: "m.gguf", Threads: 2, Exec: fl.exec}
 	points := []ComparePoint{{Prefill: 16}, {Depth: 32, Batch: 1}, {Depth: 0, Batch: 4}}
 	res, err := RunCompare(context.Background(), g, c, l,
-		CompareOptions{Points: points, Rounds: 2, Tokens: 8, DType: "bf16", KVBytes: 2, Peak: 1e12, DRAM: 50e9}, nil)
+		CompareOptions{Points: points, Rounds: 2, Tokens: 8, DType: "bf16", KVBytes: 114688, Peak: 1e12, DRAM: 50e9}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,8 +34,9 @@ func PrefillFLOPs(c *modelcfg.Config, n, past int) float64 {
 
 // DecodeBytes is the DRAM traffic of one decode step for batch sequences at
 // context depth: every dense weight once, the experts the batch selects
-// (expected number under uniform routing), the lm_head, and each sequence's K and V.
-func DecodeBytes(c *modelcfg.Config, dtype string, kvBytes, depth, batch int) float64 {
+// (expected number under uniform routing), the lm_head, and each sequence's K
+// and V at kvPerPosition bytes a position (modelcfg.KVBytesPerPosition).
+func DecodeBytes(c *modelcfg.Config, dtype string, kvPerPosition int64, depth, batch int) float64 {
 	per := 2.0
 	switch dtype {
 	case "int8":
@@ -65,6 +66,6 @@ func DecodeBytes(c *modelcfg.Config, dtype string, kvBytes, depth, batch int) fl
 		}
 		expert *= 1 - pMiss
 	}
-	kv := 2 * float64(batch) * float64(depth) * float64(c.NumHiddenLayers) * float64(c.KVDim()) * float64(kvBytes)
+	kv := float64(batch) * float64(depth) * float64(kvPerPosition)
 	return (dense+expert)*per + kv
 }

@@ -50,7 +50,8 @@ type DecodeOptions struct {
 	Repeat  int
 	Seed    uint64
 	DType   string
-	KVBytes int
+	// KVBytes is the KV cache's bytes per position (modelcfg.KVBytesPerPosition).
+	KVBytes int64
 	// DRAM is the read-bandwidth ceiling in bytes/s (0: no fraction).
 	DRAM  float64
 	Scale float64

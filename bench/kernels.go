@@ -168,7 +168,7 @@ func timeAttention(pool *threads.Pool, rng *rand.Rand, qHeads, kvHeads, headDim,
 	if err != nil {
 		return 0, err
 	}
-	c := attn.NewCache(1, kvHeads, t, headDim, true)
+	c := attn.NewCache(1, kvHeads, t, headDim, attn.BF16)
 	for i := range c.K16 {
 		c.K16[i] = ops.F32ToBF16(rng.Float32() - 0.5)
 		c.V16[i] = ops.F32ToBF16(rng.Float32() - 0.5)

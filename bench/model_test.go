@@ -46,20 +46,20 @@ func TestLinearParamsCountOnlyActiveExperts(t *testing.T) {
 
 func TestDecodeBytesGrowsWithDepthAndBatch(t *testing.T) {
 	c := preset(t, "qwen3-0.6b")
-	w := DecodeBytes(c, "bf16", 2, 0, 1)
+	kvPerToken := int64(2 * 28 * 8 * 128 * 2)
+	w := DecodeBytes(c, "bf16", kvPerToken, 0, 1)
 	// bf16 weights of a 0.6B model with a tied 151936×1024 head: about 1.2 GB read per step.
 	if w < 1.1e9 || w > 1.3e9 {
 		t.Errorf("decode bytes at depth 0: %.3g", w)
 	}
-	kvPerToken := float64(2 * 28 * 8 * 128 * 2)
-	if got := DecodeBytes(c, "bf16", 2, 1000, 1) - w; math.Abs(got-1000*kvPerToken) > 1 {
-		t.Errorf("KV bytes at depth 1000: %g, want %g", got, 1000*kvPerToken)
+	if got := DecodeBytes(c, "bf16", kvPerToken, 1000, 1) - w; math.Abs(got-1000*float64(kvPerToken)) > 1 {
+		t.Errorf("KV bytes at depth 1000: %g, want %d", got, 1000*kvPerToken)
 	}
-	if DecodeBytes(c, "int8", 2, 0, 1) >= w {
+	if DecodeBytes(c, "int8", kvPerToken, 0, 1) >= w {
 		t.Error("int8 weights should read fewer bytes than bf16")
 	}
 	moe := preset(t, "qwen3-30b-a3b")
-	if b1, b4 := DecodeBytes(moe, "bf16", 2, 0, 1), DecodeBytes(moe, "bf16", 2, 0, 4); b4 <= b1 {
+	if b1, b4 := DecodeBytes(moe, "bf16", kvPerToken, 0, 1), DecodeBytes(moe, "bf16", kvPerToken, 0, 4); b4 <= b1 {
 		t.Errorf("a batch of 4 should touch more experts than 1: %g vs %g", b4, b1)
 	}
 }
@@ -120,7 +120,7 @@ func TestRunPrefillUsesFreshPromptsAndScales(t *testing.T) {
 func TestRunDecodeMeasuresStepInterval(t *testing.T) {
 	c := preset(t, "qwen3-0.6b")
 	g := &clockGen{ttft: time.Millisecond, step: 4 * time.Millisecond}
-	res, err := RunDecode(context.Background(), g, c, DecodeOptions{Depths: []int{16}, Batches: []int{1, 2}, Tokens: 10, Warmup: 2, Repeat: 1, DType: "bf16", KVBytes: 2, Scale: 1}, &Progress{})
+	res, err := RunDecode(context.Background(), g, c, DecodeOptions{Depths: []int{16}, Batches: []int{1, 2}, Tokens: 10, Warmup: 2, Repeat: 1, DType: "bf16", KVBytes: 2 * 2 * 8, Scale: 1}, &Progress{})
 	if err != nil {
 		t.Fatal(err)
 	}

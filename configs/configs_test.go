@@ -32,7 +32,7 @@ func TestExampleParses(t *testing.T) {
 	if !ok {
 		t.Fatal("example config lacks the serve: section")
 	}
-	for _, key := range []string{"host", "port", "api-key", "served-model-name", "max-queue", "queue-timeout", "session-store"} {
+	for _, key := range []string{"host", "port", "api-key", "served-model-name", "max-queue", "queue-timeout", "session-store", "session-store-max-bytes", "session-ttl"} {
 		if _, ok := serve[key]; !ok {
 			t.Errorf("serve: section lacks %q", key)
 		}

@@ -49,7 +49,7 @@ type item struct {
 	seq, lo, hi, head int32
 }
 
-// scratch is one worker's: the widened K/V tile of a bf16 cache and the
+// scratch is one worker's: the widened K/V tile of a bf16 or int8 cache and the
 // online-softmax state of every (row, head) of a block.
 type scratch struct {
 	kt, vt []float32 // [Tile, headDim]
@@ -85,6 +85,17 @@ func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention,
 	return a, nil
 }
 
+// ScratchBytes is the memory of the workers' scratch: per worker a K/V tile
+// and one block of rows' softmax state, whatever the number of rows.
+func (a *Attention) ScratchBytes() int64 {
+	var n int
+	for i := range a.ws {
+		w := &a.ws[i]
+		n += len(w.kt) + len(w.vt) + len(w.ml) + len(w.acc) + len(w.s)
+	}
+	return 4 * int64(n)
+}
+
 // Forward writes attention outputs for seqs: q and out are [rows, qHeads,
 // headDim] (q already normed and rotated); query head h reads kv head
 // h/(qHeads/kvHeads). Each query attends to its own and all earlier positions
@@ -115,18 +126,19 @@ func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
 }
 
 // decodeInPlace runs a decode step's queries (one row, two or a multiple of
-// four query heads per kv head) over a tile of a bf16 cache read in place:
-// with so little reuse a widened copy of the tile costs more than it saves.
-// It reports false, having done nothing, where the path has no such kernel
-// (the first tileDirect call decides; the others have the same arguments).
-func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, k, v []uint16, n int) bool {
+// four query heads per kv head) over the tile of a bf16 or int8 cache at
+// element offset o, read in place: with so little reuse a widened copy of
+// the tile costs more than it saves. It reports false, having done nothing,
+// where the path has no such kernel (the first tileDirect call decides; the
+// others have the same arguments).
+func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, o, n int) bool {
 	size := min(a.group, groupQueries)
 	for j0 := 0; j0 < a.group; j0 += size {
 		w.np, w.pn = size, n
 		for j := range size {
 			w.pend[j] = a.queryOf(w, s, it, int(it.lo), j0+j)
 		}
-		if !tileDirect(a.path, w, k, v, n, a.headDim, a.scale) {
+		if !tileDirect(a.path, w, a.c, o, n, a.scale) {
 			return false
 		}
 	}
@@ -206,14 +218,18 @@ func (a *Attention) block(w *scratch, it item) {
 	for t0 := 0; t0 <= last; t0 += Tile {
 		t1 := min(t0+Tile, last+1)
 		o0, o1 := base+t0*hd, base+t1*hd
-		if c.K16 != nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, c.K16[o0:], c.V16[o0:], t1-t0) {
+		if c.K32 == nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, o0, t1-t0) {
 			continue
 		}
 		var k, v []float32
-		if c.K16 != nil {
+		switch {
+		case c.K16 != nil:
 			k = widenK(a.path, w.kt, c.K16[o0:o1], nil, t1-t0, hd)
 			v = widenV(a.path, w.vt, c.V16[o0:o1], nil, t1-t0, hd)
-		} else {
+		case c.K8 != nil:
+			k = dequantK(a.path, w.kt, c.K8[o0:o1], c.KS[o0/hd:o1/hd], t1-t0, hd)
+			v = dequantV(a.path, w.vt, c.V8[o0:o1], c.VS[o0/hd:o1/hd], t1-t0, hd)
+		default:
 			k = widenK(a.path, w.kt, nil, c.K32[o0:o1], t1-t0, hd)
 			v = widenV(a.path, w.vt, nil, c.V32[o0:o1], t1-t0, hd)
 		}

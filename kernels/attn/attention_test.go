@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -28,15 +29,11 @@ func eachPath(t *testing.T, f func(t *testing.T, p kernels.Path)) {
 // shape is one attention configuration under test.
 type shape struct {
 	qHeads, kvHeads, headDim int
-	bf16                     bool
+	dt                       DType
 }
 
 func (s shape) String() string {
-	dt := "f32"
-	if s.bf16 {
-		dt = "bf16"
-	}
-	return fmt.Sprintf("q%d-kv%d-d%d-%s", s.qHeads, s.kvHeads, s.headDim, dt)
+	return fmt.Sprintf("q%d-kv%d-d%d-%s", s.qHeads, s.kvHeads, s.headDim, s.dt)
 }
 
 // fixture is a cache with random K/V for positions [0, seqLen) of every slot
@@ -49,7 +46,7 @@ type fixture struct {
 
 func newFixture(s shape, slots, seqLen int, seed uint64) *fixture {
 	r := rand.New(rand.NewPCG(seed, 7))
-	f := &fixture{shape: s, c: NewCache(slots, s.kvHeads, seqLen, s.headDim, s.bf16)}
+	f := &fixture{shape: s, c: NewCache(slots, s.kvHeads, seqLen, s.headDim, s.dt)}
 	w := s.kvHeads * s.headDim
 	for slot := range slots {
 		k, v := make([]float32, seqLen*w), make([]float32, seqLen*w)
@@ -92,9 +89,12 @@ func (f *fixture) run(a *Attention, seqs []Seq) [][]float32 {
 func (f *fixture) reference(slot, p, h int) []float64 {
 	hd, g := f.headDim, f.qHeads/f.kvHeads
 	q := f.q[slot][(p*f.qHeads+h)*hd : (p*f.qHeads+h+1)*hd]
-	kv := func(s []uint16, s32 []float32, i int) float64 {
-		if s != nil {
+	kv := func(s []uint16, s32 []float32, s8 []int8, scale []float32, i int) float64 {
+		switch {
+		case s != nil:
 			return float64(math.Float32frombits(uint32(s[i]) << 16))
+		case s8 != nil:
+			return float64(s8[i]) * float64(scale[i/hd])
 		}
 		return float64(s32[i])
 	}
@@ -104,7 +104,7 @@ func (f *fixture) reference(slot, p, h int) []float64 {
 		o := f.c.off(slot, h/g, t)
 		var dot float64
 		for d := range hd {
-			dot += float64(q[d]) * kv(f.c.K16, f.c.K32, o+d)
+			dot += float64(q[d]) * kv(f.c.K16, f.c.K32, f.c.K8, f.c.KS, o+d)
 		}
 		scores[t] = dot / math.Sqrt(float64(hd))
 		m = max(m, scores[t])
@@ -116,7 +116,7 @@ func (f *fixture) reference(slot, p, h int) []float64 {
 		sum += e
 		o := f.c.off(slot, h/g, t)
 		for d := range hd {
-			out[d] += e * kv(f.c.V16, f.c.V32, o+d)
+			out[d] += e * kv(f.c.V16, f.c.V32, f.c.V8, f.c.VS, o+d)
 		}
 	}
 	for d := range out {
@@ -137,7 +137,8 @@ func newAttention(t testing.TB, pool *threads.Pool, maxRows int, s shape) *Atten
 func TestMatchesFloat64Reference(t *testing.T) {
 	pool := threads.New(2, false)
 	defer pool.Close()
-	shapes := []shape{{4, 4, 16, false}, {8, 4, 64, true}, {16, 4, 128, true}, {8, 1, 128, false}, {4, 2, 24, true}}
+	shapes := []shape{{4, 4, 16, F32}, {8, 4, 64, BF16}, {16, 4, 128, BF16}, {8, 1, 128, F32}, {4, 2, 24, BF16},
+		{16, 8, 128, Int8}, {8, 2, 64, Int8}, {4, 2, 24, Int8}}
 	for _, s := range shapes {
 		for _, T := range []int{1, 7, 63, 65, 300} {
 			t.Run(fmt.Sprintf("%v/T%d", s, T), func(t *testing.T) {
@@ -181,7 +182,8 @@ func TestRowInvariance(t *testing.T) {
 	pool := threads.New(2, false)
 	defer pool.Close()
 	const T = 200
-	for _, s := range []shape{{16, 8, 128, true}, {8, 2, 64, false}, {4, 4, 16, true}, {8, 2, 144, true}, {16, 2, 64, true}} {
+	for _, s := range []shape{{16, 8, 128, BF16}, {8, 2, 64, F32}, {4, 4, 16, BF16}, {8, 2, 144, BF16}, {16, 2, 64, BF16},
+		{16, 8, 128, Int8}, {8, 2, 64, Int8}, {32, 4, 16, Int8}, {4, 2, 24, Int8}} {
 		f := newFixture(s, 3, T, 11)
 		w := s.qHeads * s.headDim
 		eachPath(t, func(t *testing.T, _ kernels.Path) {
@@ -220,7 +222,7 @@ func TestPathsAgree(t *testing.T) {
 	defer pool.Close()
 	for _, hd := range []int{16, 64, 128, 24} {
 		for _, ratio := range []int{1, 2, 4, 8} {
-			s := shape{ratio * 2, 2, hd, ratio%2 == 0}
+			s := shape{ratio * 2, 2, hd, DType(ratio % 3)}
 			f := newFixture(s, 1, 300, uint64(hd*ratio))
 			var ref, simd [][]float32
 			eachPath(t, func(t *testing.T, p kernels.Path) {
@@ -257,21 +259,23 @@ func TestPathsAgree(t *testing.T) {
 func TestForwardDoesNotAllocate(t *testing.T) {
 	pool := threads.New(2, false)
 	defer pool.Close()
-	s := shape{8, 2, 64, true}
-	f := newFixture(s, 2, 130, 3)
-	a := newAttention(t, pool, 140, s)
-	w := s.qHeads * s.headDim
-	q, out := make([]float32, 140*w), make([]float32, 140*w)
-	seqs := []Seq{{Slot: 0, Start: 0, N: 130}, {Slot: 1, Start: 129, N: 1, Row: 130}}
-	eachPath(t, func(t *testing.T, _ kernels.Path) {
-		if n := testing.AllocsPerRun(20, func() { a.Forward(out, q, f.c, seqs) }); n != 0 {
-			t.Errorf("Forward allocates %.1f times per call", n)
-		}
-	})
+	for _, dt := range []DType{BF16, Int8} {
+		s := shape{8, 2, 64, dt}
+		f := newFixture(s, 2, 130, 3)
+		a := newAttention(t, pool, 140, s)
+		w := s.qHeads * s.headDim
+		q, out := make([]float32, 140*w), make([]float32, 140*w)
+		seqs := []Seq{{Slot: 0, Start: 0, N: 130}, {Slot: 1, Start: 129, N: 1, Row: 130}}
+		eachPath(t, func(t *testing.T, _ kernels.Path) {
+			if n := testing.AllocsPerRun(20, func() { a.Forward(out, q, f.c, seqs) }); n != 0 {
+				t.Errorf("%v: Forward allocates %.1f times per call", s, n)
+			}
+		})
+	}
 }
 
 func TestStoreRoundsToBF16(t *testing.T) {
-	c := NewCache(2, 2, 4, 2, true)
+	c := NewCache(2, 2, 4, 2, BF16)
 	k := []float32{1, float32(math.Float32frombits(0x3f818000)), -2, 3}
 	v := []float32{0.5, 0.25, 0.125, float32(math.NaN())}
 	c.Store(1, 3, k, v)
@@ -301,5 +305,64 @@ func TestNewRejectsShapes(t *testing.T) {
 		if _, err := New(pool, c[0], c[1], c[2], c[3]); err == nil {
 			t.Errorf("New%v accepted", c)
 		}
+	}
+}
+
+func TestQuantize(t *testing.T) {
+	x := []float32{0.5, -1.27, 0.005, 0.0049, -0.635, 1.27, 0}
+	q := make([]int8, len(x))
+	s := Quantize(q, x)
+	if s != float32(1.27)/127 {
+		t.Fatalf("scale %v, want max|x|/127", s)
+	}
+	// 0.005·100 = 0.5 rounds to even (0); -0.635·100 = -63.5 to -64
+	if want := []int8{50, -127, 0, 0, -64, 127, 0}; !slices.Equal(q, want) {
+		t.Errorf("q = %v, want %v", q, want)
+	}
+	for i, v := range x {
+		if e := math.Abs(float64(v) - float64(q[i])*float64(s)); e > float64(s)/2*1.0001 {
+			t.Errorf("x[%d] = %v dequantizes with error %v > scale/2", i, v, e)
+		}
+	}
+	if s := Quantize(q, make([]float32, len(q))); s != 0 || slices.ContainsFunc(q, func(v int8) bool { return v != 0 }) {
+		t.Errorf("zeros: scale %v, q %v", s, q)
+	}
+	// subnormal (x and -2x): 127/max must not overflow; 63.5 rounds to even
+	tiny := []float32{math.Float32frombits(1000), -math.Float32frombits(2000)}
+	if s := Quantize(q[:2], tiny); q[0] != 64 || q[1] != -127 || s <= 0 {
+		t.Errorf("subnormal row: scale %v, q %v", s, q[:2])
+	}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+		if s := Quantize(q[:2], []float32{1, bad}); !math.IsNaN(float64(s)) {
+			t.Errorf("row with %v: scale %v, want NaN", bad, s)
+		}
+	}
+}
+
+// An int8 cache stores what Quantize gives, per (slot, kv head, position).
+func TestStoreQuantizesInt8(t *testing.T) {
+	c := NewCache(2, 2, 4, 3, Int8)
+	k := []float32{1, -2, 0.5, 0, 0, 0}
+	v := []float32{3, 6, -6, 0.1, 0.2, 0.3}
+	c.Store(1, 2, k, v)
+	o := c.off(1, 0, 2)
+	if c.KS[o/3] != 2.0/127 || !slices.Equal(c.K8[o:o+3], []int8{64, -127, 32}) {
+		t.Errorf("K head 0: %v × %v", c.K8[o:o+3], c.KS[o/3])
+	}
+	if o := c.off(1, 1, 2); c.KS[o/3] != 0 || c.VS[o/3] != float32(0.3)/127 || !slices.Equal(c.V8[o:o+3], []int8{42, 85, 127}) {
+		t.Errorf("head 1: K scale %v, V %v × %v", c.KS[o/3], c.V8[o:o+3], c.VS[o/3])
+	}
+	if err := c.Validate(); err != nil || c.DType() != Int8 {
+		t.Errorf("Validate = %v, DType = %v", err, c.DType())
+	}
+	bad := *c
+	bad.VS = bad.VS[:3]
+	if bad.Validate() == nil {
+		t.Error("Validate accepted short V scales")
+	}
+	bad = *c
+	bad.K32 = make([]float32, 2*2*4*3)
+	if bad.Validate() == nil {
+		t.Error("Validate accepted int8 and f32 slices together")
 	}
 }

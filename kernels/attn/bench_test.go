@@ -56,20 +56,36 @@ func timeBest(b *testing.B, threads int, f func()) (best, cpu float64) {
 	return best, (ceiling.CPUTime() - c0).Seconds() / float64(b.N) / float64(threads)
 }
 
-// mappedCache allocates a bf16 cache as pkg/kvcache does (anonymous mmap,
-// transparent huge pages asked for), so that decode is not measured against
-// the TLB misses of 4 KiB heap pages.
-func mappedCache(b testing.TB, slots, kvHeads, seqLen, headDim int) *Cache {
+// mappedCache allocates a bf16 or int8 cache as pkg/kvcache does (anonymous
+// mmap, transparent huge pages asked for), so that decode is not measured
+// against the TLB misses of 4 KiB heap pages.
+func mappedCache(b testing.TB, dt DType, slots, kvHeads, seqLen, headDim int) *Cache {
 	n := slots * kvHeads * seqLen * headDim
-	mem, err := unix.Mmap(-1, 0, 4*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	mem, err := unix.Mmap(-1, 0, 4*n+8*(n/headDim), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { unix.Munmap(mem) })
 	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
-	k := unsafe.Slice((*uint16)(unsafe.Pointer(&mem[0])), n)
-	v := unsafe.Slice((*uint16)(unsafe.Pointer(&mem[2*n])), n)
-	return &Cache{Slots: slots, KVHeads: kvHeads, SeqLen: seqLen, HeadDim: headDim, K16: k, V16: v}
+	c := &Cache{Slots: slots, KVHeads: kvHeads, SeqLen: seqLen, HeadDim: headDim}
+	if dt == Int8 {
+		c.K8 = unsafe.Slice((*int8)(unsafe.Pointer(&mem[0])), n)
+		c.V8 = unsafe.Slice((*int8)(unsafe.Pointer(&mem[n])), n)
+		c.KS = unsafe.Slice((*float32)(unsafe.Pointer(&mem[2*n])), n/headDim)
+		c.VS = unsafe.Slice((*float32)(unsafe.Pointer(&mem[2*n+4*(n/headDim)])), n/headDim)
+		return c
+	}
+	c.K16 = unsafe.Slice((*uint16)(unsafe.Pointer(&mem[0])), n)
+	c.V16 = unsafe.Slice((*uint16)(unsafe.Pointer(&mem[2*n])), n)
+	return c
+}
+
+// bytesPerValue is what one cached K or V value costs in dt, scales included.
+func bytesPerValue(dt DType, headDim int) float64 {
+	if dt == Int8 {
+		return 1 + 4/float64(headDim)
+	}
+	return 2
 }
 
 // fillCache writes cheap pseudo-random K/V to positions [0, n) of every slot.
@@ -108,7 +124,7 @@ func BenchmarkPrefill(b *testing.B) {
 			b.Run(fmt.Sprintf("T%d/%s", T, p), func(b *testing.B) {
 				pool, _, peak := benchSetup(b)
 				defer forcePath(b, p)()
-				c := mappedCache(b, 1, kvh, T, hd)
+				c := mappedCache(b, BF16, 1, kvh, T, hd)
 				fillCache(c, T)
 				a, err := New(pool, T, qh, kvh, hd)
 				if err != nil {
@@ -132,36 +148,44 @@ func BenchmarkPrefill(b *testing.B) {
 
 // BenchmarkDecode is one decode step of `slots` sequences over ctx cached
 // positions each (16 query heads: two per kv head, as Qwen3-0.6B/1.7B; 32:
-// four, as Qwen3-4B/8B); it streams K and V once (bytes = 2·slots·kvHeads·ctx·
-// head_dim·2), so it is measured against DRAM read bandwidth.
+// four, as Qwen3-4B/8B) of a bf16 or int8 cache; it streams K and V once
+// (bytes = 2·slots·kvHeads·ctx·head_dim·bytes per value), so it is measured
+// against DRAM read bandwidth. ns/op compares the dtypes.
 func BenchmarkDecode(b *testing.B) {
 	const kvh, hd = 8, 128
 	for _, sc := range []struct{ qh, slots, ctx int }{{16, 1, 32768}, {16, 4, 8192}, {32, 1, 32768}} {
 		qh := sc.qh
 		for _, p := range kernels.Available() {
-			b.Run(fmt.Sprintf("q%d-slots%d-ctx%d/%s", qh, sc.slots, sc.ctx, p), func(b *testing.B) {
-				pool, meter, _ := benchSetup(b)
-				defer forcePath(b, p)()
-				c := mappedCache(b, sc.slots, kvh, sc.ctx, hd)
-				fillCache(c, sc.ctx)
-				a, err := New(pool, sc.slots, qh, kvh, hd)
-				if err != nil {
-					b.Fatal(err)
-				}
-				q, out := make([]float32, sc.slots*qh*hd), make([]float32, sc.slots*qh*hd)
-				seqs := make([]Seq, sc.slots)
-				for i := range seqs {
-					seqs[i] = Seq{Slot: i, Start: sc.ctx - 1, N: 1, Row: i}
-				}
-				bytes := int64(2 * sc.slots * kvh * sc.ctx * hd * 2)
-				b.SetBytes(bytes)
-				b.ReportAllocs()
-				best, cpu := timeBest(b, pool.Size(), func() { a.Forward(out, q, c, seqs) })
-				dram := meter.DRAM() // right after, in the same conditions
-				b.ReportMetric(float64(bytes)/best/1e9, "GB/s-wall")
-				b.ReportMetric(float64(bytes)/cpu/1e9, "GB/s-cpu")
-				b.ReportMetric(float64(bytes)/cpu/1e9/dram.All, "of-dram-peak")
-			})
+			for _, dt := range []DType{BF16, Int8} {
+				b.Run(fmt.Sprintf("q%d-slots%d-ctx%d/%s/%s", qh, sc.slots, sc.ctx, dt, p), func(b *testing.B) {
+					benchDecode(b, p, dt, qh, kvh, hd, sc.slots, sc.ctx)
+				})
+			}
 		}
 	}
+}
+
+func benchDecode(b *testing.B, p kernels.Path, dt DType, qh, kvh, hd, slots, ctx int) {
+	pool, meter, _ := benchSetup(b)
+	defer forcePath(b, p)()
+	c := mappedCache(b, dt, slots, kvh, ctx, hd)
+	fillCache(c, ctx)
+	a, err := New(pool, slots, qh, kvh, hd)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, out := make([]float32, slots*qh*hd), make([]float32, slots*qh*hd)
+	seqs := make([]Seq, slots)
+	for i := range seqs {
+		seqs[i] = Seq{Slot: i, Start: ctx - 1, N: 1, Row: i}
+	}
+	bytes := int64(2 * float64(slots*kvh*ctx*hd) * bytesPerValue(dt, hd))
+	b.SetBytes(bytes)
+	b.ReportAllocs()
+	best, cpu := timeBest(b, pool.Size(), func() { a.Forward(out, q, c, seqs) })
+	dram := meter.DRAM() // right after, in the same conditions
+	b.ReportMetric(float64(bytes)/best/1e9, "GB/s-wall")
+	b.ReportMetric(float64(bytes)/cpu/1e9, "GB/s-cpu")
+	b.ReportMetric(float64(bytes)/cpu/1e9/dram.All, "of-dram-peak")
+	b.ReportMetric(cpu*1e6, "cpu-us/step")
 }

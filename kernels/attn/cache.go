@@ -19,31 +19,72 @@
 // each path are tested bit-identical to one another (grouped vs single,
 // in place vs widened), which is what keeps rows invariant when the grouping
 // of queries changes between a prefill and a decode step.
+//
+// An int8 cache is dequantized a tile at a time into the same f32 scratch a
+// bf16 tile is widened into (value·scale, one rounding, the same bits on
+// every path), for prefill and decode alike, so its rows are invariant in
+// the same way; decode reads half the bytes of a bf16 cache from DRAM.
 package attn
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
+// DType is how a Cache holds K and V.
+type DType uint8
+
+const (
+	// F32 holds K and V exactly as computed.
+	F32 DType = iota
+	// BF16 rounds them to bfloat16 (nearest even): half the bytes.
+	BF16
+	// Int8 quantizes each (position, kv head) row of head_dim values
+	// symmetrically to int8 with one f32 scale (max |x| / 127), as
+	// llama.cpp's q8_0 cache does with blocks of 32: a little over a quarter
+	// of the f32 bytes. Attention dequantizes a tile at a time.
+	Int8
+)
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "f32"
+	case BF16:
+		return "bf16"
+	case Int8:
+		return "int8"
+	}
+	return fmt.Sprintf("DType(%d)", uint8(d))
+}
+
 // Cache is one layer's K and V: [Slots][KVHeads][SeqLen][HeadDim] each,
-// contiguous along the sequence axis, held as bf16 (K16, V16) or f32 (K32,
-// V32). pkg/kvcache allocates the memory; Cache only indexes it.
+// contiguous along the sequence axis, held as bf16 (K16, V16), f32 (K32,
+// V32) or int8 (K8, V8) with the scales KS, VS of each (slot, kv head,
+// position), [Slots][KVHeads][SeqLen]. pkg/kvcache allocates the memory;
+// Cache only indexes it.
 type Cache struct {
 	Slots, KVHeads, SeqLen, HeadDim int
 	K16, V16                        []uint16
 	K32, V32                        []float32
+	K8, V8                          []int8
+	KS, VS                          []float32
 }
 
 // NewCache allocates a cache on the Go heap (tests, small models; pkg/kvcache
 // maps large ones).
-func NewCache(slots, kvHeads, seqLen, headDim int, bf16 bool) *Cache {
+func NewCache(slots, kvHeads, seqLen, headDim int, dt DType) *Cache {
 	c := &Cache{Slots: slots, KVHeads: kvHeads, SeqLen: seqLen, HeadDim: headDim}
 	n := slots * kvHeads * seqLen * headDim
-	if bf16 {
+	switch dt {
+	case BF16:
 		c.K16, c.V16 = make([]uint16, n), make([]uint16, n)
-	} else {
+	case Int8:
+		c.K8, c.V8 = make([]int8, n), make([]int8, n)
+		c.KS, c.VS = make([]float32, n/headDim), make([]float32, n/headDim)
+	default:
 		c.K32, c.V32 = make([]float32, n), make([]float32, n)
 	}
 	return c
@@ -56,29 +97,41 @@ func (c *Cache) Validate() error {
 	if c.Slots <= 0 || c.KVHeads <= 0 || c.SeqLen <= 0 || c.HeadDim <= 0 {
 		return fmt.Errorf("kv cache: shape %d×%d×%d×%d must be positive", c.Slots, c.KVHeads, c.SeqLen, c.HeadDim)
 	}
-	b, f := c.K16 != nil || c.V16 != nil, c.K32 != nil || c.V32 != nil
+	b, f, i := c.K16 != nil || c.V16 != nil, c.K32 != nil || c.V32 != nil, c.K8 != nil || c.V8 != nil
 	switch {
-	case b == f:
-		return fmt.Errorf("kv cache: want either bf16 or f32 K/V slices")
+	case b && f || b && i || f && i || !b && !f && !i:
+		return fmt.Errorf("kv cache: want exactly one of bf16, f32 or int8 K/V slices")
 	case b && (len(c.K16) != n || len(c.V16) != n):
 		return fmt.Errorf("kv cache: bf16 K/V have %d/%d elements, want %d", len(c.K16), len(c.V16), n)
 	case f && (len(c.K32) != n || len(c.V32) != n):
 		return fmt.Errorf("kv cache: f32 K/V have %d/%d elements, want %d", len(c.K32), len(c.V32), n)
+	case i && (len(c.K8) != n || len(c.V8) != n):
+		return fmt.Errorf("kv cache: int8 K/V have %d/%d elements, want %d", len(c.K8), len(c.V8), n)
+	case i && (len(c.KS) != n/c.HeadDim || len(c.VS) != n/c.HeadDim):
+		return fmt.Errorf("kv cache: int8 K/V scales have %d/%d elements, want %d", len(c.KS), len(c.VS), n/c.HeadDim)
 	}
 	return nil
 }
 
-// BF16 reports whether K and V are stored as bf16.
-func (c *Cache) BF16() bool { return c.K16 != nil }
+// DType reports how K and V are stored.
+func (c *Cache) DType() DType {
+	switch {
+	case c.K16 != nil:
+		return BF16
+	case c.K8 != nil:
+		return Int8
+	}
+	return F32
+}
 
-// off is the element offset of (slot, kv head, pos).
+// off is the element offset of (slot, head, pos).
 func (c *Cache) off(slot, head, pos int) int {
 	return ((slot*c.KVHeads+head)*c.SeqLen + pos) * c.HeadDim
 }
 
 // Store writes one token's K and V rows ([KVHeads·HeadDim] each, as the k/v
 // projections produce them) at pos of slot, rounding to bf16 (nearest even)
-// for a bf16 cache.
+// or quantizing to int8 as the cache's type asks.
 func (c *Cache) Store(slot, pos int, k, v []float32) { c.StoreRun(slot, pos, 1, k, v) }
 
 // StoreRun writes n consecutive tokens' K and V ([n, KVHeads·HeadDim]) at
@@ -93,13 +146,46 @@ func (c *Cache) StoreRun(slot, pos, n int, k, v []float32) {
 		for h := range c.KVHeads {
 			src := t*d + h*hd
 			dst := c.off(slot, h, pos+t)
-			if c.K16 != nil {
+			switch {
+			case c.K16 != nil:
 				ops.ToBF16(c.K16[dst:dst+hd], k[src:src+hd])
 				ops.ToBF16(c.V16[dst:dst+hd], v[src:src+hd])
-			} else {
+			case c.K8 != nil:
+				c.KS[dst/hd] = Quantize(c.K8[dst:dst+hd], k[src:src+hd])
+				c.VS[dst/hd] = Quantize(c.V8[dst:dst+hd], v[src:src+hd])
+			default:
 				copy(c.K32[dst:dst+hd], k[src:src+hd])
 				copy(c.V32[dst:dst+hd], v[src:src+hd])
 			}
 		}
 	}
 }
+
+// Quantize rounds x (one position of one kv head) to int8 in q, symmetric
+// about zero with the scale it returns: q = round(x·127/max|x|), ties to
+// even, so that x ≈ q·scale with error at most scale/2. An all-zero row has
+// scale 0. A row holding NaN or ±Inf has no meaningful scale: it quantizes
+// to NaN (every value of the row dequantizes to NaN), as a bf16 cache would
+// propagate it.
+func Quantize(q []int8, x []float32) float32 {
+	var amax float32
+	for _, v := range x {
+		amax = max(amax, abs32(v))
+	}
+	if amax == 0 {
+		clear(q)
+		return 0
+	}
+	if amax != amax || amax > math.MaxFloat32 {
+		clear(q)
+		return float32(math.NaN())
+	}
+	// in float64, where 127/max|x| cannot overflow for a subnormal max
+	inv := 127 / float64(amax)
+	for i, v := range x {
+		q[i] = int8(max(-127, min(127, math.RoundToEven(float64(v)*inv))))
+	}
+	return amax / 127
+}
+
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }

@@ -61,22 +61,41 @@ func tile2BF16AVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale floa
 //go:noescape
 func tile4BF16AVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale float32)
 
-// tileDirect runs the two or four pending queries over n positions of a
-// bf16 cache read in place (k and v start at the tile's first row), when the
-// path has the kernel and the rows it reads (n rounded up to 8) are inside
-// the slices.
-func tileDirect(p kernels.Path, w *scratch, k, v []uint16, n, hd int, scale float32) bool {
-	if (w.np != 2 && w.np != 4) || !useAVX512(p, hd) || len(k) < (n+7)&^7*hd || len(v) < n*hd {
+//go:noescape
+func tile2I8AVX512(qs *[groupQueries]qref, k, v *int8, ks, vs *float32, n, hd int, scale float32)
+
+//go:noescape
+func tile4I8AVX512(qs *[groupQueries]qref, k, v *int8, ks, vs *float32, n, hd int, scale float32)
+
+// tileDirect runs the two or four pending queries over the n positions of
+// the tile of c at element offset o, read in place from a bf16 or int8
+// cache, when the path has the kernel and the rows it reads (n rounded up to
+// 8) are inside the slices.
+func tileDirect(p kernels.Path, w *scratch, c *Cache, o, n int, scale float32) bool {
+	hd := c.HeadDim
+	if (w.np != 2 && w.np != 4) || !useAVX512(p, hd) {
+		return false
+	}
+	r := (n + 7) &^ 7 // rows the kernels read
+	switch {
+	case c.K16 != nil && len(c.K16) >= o+r*hd && len(c.V16) >= o+n*hd:
+	case c.K8 != nil && len(c.K8) >= o+r*hd && len(c.V8) >= o+n*hd && len(c.KS) >= o/hd+r && len(c.VS) >= o/hd+n:
+	default:
 		return false
 	}
 	for j := range w.np {
 		q := &w.pend[j]
 		w.refs[j] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[j*Tile]}
 	}
-	if w.np == 4 {
-		tile4BF16AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
-	} else {
-		tile2BF16AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
+	switch {
+	case c.K16 != nil && w.np == 4:
+		tile4BF16AVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
+	case c.K16 != nil:
+		tile2BF16AVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
+	case w.np == 4:
+		tile4I8AVX512(&w.refs, &c.K8[o], &c.V8[o], &c.KS[o/hd], &c.VS[o/hd], n, hd, scale)
+	default:
+		tile2I8AVX512(&w.refs, &c.K8[o], &c.V8[o], &c.KS[o/hd], &c.VS[o/hd], n, hd, scale)
 	}
 	w.np = 0
 	return true
@@ -155,6 +174,48 @@ func widenV(p kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows
 		widenAVX2(&dst[0], &src16[0], rows*hd)
 	default:
 		ops.ToF32(dst[:rows*hd], src16[:rows*hd])
+	}
+	return dst[:rows*hd]
+}
+
+// The int8 dequantizers widen each 16 values with VPMOVSXBD, convert exactly
+// (VCVTDQ2PS) and multiply by the row's scale: one rounding, the bits of
+// dequantGo. Rows advance dst by rowStride bytes, 16-value chunks within a
+// row by chunkStride: (64, Tile·64) writes widenK's chunk-major K tile,
+// (hd·4, 64) plain rows. Like the bf16 widening loops they prefetch the next
+// tile into L2.
+
+//go:noescape
+func dequantAVX512(dst *float32, src *int8, scale *float32, rows, hd, rowStride, chunkStride int)
+
+//go:noescape
+func dequantAVX2(dst *float32, src *int8, scale *float32, rows, hd, rowStride, chunkStride int)
+
+func dequantSIMD(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd, rowStride, chunkStride int) {
+	if p >= kernels.AVX512 {
+		dequantAVX512(&dst[0], &src[0], &scale[0], rows, hd, rowStride, chunkStride)
+	} else {
+		dequantAVX2(&dst[0], &src[0], &scale[0], rows, hd, rowStride, chunkStride)
+	}
+}
+
+// dequantK fills the K tile dst from rows of int8 keys and their scales, in
+// the layout widenK gives the path.
+func dequantK(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+	if !useSIMD(p, hd) {
+		dequantGo(dst, src, scale, rows, hd)
+		return dst[:rows*hd]
+	}
+	dequantSIMD(p, dst, src, scale, rows, hd, 64, Tile*64)
+	return dst
+}
+
+// dequantV returns the V tile of int8 rows as f32 rows.
+func dequantV(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+	if !useSIMD(p, hd) {
+		dequantGo(dst, src, scale, rows, hd)
+	} else {
+		dequantSIMD(p, dst, src, scale, rows, hd, 4*hd, 64)
 	}
 	return dst[:rows*hd]
 }

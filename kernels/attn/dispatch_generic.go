@@ -23,9 +23,18 @@ func widenV(_ kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows
 	return dst[:rows*hd]
 }
 
+func dequantK(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+	return dequantV(p, dst, src, scale, rows, hd)
+}
+
+func dequantV(_ kernels.Path, dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+	dequantGo(dst, src, scale, rows, hd)
+	return dst[:rows*hd]
+}
+
 // qref is only used by the assembly group kernel.
 type qref struct{}
 
 func tileGroup(kernels.Path, *scratch, int, []float32, []float32, int, int, float32) int { return 0 }
 
-func tileDirect(kernels.Path, *scratch, []uint16, []uint16, int, int, float32) bool { return false }
+func tileDirect(kernels.Path, *scratch, *Cache, int, int, float32) bool { return false }

@@ -13,7 +13,7 @@ func Example() {
 	const qHeads, kvHeads, headDim = 4, 2, 16
 	pool := threads.New(2, false)
 	defer pool.Close()
-	cache := attn.NewCache(1, kvHeads, 128, headDim, true) // 1 slot, 128 positions, bf16
+	cache := attn.NewCache(1, kvHeads, 128, headDim, attn.BF16) // 1 slot, 128 positions, bf16
 	a, err := attn.New(pool, 8, qHeads, kvHeads, headDim)
 	if err != nil {
 		panic(err)

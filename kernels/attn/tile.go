@@ -33,3 +33,14 @@ func tileGo(ml, acc, q, k, v, s []float32, n int, scale float32) {
 		}
 	}
 }
+
+// dequantGo writes rows int8 rows of hd values as f32 rows: dst[t][d] =
+// src[t][d]·scale[t], one rounding, as the SIMD dequantizers compute it.
+func dequantGo(dst []float32, src []int8, scale []float32, rows, hd int) {
+	for t := range rows {
+		s, d, q := scale[t], dst[t*hd:(t+1)*hd], src[t*hd:(t+1)*hd]
+		for i, x := range q {
+			d[i] = float32(x) * s
+		}
+	}
+}

@@ -86,3 +86,140 @@ func TestGroupKernelsMatchTile(t *testing.T) {
 		}
 	}
 }
+
+// The int8 dequantizers of every SIMD path against dequantGo, bit for bit,
+// in both layouts (chunk-major K tile, V rows), on random values with the
+// extremes ±127 and zero, for row counts that end a tile early: nothing
+// outside the layout's cells is written (the rest of dst is a NaN guard).
+func TestDequantMatchesGo(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, p := range kernels.Available() {
+		if !useSIMD(p, 16) {
+			continue
+		}
+		for _, hd := range []int{16, 48, 128, 256} {
+			for _, rows := range []int{1, 5, 16, 63, Tile} {
+				src := make([]int8, Tile*hd)
+				for i := range src {
+					src[i] = int8(r.IntN(255) - 127)
+				}
+				src[0], src[1], src[2] = 127, -127, 0
+				scale := make([]float32, Tile)
+				for i := range scale {
+					scale[i] = float32(r.ExpFloat64() * 0.01)
+				}
+				scale[rows-1] = 0 // an all-zero row quantizes to scale 0
+				want := make([]float32, rows*hd)
+				dequantGo(want, src, scale, rows, hd)
+
+				const guard = 64
+				nan := float32(math.NaN())
+				buf := make([]float32, Tile*hd+guard)
+				for i := range buf {
+					buf[i] = nan
+				}
+				k := dequantK(p, buf[:Tile*hd], src[:rows*hd], scale[:rows], rows, hd)
+				for tr := range Tile {
+					for d := range hd {
+						got := k[(d/16*Tile+tr)*16+d%16]
+						switch {
+						case tr >= rows && !math.IsNaN(float64(got)):
+							t.Fatalf("%v hd %d rows %d: K row %d (past the end) written", p, hd, rows, tr)
+						case tr < rows && math.Float32bits(got) != math.Float32bits(want[tr*hd+d]):
+							t.Fatalf("%v hd %d rows %d: K[%d][%d] = %v, Go %v", p, hd, rows, tr, d, got, want[tr*hd+d])
+						}
+					}
+				}
+				for i := range buf {
+					buf[i] = nan
+				}
+				v := dequantV(p, buf[:Tile*hd], src[:rows*hd], scale[:rows], rows, hd)
+				if !bitsEqual(v, want) {
+					t.Fatalf("%v hd %d rows %d: V differs from Go", p, hd, rows)
+				}
+				for i := rows * hd; i < len(buf); i++ {
+					if !math.IsNaN(float64(buf[i])) {
+						t.Fatalf("%v hd %d rows %d: V element %d past the end written", p, hd, rows, i)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The in-place decode kernels (bf16 and int8 cache rows read directly) give
+// each query the bits of the group kernels on the widened (dequantized)
+// tile, which is what prefill runs: decode == prefill rests on it.
+func TestDirectKernelsMatchWidened(t *testing.T) {
+	if !kernels.CPU().Supports(kernels.AVX512) {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	for _, dt := range []DType{BF16, Int8} {
+		for _, hd := range []int{16, 64, 128, 144} {
+			// two tiles of one (slot, head), the second the cache's last
+			c := NewCache(1, 1, 2*Tile, hd, dt)
+			k, v := make([]float32, 2*Tile*hd), make([]float32, 2*Tile*hd)
+			for i := range k {
+				k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			c.StoreRun(0, 0, 2*Tile, k, v)
+			for _, n := range []int{1, 3, 8, 9, 17, 63, 64} {
+				for _, np := range []int{2, 4} {
+					var start [groupQueries]query
+					for i := range start {
+						ml := []float32{float32(r.NormFloat64()), float32(r.Float64() * 10)}
+						if i == 0 {
+							ml[0], ml[1] = float32(math.Inf(-1)), 0
+						}
+						q := make([]float32, hd)
+						for d := range q {
+							q[d] = float32(r.NormFloat64())
+						}
+						start[i] = query{ml: ml, acc: make([]float32, hd), q: q}
+					}
+					clone := func() (w scratch) {
+						w.s = make([]float32, groupQueries*Tile)
+						w.np = np
+						for i, q := range start {
+							w.pend[i] = query{ml: slices.Clone(q.ml), acc: slices.Clone(q.acc), q: q.q}
+						}
+						return w
+					}
+					for _, tile0 := range []int{0, Tile} {
+						o := tile0 * hd
+						want := clone()
+						kt, vt := make([]float32, Tile*hd), make([]float32, Tile*hd)
+						var kw, vw []float32
+						if dt == BF16 {
+							kw = widenK(kernels.AVX512, kt, c.K16[o:o+n*hd], nil, n, hd)
+							vw = widenV(kernels.AVX512, vt, c.V16[o:o+n*hd], nil, n, hd)
+						} else {
+							kw = dequantK(kernels.AVX512, kt, c.K8[o:o+n*hd], c.KS[tile0:tile0+n], n, hd)
+							vw = dequantV(kernels.AVX512, vt, c.V8[o:o+n*hd], c.VS[tile0:tile0+n], n, hd)
+						}
+						tileGroup(kernels.AVX512, &want, 0, kw, vw, n, hd, 0.125)
+						got := clone()
+						if n%8 != 0 {
+							// a view ending at the tile's last row: the kernels
+							// would read past it, so the caller must widen
+							short := *c
+							short.K16, short.K8, short.KS = short.K16[:min(len(short.K16), o+n*hd)], short.K8[:min(len(short.K8), o+n*hd)], short.KS[:min(len(short.KS), tile0+n)]
+							if w := clone(); tileDirect(kernels.AVX512, &w, &short, o, n, 0.125) {
+								t.Fatalf("%v hd %d n %d: in place over a slice %d rows short", dt, hd, n, 8-n%8)
+							}
+						}
+						if !tileDirect(kernels.AVX512, &got, c, o, n, 0.125) {
+							t.Fatalf("%v hd %d n %d: no in-place kernel ran", dt, hd, n)
+						}
+						for i := range np {
+							if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
+								t.Fatalf("%v hd %d n %d, %d queries, tile %d: query %d differs from the widened tile", dt, hd, n, np, tile0, i)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -83,7 +83,7 @@ type Context struct {
 	maxM, maxK int
 
 	xf     []float32 // f32 activations in tile form (as pairs: padded to an even K)
-	xp     []uint32  // bf16 pairs or u8 quads in tile form
+	xp     []uint32  // bf16 pairs or u8 quads in tile form, in xf's memory
 	sx     []float32 // int8: per-row scales
 	worker []workerState
 	task   task
@@ -127,8 +127,11 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 		c.silu = siluAVX2
 	}
 	kpad := ceilDiv(maxK, 4) * 4
+	// A call prepares its activations in one form only, and each call
+	// prepares its own: xf and xp can share memory, which a long
+	// single-pass prefill pays per row.
 	c.xf = alignedF32(maxM * kpad)
-	c.xp = alignedU32(maxM * kpad / 2)
+	c.xp = unsafe.Slice((*uint32)(unsafe.Pointer(&c.xf[0])), maxM*kpad/2)
 	c.sx = make([]float32, maxM)
 	c.worker = make([]workerState, pool.Size())
 	for i := range c.worker {
@@ -139,6 +142,16 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 	}
 	c.task.c = c
 	return c
+}
+
+// ScratchBytes is the memory of the prepared activations and the workers'
+// buffers: it grows with maxM (a long single-pass prefill pays it per row).
+func (c *Context) ScratchBytes() int64 {
+	n := 4 * int64(len(c.xf)+len(c.sx)) // xp is in xf
+	for i := range c.worker {
+		n += 4 * int64(len(c.worker[i].up)+len(c.worker[i].wide))
+	}
+	return n
 }
 
 // Path is the kernel path this Context runs bf16 weights on.

@@ -27,7 +27,7 @@ type EngineFlags struct {
 func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, batch int, batchHelp string) {
 	fl.StringVar(&e.ModelPath, "model-path", "", "Hugging Face model directory (default: the built-in synthetic model)")
 	fl.StringVar(&e.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
-	fl.StringVar(&e.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
+	fl.StringVar(&e.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	e.ThreadFlags.AddFlags(fl)
 	fl.IntVar(&e.SequenceLength, "sequence-length", seqLen, seqHelp)
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)

@@ -10,6 +10,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ type Options struct {
 	ModelPath string
 	// DType of the linear weights: "bf16" (default), "int8" or "f32".
 	DType string
-	// KVDType of the cache: "bf16" (default) or "f32".
+	// KVDType of the cache: "bf16" (default), "int8" or "f32".
 	KVDType string
 	// Threads of the kernel pool; 0 = cpu.DefaultThreads: one per physical
 	// core this process may use, within its cgroup CPU quota.
@@ -56,7 +57,8 @@ type Options struct {
 	// StallTokens bounds the prompt tokens prefilled in one scheduler step
 	// while other slots are decoding (default 256): it bounds their stall.
 	StallTokens int
-	// SessionStore is a directory where evicted sessions' KV is kept; "" = none.
+	// SessionStore is a directory where evicted sessions' KV and their
+	// clients' transcripts are kept; "" = none.
 	SessionStore string
 	// PrefixCacheBytes bounds the host memory of the prefix store, which
 	// keeps the KV of prefixes that left the slots: 0 = the default
@@ -64,6 +66,15 @@ type Options struct {
 	PrefixCacheBytes int64
 	// PrefixBlockTokens is the prefix store's block size (default 256).
 	PrefixBlockTokens int
+	// SessionStoreMaxBytes bounds the session store's directory: the least
+	// recently used sessions (and other files) are evicted beyond it.
+	// 0 = 10 % of the free space at start-up; negative = unbounded.
+	SessionStoreMaxBytes int64
+	// SessionTTL deletes sessions idle for longer (in slots and in the
+	// store); 0 = never.
+	SessionTTL time.Duration
+	// Clock is the time sessions are aged by; nil = time.Now (tests inject one).
+	Clock func() time.Time
 	// MaxQueue is the most requests waiting for a slot (default 1024).
 	MaxQueue int
 	// QueueTimeout is the longest a request waits for a slot; 0 = no limit.
@@ -90,6 +101,11 @@ type Info struct {
 
 	WeightBytes, KVBytes, ScratchBytes int64
 	SessionStore                       string
+	// SessionStoreMaxBytes is the session store's bound (see Options).
+	SessionStoreMaxBytes int64
+	// ModelIdentity hashes the model config and tokenizer: what a session
+	// transcript's token ids are valid for.
+	ModelIdentity string
 	// PrefixCacheBytes is the prefix store's capacity (0: none), in blocks
 	// of PrefixBlockTokens positions.
 	PrefixCacheBytes  int64
@@ -118,7 +134,10 @@ type Stats struct {
 	Steps                                 int64 // forward passes
 	Sessions                              int   // sessions held in slots
 	SessionsStored                        int   // sessions in the session store
-	SessionStoreBytes                     int64
+	SessionStoreBytes                     int64 // files in the session store's directory
+	SessionStoreMaxBytes                  int64
+	SessionsDropped                       int64 // stored sessions evicted to keep within SessionStoreMaxBytes
+	SessionsExpired                       int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
 	SessionsEvicted                       int64 // sessions moved out of a slot (to the store when there is one)
 	SessionsRestored                      int64 // sessions read back from the store
 	SessionsRecomputed                    int64 // stored sessions found unusable (corrupt, other model) and recomputed
@@ -192,21 +211,23 @@ var (
 
 // Engine runs generation requests. Create it with New.
 type Engine struct {
-	opts    Options
-	info    Info
-	log     *slog.Logger
-	tok     *tokenizer.Tokenizer
-	tmpl    *chat.Template
-	gen     modelcfg.GenerationConfig
-	eos     []int32
-	vocab   int
-	be      backend
-	store   *store
-	prefix  *prefixStore // nil: none
-	closers []func() error
+	opts        Options
+	info        Info
+	log         *slog.Logger
+	tok         *tokenizer.Tokenizer
+	tmpl        *chat.Template
+	gen         modelcfg.GenerationConfig
+	eos         []int32
+	vocab       int
+	be          backend
+	store       *store
+	prefix      *prefixStore // nil: none
+	closers     []func() error
+	janitorDone chan struct{} // nil: no janitor
 
 	mu       sync.Mutex
 	incoming []*job
+	ctl      []func() // run by the scheduler between steps (see do)
 	queued   int
 	closed   bool
 	stats    Stats
@@ -238,6 +259,7 @@ type slot struct {
 	tail    bool
 	session string // pinned conversation, "" = none
 	used    uint64 // LRU clock
+	usedAt  time.Time
 	job     *job
 	sampler *sample.Sampler
 }
@@ -340,7 +362,8 @@ func New(opts Options) (*Engine, error) {
 			eos = append(eos, id)
 		}
 	}
-	e, err := newEngine(opts, info, be, cfg.VocabSize, eos, storeIdentity(dir, cfg, info))
+	info.ModelIdentity = modelIdentity(dir, cfg)
+	e, err := newEngine(opts, info, be, cfg.VocabSize, eos, kvIdentity(dir, cfg, info))
 	if err != nil {
 		return fail(err)
 	}
@@ -391,6 +414,9 @@ func withDefaults(o Options) Options {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
 	return o
 }
 
@@ -406,6 +432,7 @@ func NewPool(n int, noPin bool) (*threads.Pool, cpu.Threads) {
 }
 
 // newEngine starts the scheduler over a backend; New and the tests share it.
+// storeID is the KV identity; info.ModelIdentity, if set, the transcripts'.
 func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, storeID string) (*Engine, error) {
 	e := &Engine{
 		opts: opts, info: info, log: opts.Logger, be: be, vocab: vocab, eos: eos,
@@ -422,11 +449,21 @@ func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, stor
 		e.slots = append(e.slots, &slot{id: i, tokens: make([]int32, 0, opts.SequenceLength), sampler: sample.New(vocab)})
 	}
 	if opts.SessionStore != "" {
-		s, err := openStore(opts.SessionStore, storeID, opts.Logger)
+		tid := cmp.Or(info.ModelIdentity, storeID)
+		s, err := openStore(storeConfig{dir: opts.SessionStore, tid: tid, kid: storeID, vocab: vocab,
+			maxBytes: opts.SessionStoreMaxBytes, ttl: opts.SessionTTL, now: opts.Clock, log: opts.Logger})
 		if err != nil {
 			return nil, err
 		}
 		e.store = s
+		e.info.SessionStoreMaxBytes = s.maxBytes
+		st := s.stats()
+		bound := "set"
+		if opts.SessionStoreMaxBytes == 0 {
+			bound = "10% of the free space"
+		}
+		opts.Logger.Info("session store", "dir", opts.SessionStore, "max_bytes", s.maxBytes, "max_bytes_from", bound,
+			"bytes", st.bytes, "sessions", st.sessions, "ttl", opts.SessionTTL)
 	}
 	if size := opts.PrefixCacheBytes; size >= 0 {
 		if size == 0 {
@@ -447,8 +484,11 @@ func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, stor
 	}
 	e.stats.Slots = opts.BatchSize
 	e.stats.KVCapacity = opts.BatchSize * opts.SequenceLength
-	e.refreshStoreStats()
 	go e.run()
+	if opts.SessionTTL > 0 {
+		e.janitorDone = make(chan struct{})
+		go e.janitor(e.janitorDone)
+	}
 	return e, nil
 }
 
@@ -466,6 +506,12 @@ func (e *Engine) Close() error {
 	e.mu.Unlock()
 	e.signal()
 	<-e.done
+	if e.janitorDone != nil {
+		<-e.janitorDone
+	}
+	if e.store != nil {
+		e.store.close()
+	}
 	var errs []error
 	if e.closeErr != nil {
 		errs = append(errs, e.closeErr)
@@ -504,6 +550,12 @@ func (e *Engine) Stats() Stats {
 	defer e.mu.Unlock()
 	s := e.stats
 	s.QueueDepth = e.queued
+	if e.store != nil {
+		st := e.store.stats()
+		s.SessionsStored, s.SessionStoreBytes, s.SessionStoreMaxBytes = st.sessions, st.bytes, st.maxBytes
+		s.SessionsDropped = st.evicted
+		s.SessionsExpired += st.expired
+	}
 	return s
 }
 

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -11,19 +10,20 @@ import (
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
 // runnerGreedy decodes prompt greedily by driving a Runner directly: the
 // reference the engine must match token for token.
-func runnerGreedy(t *testing.T, dir string, prompt []int32, n int) []int32 {
+func runnerGreedy(t *testing.T, dir string, kv kvcache.DType, prompt []int32, n int) []int32 {
 	t.Helper()
 	m, err := model.Load(dir, model.LoadOptions{DType: "bf16"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	cache, err := kvcache.New(m.Config, 1, 256, kvcache.BF16)
+	cache, err := kvcache.New(m.Config, 1, 256, kv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestModelEngine(t *testing.T) {
 			const n = 12
 			want := make([][]int32, len(prompts))
 			for i, p := range prompts {
-				want[i] = runnerGreedy(t, dir, p, n)
+				want[i] = runnerGreedy(t, dir, kvcache.BF16, p, n)
 			}
 			noStop := []int32{}
 			// Alone, one after the other: prompt 2 shares a prefix with prompt 0.
@@ -114,12 +114,28 @@ func TestModelEngine(t *testing.T) {
 	}
 }
 
+// A session evicted to the store and restored continues as if recomputed,
+// with a bf16 and with an int8 cache (whose scales the file carries).
 func TestModelSessionStore(t *testing.T) {
+	for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
+		t.Run(string(kv), func(t *testing.T) { testModelSessionStore(t, kv) })
+	}
+}
+
+func testModelSessionStore(t *testing.T, kv kvcache.DType) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	store := t.TempDir()
 	// No prefix store: it would hold session b's prefix too, and this test
 	// is about what the session store does with a corrupt file.
-	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store, PrefixCacheBytes: -1})
+	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store, KVDType: string(kv), PrefixCacheBytes: -1})
+	cfg, err := modelcfg.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPos, err := kvcache.BytesPerPosition(cfg, kv)
+	if err != nil || e.Info().KVBytes != perPos*256 || e.Info().KVDType != string(kv) {
+		t.Fatalf("KV %d bytes (%q), want 256 positions × %d (%v)", e.Info().KVBytes, e.Info().KVDType, perPos, err)
+	}
 	tok := e.Tokenizer()
 	noStop := []int32{}
 	_, a1 := collect(t, e, Request{Tokens: tok.Encode("Session A says hello"), MaxTokens: 6, SessionID: "a", StopTokens: noStop})
@@ -134,16 +150,15 @@ func TestModelSessionStore(t *testing.T) {
 	if n := e.Stats().PrefilledTokens - before; n != int64(len(delta)) {
 		t.Errorf("turn 2 prefilled %d tokens, want the delta %d", n, len(delta))
 	}
-	if want := runnerGreedy(t, dir, turn2, 6); !slices.Equal(got, want) {
+	if want := runnerGreedy(t, dir, kv, turn2, 6); !slices.Equal(got, want) {
 		t.Errorf("restored session: %v, recomputed: %v", got, want)
 	}
 
 	// Session b was evicted to the store by a's turn; corrupt its KV bytes.
-	ent, ok := e.store.index["b"]
-	if !ok {
+	if !e.store.has("b") {
 		t.Fatal("session b is not in the store")
 	}
-	path := filepath.Join(store, ent.File)
+	path := e.store.path("b", kvExt)
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +172,7 @@ func TestModelSessionStore(t *testing.T) {
 	if r.Restored || r.CachedTokens != 0 || e.Stats().SessionsRecomputed != 1 {
 		t.Errorf("corrupt session: restored %v cached %d stats %+v", r.Restored, r.CachedTokens, e.Stats())
 	}
-	if want := runnerGreedy(t, dir, turn2, 6); !slices.Equal(got, want) {
+	if want := runnerGreedy(t, dir, kv, turn2, 6); !slices.Equal(got, want) {
 		t.Errorf("recomputed session: %v, runner: %v", got, want)
 	}
 }
@@ -172,7 +187,13 @@ func TestModelCopiedPrefixIsBitIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	cache, err := kvcache.New(m.Config, 3, 256, kvcache.BF16)
+	for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
+		t.Run(string(kv), func(t *testing.T) { copiedPrefixIsBitIdentical(t, m, kv) })
+	}
+}
+
+func copiedPrefixIsBitIdentical(t *testing.T, m *model.Model, kv kvcache.DType) {
+	cache, err := kvcache.New(m.Config, 3, 256, kv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,7 +22,12 @@ func (e *Engine) run() {
 		clear(e.incoming)
 		e.incoming = e.incoming[:0]
 		closed := e.closed
+		ctl := e.ctl
+		e.ctl = nil
 		e.mu.Unlock()
+		for _, f := range ctl {
+			f()
+		}
 		if closed {
 			e.shutdown()
 			return
@@ -420,7 +424,7 @@ func (e *Engine) finish(s *slot, reason string, err error) {
 		e.tails++
 	}
 	e.tick++
-	s.used = e.tick
+	s.used, s.usedAt = e.tick, e.opts.Clock()
 	if i := slices.Index(e.active, s); i >= 0 {
 		e.active = slices.Delete(e.active, i, i+1)
 	}
@@ -463,7 +467,7 @@ func (e *Engine) evict(s *slot) {
 	}
 	if e.store != nil {
 		e.flushTail(s)
-		if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be); err != nil {
+		if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be, s.usedAt); err != nil {
 			e.log.Warn("session store: cannot save session", "session", s.session, "err", err)
 		}
 	}
@@ -471,7 +475,6 @@ func (e *Engine) evict(s *slot) {
 	e.mu.Lock()
 	e.stats.SessionsEvicted++
 	e.mu.Unlock()
-	e.refreshStoreStats()
 }
 
 // flushTail computes the KV of s's pending last token now: before the slot's
@@ -493,7 +496,7 @@ func (e *Engine) flushTail(s *slot) {
 // restore loads session sid into s; an unusable stored session is deleted
 // and s left empty, so that the prompt is recomputed.
 func (e *Engine) restore(s *slot, sid string) {
-	tokens, n, err := e.store.load(sid, s.id, e.be, e.opts.SequenceLength)
+	tokens, n, err := e.store.loadKV(sid, s.id, e.be, e.opts.SequenceLength)
 	e.mu.Lock()
 	if err != nil {
 		s.tokens, s.kv = s.tokens[:0], 0
@@ -507,17 +510,6 @@ func (e *Engine) restore(s *slot, sid string) {
 	if err != nil {
 		e.log.Warn("session store: stored session unusable, recomputing", "session", sid, "err", err)
 	}
-	e.refreshStoreStats()
-}
-
-func (e *Engine) refreshStoreStats() {
-	if e.store == nil {
-		return
-	}
-	n, b := e.store.size()
-	e.mu.Lock()
-	e.stats.SessionsStored, e.stats.SessionStoreBytes = n, b
-	e.mu.Unlock()
 }
 
 // shutdown fails every request and saves the sessions held in slots.
@@ -533,14 +525,5 @@ func (e *Engine) shutdown() {
 	for len(e.active) > 0 {
 		e.finish(e.active[0], "", ErrClosed)
 	}
-	var errs []error
-	for _, s := range e.slots {
-		if s.session != "" && e.store != nil {
-			e.flushTail(s)
-			if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	e.closeErr = errors.Join(errs...)
+	e.closeErr = e.saveSlotSessions()
 }

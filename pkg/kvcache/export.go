@@ -19,7 +19,7 @@ var magic = [8]byte{'E', 'L', 'L', 'M', 'K', 'V', 0, 1}
 // header follows the magic. All fields little-endian.
 type header struct {
 	ConfigHash                     [32]byte
-	DType                          uint32 // 0 bf16, 1 f32
+	DType                          uint32 // 0 bf16, 1 f32, 2 int8
 	Layers, KVHeads, HeadDim, NPos uint32
 }
 
@@ -38,8 +38,11 @@ func ConfigHash(cfg *modelcfg.Config) [32]byte {
 func (c *Cache) header(n int) header {
 	h := header{ConfigHash: ConfigHash(c.cfg), Layers: uint32(c.Layers), KVHeads: uint32(c.KVHeads),
 		HeadDim: uint32(c.HeadDim), NPos: uint32(n)}
-	if c.DType == F32 {
+	switch c.DType {
+	case F32:
 		h.DType = 1
+	case Int8:
+		h.DType = 2
 	}
 	return h
 }

@@ -3,10 +3,12 @@
 //
 // Layout per layer and per tensor (K or V): [slots][kv_heads][seq_len][head_dim],
 // so that the keys of one (slot, head) are contiguous in position order, the
-// order attention reads them. The whole cache is one anonymous mapping with
-// MADV_HUGEPAGE, committed (and locked, where RLIMIT_MEMLOCK allows) at
-// start-up: a decode step touches every layer's cache, 2 MiB pages keep the
-// TLB out of the way, and no request pays for page faults or swap.
+// order attention reads them; an int8 cache adds one f32 scale per (slot,
+// kv head, position) for each of K and V, [slots][kv_heads][seq_len]. The
+// whole cache is one anonymous mapping with MADV_HUGEPAGE, committed (and
+// locked, where RLIMIT_MEMLOCK allows) at start-up: a decode step touches
+// every layer's cache, 2 MiB pages keep the TLB out of the way, and no
+// request pays for page faults or swap.
 package kvcache
 
 import (
@@ -28,24 +30,48 @@ const (
 	BF16 DType = "bf16"
 	// F32 stores K and V exactly as computed.
 	F32 DType = "f32"
+	// Int8 stores each position's K and V of each kv head as int8 with one
+	// f32 scale (symmetric, max |x|/127): about half the bytes of bf16.
+	Int8 DType = "int8"
 )
 
-// ParseDType accepts "bf16" (or "") and "f32".
+// ParseDType accepts "bf16" (or ""), "f32" and "int8".
 func ParseDType(s string) (DType, error) {
 	switch s {
 	case "", "bf16":
 		return BF16, nil
 	case "f32":
 		return F32, nil
+	case "int8":
+		return Int8, nil
 	}
-	return "", fmt.Errorf("kv cache dtype %q: want bf16 or f32", s)
+	return "", fmt.Errorf("kv cache dtype %q: want bf16, int8 or f32", s)
 }
 
+// size is the bytes of one K or V element, without int8's scales.
 func (d DType) size() int {
-	if d == F32 {
+	switch d {
+	case F32:
 		return 4
+	case Int8:
+		return 1
 	}
 	return 2
+}
+
+// scaleSize is the bytes of the scale of one (position, kv head) row.
+func (d DType) scaleSize() int {
+	if d == Int8 {
+		return 4
+	}
+	return 0
+}
+
+// BytesPerPosition is what one position of one slot costs in a cache of
+// cfg's shape: K and V of every layer and kv head, with int8's scales. The
+// fit check (modelcfg.PlanMemory) counts the same bytes.
+func BytesPerPosition(cfg *modelcfg.Config, dtype DType) (int64, error) {
+	return modelcfg.KVBytesPerPosition(cfg, string(dtype))
 }
 
 // Cache holds every layer's K and V.
@@ -67,15 +93,20 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 	if slots < 1 || seqLen < 1 {
 		return nil, fmt.Errorf("kv cache: %d slots × %d positions: both must be positive", slots, seqLen)
 	}
-	if dtype != BF16 && dtype != F32 {
+	if dtype != BF16 && dtype != F32 && dtype != Int8 {
 		return nil, fmt.Errorf("kv cache: unknown dtype %q", dtype)
 	}
 	c := &Cache{
 		DType: dtype, Layers: cfg.NumHiddenLayers, Slots: slots, KVHeads: cfg.NumKeyValueHeads,
 		SeqLen: seqLen, HeadDim: cfg.HeadDim, cfg: cfg,
 	}
+	// Every layer's K and V (rows where a bf16 cache has them), then for int8
+	// every layer's K and V scales: head_dim is even (modelcfg checks it for
+	// RoPE), so the values end 4-byte aligned.
 	per := c.tensorElems()
-	total := int64(per) * 2 * int64(c.Layers) * int64(dtype.size())
+	data := int64(per) * 2 * int64(c.Layers) * int64(dtype.size())
+	scales := int64(per/c.HeadDim) * 2 * int64(c.Layers) * int64(dtype.scaleSize())
+	total := data + scales
 	if int64(int(total)) != total || total <= 0 {
 		return nil, fmt.Errorf("kv cache: %d bytes cannot be allocated", total)
 	}
@@ -96,10 +127,18 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 		off := l * 2 * per * dtype.size()
 		k := unsafe.Pointer(&mem[off])
 		v := unsafe.Pointer(&mem[off+per*dtype.size()])
-		if dtype == F32 {
+		switch dtype {
+		case F32:
 			ly.K32 = unsafe.Slice((*float32)(k), per)
 			ly.V32 = unsafe.Slice((*float32)(v), per)
-		} else {
+		case Int8:
+			ly.K8 = unsafe.Slice((*int8)(k), per)
+			ly.V8 = unsafe.Slice((*int8)(v), per)
+			rows := per / c.HeadDim
+			so := int(data) + l*2*rows*4
+			ly.KS = unsafe.Slice((*float32)(unsafe.Pointer(&mem[so])), rows)
+			ly.VS = unsafe.Slice((*float32)(unsafe.Pointer(&mem[so+rows*4])), rows)
+		default:
 			ly.K16 = unsafe.Slice((*uint16)(k), per)
 			ly.V16 = unsafe.Slice((*uint16)(v), per)
 		}

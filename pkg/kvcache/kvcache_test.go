@@ -33,7 +33,7 @@ func fill(c *Cache, slot, n int, seed float32) {
 }
 
 func TestExportImportRoundTrip(t *testing.T) {
-	for _, dt := range []DType{BF16, F32} {
+	for _, dt := range []DType{BF16, F32, Int8} {
 		t.Run(string(dt), func(t *testing.T) {
 			cfg := testConfig(t)
 			src, err := New(cfg, 2, 8, dt)
@@ -41,8 +41,12 @@ func TestExportImportRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer src.Close()
-			if want := int64(2 * 2 * 2 * 2 * 8 * 4 * dt.size()); src.Bytes() != want {
-				t.Fatalf("Bytes = %d, want %d", src.Bytes(), want)
+			per, err := BytesPerPosition(cfg, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := int64(2 * 2 * 2 * 2 * 8 * (4*dt.size() + dt.scaleSize())); src.Bytes() != want || src.Bytes() != 2*8*per {
+				t.Fatalf("Bytes = %d, want %d (%d per position)", src.Bytes(), want, per)
 			}
 			fill(src, 1, 5, 0.5)
 			var buf bytes.Buffer
@@ -65,8 +69,12 @@ func TestExportImportRoundTrip(t *testing.T) {
 						for i := 0; i < 4; i++ {
 							oa, ob := src.offset(1, h, p)+i, dst.offset(2, h, p)+i
 							if dt == F32 && (a.K32[oa] != b.K32[ob] || a.V32[oa] != b.V32[ob]) ||
-								dt == BF16 && (a.K16[oa] != b.K16[ob] || a.V16[oa] != b.V16[ob]) {
+								dt == BF16 && (a.K16[oa] != b.K16[ob] || a.V16[oa] != b.V16[ob]) ||
+								dt == Int8 && (a.K8[oa] != b.K8[ob] || a.V8[oa] != b.V8[ob]) {
 								t.Fatalf("layer %d head %d pos %d dim %d differs", l, h, p, i)
+							}
+							if dt == Int8 && (a.KS[oa/4] != b.KS[ob/4] || a.VS[oa/4] != b.VS[ob/4] || a.KS[oa/4] == 0) {
+								t.Fatalf("layer %d head %d pos %d: scales %v/%v, imported %v/%v", l, h, p, a.KS[oa/4], a.VS[oa/4], b.KS[ob/4], b.VS[ob/4])
 							}
 						}
 					}
@@ -92,6 +100,8 @@ func TestImportRejects(t *testing.T) {
 	defer otherCache.Close()
 	f32Cache, _ := New(cfg, 1, 8, F32)
 	defer f32Cache.Close()
+	int8Cache, _ := New(cfg, 1, 8, Int8)
+	defer int8Cache.Close()
 	short, _ := New(cfg, 1, 2, BF16)
 	defer short.Close()
 
@@ -105,6 +115,7 @@ func TestImportRejects(t *testing.T) {
 	}{
 		{"other config", otherCache, good, true},
 		{"other dtype", f32Cache, good, true},
+		{"bf16 into int8", int8Cache, good, true},
 		{"too many positions", short, good, true},
 		{"corrupt data", src, corrupt, false},
 		{"truncated", src, good[:len(good)-7], false},
@@ -133,6 +144,9 @@ func TestNewRejects(t *testing.T) {
 	}
 	if _, err := ParseDType("int4"); err == nil {
 		t.Error("ParseDType(int4) accepted")
+	}
+	if d, err := ParseDType("int8"); d != Int8 || err != nil {
+		t.Errorf("ParseDType(int8) = %q, %v", d, err)
 	}
 }
 
@@ -185,7 +199,11 @@ func samePositions(c *Cache, a int, d *Cache, b, from, n int) bool {
 				for i := 0; i < c.HeadDim; i++ {
 					oa, ob := c.offset(a, h, p)+i, d.offset(b, h, p)+i
 					if c.DType == F32 && (x.K32[oa] != y.K32[ob] || x.V32[oa] != y.V32[ob]) ||
-						c.DType == BF16 && (x.K16[oa] != y.K16[ob] || x.V16[oa] != y.V16[ob]) {
+						c.DType == BF16 && (x.K16[oa] != y.K16[ob] || x.V16[oa] != y.V16[ob]) ||
+						c.DType == Int8 && (x.K8[oa] != y.K8[ob] || x.V8[oa] != y.V8[ob]) {
+						return false
+					}
+					if c.DType == Int8 && (x.KS[oa/c.HeadDim] != y.KS[ob/c.HeadDim] || x.VS[oa/c.HeadDim] != y.VS[ob/c.HeadDim]) {
 						return false
 					}
 				}
@@ -196,15 +214,20 @@ func samePositions(c *Cache, a int, d *Cache, b, from, n int) bool {
 }
 
 func TestCopyAndBufferPositions(t *testing.T) {
-	for _, dt := range []DType{BF16, F32} {
+	for _, dt := range []DType{BF16, F32, Int8} {
 		t.Run(string(dt), func(t *testing.T) {
-			c, err := New(testConfig(t), 3, 8, dt)
+			cfg := testConfig(t)
+			c, err := New(cfg, 3, 8, dt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			if want := 2 * 2 * 2 * 4 * dt.size(); c.PositionBytes() != want {
-				t.Fatalf("PositionBytes = %d, want %d", c.PositionBytes(), want)
+			per, err := BytesPerPosition(cfg, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 2 * 2 * 2 * (4*dt.size() + dt.scaleSize()); c.PositionBytes() != want || int64(want) != per {
+				t.Fatalf("PositionBytes = %d, want %d (BytesPerPosition %d)", c.PositionBytes(), want, per)
 			}
 			fill(c, 0, 7, 0.25)
 			fill(c, 1, 8, 9)

@@ -6,12 +6,13 @@ import (
 )
 
 // span is one (layer, K|V, head) run of positions [from, from+n) of the
-// cache: the unit that export, import and the position copies move. Every
-// dtype's bytes of a position lie in its spans, so code written over spans
-// moves them all.
+// cache, or for int8 that run's scales: the unit that export, import and the
+// position copies move. Every dtype's bytes of a position lie in its spans,
+// so code written over spans moves them all.
 type span struct {
 	c               *Cache
 	layer, kv, head int
+	scales          bool // the int8 scales of the run, not its values
 	from, n         int
 	stride          int // bytes per position
 }
@@ -23,10 +24,18 @@ func (sp *span) bytes(slot int) []byte {
 	o := sp.c.offset(slot, sp.head, sp.from)
 	var p unsafe.Pointer
 	switch {
+	case sp.scales && sp.kv == 0:
+		p = unsafe.Pointer(&ly.KS[o/sp.c.HeadDim])
+	case sp.scales:
+		p = unsafe.Pointer(&ly.VS[o/sp.c.HeadDim])
 	case sp.c.DType == F32 && sp.kv == 0:
 		p = unsafe.Pointer(&ly.K32[o])
 	case sp.c.DType == F32:
 		p = unsafe.Pointer(&ly.V32[o])
+	case sp.c.DType == Int8 && sp.kv == 0:
+		p = unsafe.Pointer(&ly.K8[o])
+	case sp.c.DType == Int8:
+		p = unsafe.Pointer(&ly.V8[o])
 	case sp.kv == 0:
 		p = unsafe.Pointer(&ly.K16[o])
 	default:
@@ -36,16 +45,25 @@ func (sp *span) bytes(slot int) []byte {
 }
 
 // eachSpan calls f with every span of positions [from, from+n), in a fixed
-// order (the export format's). The span is reused between calls.
+// order (the export format's: per head its values, then for int8 their
+// scales). The span is reused between calls.
 func (c *Cache) eachSpan(from, n int, f func(*span) error) error {
 	if n == 0 {
 		return nil
 	}
-	sp := span{c: c, from: from, n: n, stride: c.HeadDim * c.DType.size()}
+	sp := span{c: c, from: from, n: n}
 	for l := range c.layers {
 		for kv := 0; kv < 2; kv++ {
 			for h := 0; h < c.KVHeads; h++ {
 				sp.layer, sp.kv, sp.head = l, kv, h
+				sp.scales, sp.stride = false, c.HeadDim*c.DType.size()
+				if err := f(&sp); err != nil {
+					return err
+				}
+				if c.DType.scaleSize() == 0 {
+					continue
+				}
+				sp.scales, sp.stride = true, c.DType.scaleSize()
 				if err := f(&sp); err != nil {
 					return err
 				}
@@ -55,7 +73,8 @@ func (c *Cache) eachSpan(from, n int, f func(*span) error) error {
 	return nil
 }
 
-// PositionBytes is the size of one position of one slot: every layer's K and V.
+// PositionBytes is the size of one position of one slot: every layer's K
+// and V, with int8's scales (BytesPerPosition of the cache's shape).
 func (c *Cache) PositionBytes() int {
 	total := 0
 	_ = c.eachSpan(0, 1, func(sp *span) error { total += sp.stride; return nil })

@@ -13,12 +13,18 @@ import (
 // The engine's bit-identity properties (docs/architecture.md, row
 // invariance), on every kernel path this CPU runs.
 
-func eachPath(t *testing.T, f func(t *testing.T, m *Model)) {
+// eachPath runs f for every tiny model, kernel path and KV dtype that
+// quantizes (bf16, int8): the properties hold for each.
+func eachPath(t *testing.T, f func(t *testing.T, m *Model, kv kvcache.DType)) {
 	for _, name := range tinyModels {
 		t.Run(name, func(t *testing.T) {
 			m := loadTiny(t, name, LoadOptions{})
 			for _, p := range kernels.Available() {
-				forcePath(t, p, func(t *testing.T) { f(t, m) })
+				forcePath(t, p, func(t *testing.T) {
+					for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
+						t.Run(string(kv), func(t *testing.T) { f(t, m, kv) })
+					}
+				})
 			}
 		})
 	}
@@ -64,17 +70,17 @@ func traceFinal(r *Runner) *finalRecorder {
 }
 
 func TestIncrementalPrefillBitIdentical(t *testing.T) {
-	eachPath(t, func(t *testing.T, m *Model) {
+	eachPath(t, func(t *testing.T, m *Model, kv kvcache.DType) {
 		ids := i32(t, refTensors(t, m.Config.Name(), "incremental"), "token_ids")
 		H := m.Config.HiddenSize
-		full := newRunner(t, m, kvcache.BF16, 1, 128, RunnerOptions{MaxTokens: 128})
+		full := newRunner(t, m, kv, 1, 128, RunnerOptions{MaxTokens: 128})
 		fullRec := traceFinal(full)
 		if err := full.Forward([]Segment{{Tokens: ids, Logits: LogitsLast}}); err != nil {
 			t.Fatal(err)
 		}
 		want := slices.Clone(full.Logits(0))
 
-		inc := newRunner(t, m, kvcache.BF16, 1, 128, RunnerOptions{MaxTokens: 128})
+		inc := newRunner(t, m, kv, 1, 128, RunnerOptions{MaxTokens: 128})
 		incRec := traceFinal(inc)
 		if err := inc.Forward([]Segment{{Tokens: ids[:50]}}); err != nil {
 			t.Fatal(err)
@@ -86,7 +92,7 @@ func TestIncrementalPrefillBitIdentical(t *testing.T) {
 		sameBits(t, "50 + 20: last logits", inc.Logits(0), want)
 
 		// --chunk-size: the same 70 tokens through passes of 16 rows.
-		chunked := newRunner(t, m, kvcache.BF16, 1, 128, RunnerOptions{MaxTokens: 16})
+		chunked := newRunner(t, m, kv, 1, 128, RunnerOptions{MaxTokens: 16})
 		chunkRec := traceFinal(chunked)
 		if err := chunked.Forward([]Segment{{Tokens: ids, Logits: LogitsLast}}); err != nil {
 			t.Fatal(err)
@@ -97,14 +103,14 @@ func TestIncrementalPrefillBitIdentical(t *testing.T) {
 }
 
 func TestBatchBitIdentical(t *testing.T) {
-	eachPath(t, func(t *testing.T, m *Model) {
+	eachPath(t, func(t *testing.T, m *Model, kv kvcache.DType) {
 		ref := refTensors(t, m.Config.Name(), "multi_batch")
 		ids, lengths, offsets := i32(t, ref, "token_ids"), i32(t, ref, "lengths"), i32(t, ref, "offsets")
 		segs := make([]Segment, len(lengths))
 		for b := range segs {
 			segs[b] = Segment{Slot: b, Tokens: ids[offsets[b] : offsets[b]+lengths[b]], Logits: LogitsLast}
 		}
-		alone := newRunner(t, m, kvcache.BF16, 1, 256, RunnerOptions{MaxTokens: 256})
+		alone := newRunner(t, m, kv, 1, 256, RunnerOptions{MaxTokens: 256})
 		want := make([][]float32, len(segs))
 		for b, s := range segs {
 			s.Slot = 0
@@ -116,7 +122,7 @@ func TestBatchBitIdentical(t *testing.T) {
 		// All prompts in one forward, and again in passes of 50 rows that
 		// cut prompts at arbitrary places.
 		for _, maxTokens := range []int{256, 50} {
-			batch := newRunner(t, m, kvcache.BF16, len(segs), 256, RunnerOptions{MaxTokens: maxTokens})
+			batch := newRunner(t, m, kv, len(segs), 256, RunnerOptions{MaxTokens: maxTokens})
 			if err := batch.Forward(segs); err != nil {
 				t.Fatal(err)
 			}
@@ -130,12 +136,12 @@ func TestBatchBitIdentical(t *testing.T) {
 // TestDecodeMatchesPrefill decodes greedily one token per step and compares
 // every step's logits with one prefill of the whole transcript.
 func TestDecodeMatchesPrefill(t *testing.T) {
-	eachPath(t, func(t *testing.T, m *Model) {
+	eachPath(t, func(t *testing.T, m *Model, kv kvcache.DType) {
 		ref := refTensors(t, m.Config.Name(), "multi_batch_test")
 		ids, lengths := i32(t, ref, "prompt_ids"), i32(t, ref, "prompt_lengths")
 		prompt := ids[:lengths[0]]
 		const steps = 16
-		dec := newRunner(t, m, kvcache.BF16, 1, 64, RunnerOptions{MaxTokens: 64})
+		dec := newRunner(t, m, kv, 1, 64, RunnerOptions{MaxTokens: 64})
 		seq := slices.Clone(prompt)
 		var stepLogits [][]float32
 		seg := []Segment{{Tokens: prompt, Logits: LogitsLast}}
@@ -148,7 +154,7 @@ func TestDecodeMatchesPrefill(t *testing.T) {
 			seg = []Segment{{Start: len(seq), Tokens: []int32{next}, Logits: LogitsLast}}
 			seq = append(seq, next)
 		}
-		full := newRunner(t, m, kvcache.BF16, 1, 64, RunnerOptions{MaxTokens: 64, MaxLogits: len(seq)})
+		full := newRunner(t, m, kv, 1, 64, RunnerOptions{MaxTokens: 64, MaxLogits: len(seq)})
 		if err := full.Forward([]Segment{{Tokens: seq[:len(seq)-1], Logits: LogitsAll}}); err != nil {
 			t.Fatal(err)
 		}
@@ -169,23 +175,29 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 	for _, name := range tinyModels {
 		t.Run(name, func(t *testing.T) {
 			m := loadTiny(t, name, LoadOptions{})
-			r := newRunner(t, m, kvcache.BF16, 2, 64, RunnerOptions{MaxTokens: 64})
-			prompt := []int32{785, 3974, 13876, 38835}
-			if err := r.Forward([]Segment{{Slot: 0, Tokens: prompt}, {Slot: 1, Tokens: prompt, Logits: LogitsLast}}); err != nil {
-				t.Fatal(err)
-			}
-			segs := []Segment{
-				{Slot: 0, Start: 4, Tokens: []int32{13}, Logits: LogitsLast},
-				{Slot: 1, Start: 4, Tokens: []int32{198}, Logits: LogitsLast},
-			}
-			allocs := testing.AllocsPerRun(10, func() {
-				if err := r.Forward(segs); err != nil {
-					t.Fatal(err)
-				}
-			})
-			if allocs != 0 {
-				t.Errorf("decode step allocates %.1f times", allocs)
+			for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
+				decodeAllocs(t, newRunner(t, m, kv, 2, 64, RunnerOptions{MaxTokens: 64}))
 			}
 		})
+	}
+}
+
+func decodeAllocs(t *testing.T, r *Runner) {
+	t.Helper()
+	prompt := []int32{785, 3974, 13876, 38835}
+	if err := r.Forward([]Segment{{Slot: 0, Tokens: prompt}, {Slot: 1, Tokens: prompt, Logits: LogitsLast}}); err != nil {
+		t.Fatal(err)
+	}
+	segs := []Segment{
+		{Slot: 0, Start: 4, Tokens: []int32{13}, Logits: LogitsLast},
+		{Slot: 1, Start: 4, Tokens: []int32{198}, Logits: LogitsLast},
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		if err := r.Forward(segs); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%s cache: decode step allocates %.1f times", r.cache.DType, allocs)
 	}
 }

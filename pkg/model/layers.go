@@ -96,8 +96,9 @@ func newMoEScratch(m, h, e, k int) moeScratch {
 	}
 }
 
+// floats counts its 4-byte elements.
 func (s *moeScratch) floats() int {
-	return len(s.logits) + len(s.probs) + len(s.topVal) + len(s.gathered) + len(s.outRows)
+	return len(s.logits) + len(s.probs) + len(s.topVal) + len(s.topIdx) + len(s.order) + len(s.gathered) + len(s.outRows)
 }
 
 // sparseMoE is Qwen3MoeSparseMoeBlock.forward, r.xn → r.y.

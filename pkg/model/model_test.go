@@ -7,6 +7,7 @@ import (
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/safetensors"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
@@ -169,3 +170,34 @@ func TestMatchesReference(t *testing.T) {
 }
 
 func kernelsBF16() bool { return kernels.Active() == kernels.AVX512BF16 }
+
+// The fit check's scratch estimate (modelcfg.ScratchBytes) is what a runner
+// allocates per row, which is what caps a single-pass prefill, and in all
+// but for the per-worker kernel buffers it leaves out.
+func TestScratchBytesMatchesEstimate(t *testing.T) {
+	for _, name := range tinyModels {
+		t.Run(name, func(t *testing.T) {
+			m := loadTiny(t, name, LoadOptions{})
+			cfg := m.Config
+			const slots = 3
+			r1 := newRunner(t, m, kvcache.Int8, slots, 128, RunnerOptions{MaxTokens: 100})
+			r2 := newRunner(t, m, kvcache.Int8, slots, 128, RunnerOptions{MaxTokens: 300})
+			est1, est2 := modelcfg.ScratchBytes(cfg, 100, slots), modelcfg.ScratchBytes(cfg, 300, slots)
+			// Per row, the runner also gives each worker 64 floats of gemm's
+			// SwiGLU chunk; attention's scratch does not grow with rows.
+			want := est2 - est1 + int64(r1.pool.Size())*200*64*4
+			if got := r2.ScratchBytes() - r1.ScratchBytes(); got != want {
+				t.Errorf("200 more rows cost %d bytes of scratch, the estimate says %d", got, want)
+			}
+			if r1.att.ScratchBytes() != r2.att.ScratchBytes() {
+				t.Errorf("attention scratch grows with rows: %d, %d", r1.att.ScratchBytes(), r2.att.ScratchBytes())
+			}
+			maxK := max(cfg.HiddenSize, cfg.QDim(), cfg.IntermediateSize, cfg.MoEIntermediateSize)
+			perWorker := int64(4*(100*64+8*maxK*16)) + r1.att.ScratchBytes()/int64(r1.pool.Size())
+			if got := r1.ScratchBytes(); got < est1 || got > est1+int64(r1.pool.Size())*perWorker {
+				t.Errorf("runner scratch %d, estimate %d: differ by more than the per-worker buffers (%d × %d)",
+					got, est1, r1.pool.Size(), perWorker)
+			}
+		})
+	}
+}

@@ -64,13 +64,15 @@ type Runner struct {
 
 	maxM, maxLogits int
 
-	// Activations of one pass, [rows, width] row-major.
+	// Activations of one pass, [rows, width] row-major. Buffers whose
+	// lives do not overlap share memory (see NewRunner): a long single-pass
+	// prefill is bounded by these bytes per row.
 	x    []float32 // residual stream [M, H]
 	xn   []float32 // normed input of the current sublayer [M, H]
 	y    []float32 // sublayer output before the residual add [M, H]
 	qkv  []float32 // fused q/k/v projection [M, Hq·D + 2·Hkv·D]
-	q    []float32 // normed, rotated queries [M, Hq·D]
-	ao   []float32 // attention output [M, Hq·D]
+	q    []float32 // normed, rotated queries [M, Hq·D], in h's memory
+	ao   []float32 // attention output [M, Hq·D], in qkv's memory
 	h    []float32 // MLP hidden [M, max(I, I_moe)]
 	pos  []int32   // absolute position of each row
 	slot []int32   // cache slot of each row
@@ -125,9 +127,12 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 		return nil, fmt.Errorf("runner: %w", err)
 	}
 	r.x, r.xn, r.y = make([]float32, M*H), make([]float32, M*H), make([]float32, M*H)
+	// The queries live from the q/k/v projection to attention, the MLP
+	// hidden after it: one buffer. The attention output is written once
+	// the projection's rows are consumed (queries copied out, K/V stored).
 	r.qkv = make([]float32, M*(qd+2*kvd))
-	r.q, r.ao = make([]float32, M*qd), make([]float32, M*qd)
-	r.h = make([]float32, M*inter)
+	r.h = make([]float32, M*max(inter, qd))
+	r.q, r.ao = r.h[:M*qd], r.qkv[:M*qd]
 	r.pos, r.slot, r.ids, r.row = make([]int32, M), make([]int32, M), make([]int32, M), make([]Row, M)
 	r.rowTask.r = r
 	r.rowTask.errs = make([]error, r.pool.Size())
@@ -187,11 +192,12 @@ func (r *Runner) Close() {
 // MaxTokens is the most rows one pass takes.
 func (r *Runner) MaxTokens() int { return r.maxM }
 
-// ScratchBytes is the memory of the runner's activation buffers.
+// ScratchBytes is the memory of the runner's activation buffers (q and ao
+// share others' memory) and of its kernels' scratch.
 func (r *Runner) ScratchBytes() int64 {
-	n := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.q) + len(r.ao) + len(r.h) +
+	n := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.h) +
 		len(r.lmIn) + len(r.logits) + r.moe.floats()
-	return int64(4 * n)
+	return int64(4*n) + r.mm.ScratchBytes() + r.att.ScratchBytes()
 }
 
 // Logits returns logits row i of the last Forward: rows are numbered in

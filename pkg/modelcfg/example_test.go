@@ -16,11 +16,13 @@ func ExamplePreset() {
 		cfg.Name(), cfg.NumHiddenLayers, cfg.NumExperts, cfg.NumExpertsPerTok,
 		float64(cfg.NumParams())/1e9, float64(cfg.ActiveParams())/1e9)
 
-	// The static KV cache of 4 slots × 32768 positions in bf16.
-	fmt.Printf("KV cache: %d GiB\n", modelcfg.KVCacheBytes(cfg, 32768, 4, 2)>>30)
+	// The static KV cache of 4 slots × 32768 positions in bf16 and in int8.
+	bf16, _ := modelcfg.KVCacheBytes(cfg, 32768, 4, "bf16")
+	i8, _ := modelcfg.KVCacheBytes(cfg, 32768, 4, "int8")
+	fmt.Printf("KV cache: %d GiB bf16, %.1f GiB int8\n", bf16>>30, float64(i8)/(1<<30))
 	// Output:
 	// Qwen3-30B-A3B: 48 layers, 128 experts (top 8), 30.5B params, 3.4B active
-	// KV cache: 12 GiB
+	// KV cache: 12 GiB bf16, 6.2 GiB int8
 }
 
 func ExampleConfig_Tensors() {

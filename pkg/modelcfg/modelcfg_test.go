@@ -315,8 +315,15 @@ func TestSizing(t *testing.T) {
 		t.Error("unknown dtype accepted")
 	}
 	// 28 layers × 8 kv heads × 128 × 2 (K and V) × 2 bytes = 114688 bytes per token.
-	if got := KVCacheBytes(c, 1000, 2, 2); got != 114688*2000 {
-		t.Errorf("KVCacheBytes = %d, want %d", got, 114688*2000)
+	if got, err := KVCacheBytes(c, 1000, 2, "bf16"); got != 114688*2000 || err != nil {
+		t.Errorf("KVCacheBytes = %d, %v, want %d", got, err, 114688*2000)
+	}
+	// int8: 28 × 8 × 2 × (128 values + a 4-byte scale) = 59136 bytes per token.
+	if got, err := KVBytesPerPosition(c, "int8"); got != 59136 || err != nil {
+		t.Errorf("KVBytesPerPosition(int8) = %d, %v, want 59136", got, err)
+	}
+	if _, err := KVBytesPerPosition(c, "fp8"); err == nil {
+		t.Error("kv dtype fp8 accepted")
 	}
 	if s := ScratchBytes(c, 512, 1); s <= 4*int64(c.VocabSize) {
 		t.Errorf("ScratchBytes = %d, below the logits alone", s)
@@ -333,7 +340,8 @@ func TestPlanMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	w, _ := WeightBytes(c, "int8")
-	if p.Weights != w || p.KVCache != KVCacheBytes(c, 8192, 4, 4) || p.Scratch != ScratchBytes(c, 515, 4) {
+	kv, _ := KVCacheBytes(c, 8192, 4, "f32")
+	if p.Weights != w || p.KVCache != kv || p.Scratch != ScratchBytes(c, 515, 4) {
 		t.Errorf("plan %+v", p)
 	}
 	if p.Total() != p.Weights+p.KVCache+p.Scratch {
@@ -342,7 +350,7 @@ func TestPlanMemory(t *testing.T) {
 	for _, bad := range []struct {
 		dtype, kv string
 		seq       int
-	}{{"fp4", "bf16", 10}, {"bf16", "int8", 10}, {"bf16", "bf16", 0}} {
+	}{{"fp4", "bf16", 10}, {"bf16", "fp8", 10}, {"bf16", "bf16", 0}} {
 		if _, err := PlanMemory(c, bad.dtype, bad.kv, bad.seq, 1, 0); err == nil {
 			t.Errorf("PlanMemory(%s, %s, seq %d) accepted", bad.dtype, bad.kv, bad.seq)
 		}

@@ -194,42 +194,54 @@ func WeightBytes(c *Config, dtype string) (int64, error) {
 	return n, nil
 }
 
-// KVBytesPerElem is the size of one KV cache element of kv dtype "bf16" or "f32".
-func KVBytesPerElem(kvDType string) (int, error) {
+// KVBytesPerPosition is the KV cache one position of one slot takes: K and
+// V of every layer and kv head, at kv dtype "bf16", "f32" or "int8" (one
+// byte per value plus an f32 scale per head and position, as pkg/kvcache
+// lays it out).
+func KVBytesPerPosition(c *Config, kvDType string) (int64, error) {
+	rows := 2 * int64(c.NumHiddenLayers) * int64(c.NumKeyValueHeads)
+	hd := int64(c.HeadDim)
 	switch kvDType {
 	case "bf16", "":
-		return 2, nil
+		return rows * hd * 2, nil
 	case "f32":
-		return 4, nil
+		return rows * hd * 4, nil
+	case "int8":
+		return rows * (hd + 4), nil
 	}
-	return 0, fmt.Errorf("kv dtype %q: want bf16 or f32", kvDType)
+	return 0, fmt.Errorf("kv dtype %q: want bf16, int8 or f32", kvDType)
 }
 
-// KVCacheBytes is the static KV cache: K and V for every layer, kv head,
-// position and slot: 2 × layers × kv_heads × head_dim × seq × batch × bytes.
-func KVCacheBytes(c *Config, seq, batch, bytesPerElem int) int64 {
-	return 2 * int64(c.NumHiddenLayers) * int64(c.NumKeyValueHeads) * int64(c.HeadDim) *
-		int64(seq) * int64(batch) * int64(bytesPerElem)
+// KVCacheBytes is the static KV cache: seq positions of batch slots.
+func KVCacheBytes(c *Config, seq, batch int, kvDType string) (int64, error) {
+	per, err := KVBytesPerPosition(c, kvDType)
+	return per * int64(seq) * int64(batch), err
 }
 
-// ScratchBytes estimates the f32 activation buffers of one forward pass over
-// rows token rows (batch × chunk for prefill): the residual stream and its
-// normed copy, q/k/v/attention output, the MLP's gate and up projections (for
-// MoE the routed rows of top-k experts), attention scores over one 64-position
-// tile per head, and the logits of the rows that need them (one per sequence).
+// ScratchBytes is the activation memory of a pkg/model runner for passes of
+// rows token rows (batch × chunk for prefill) and seqs logits rows, as
+// NewRunner allocates it: per row the residual stream, its normed copy and
+// the sublayer output (3·hidden), the fused q/k/v projection (whose memory
+// then holds the attention output), the MLP hidden (which first holds the
+// normed queries), the MoE routing and expert rows, and the activations the
+// matrix kernels prepare (max(K), one form at a time); once,
+// the logits. Attention needs no per-row scratch: its workers hold one K/V
+// tile and one block of rows each. Per-worker kernel buffers (a few hundred
+// KiB per thread) are not counted.
 func ScratchBytes(c *Config, rows, seqs int) int64 {
-	r := int64(rows)
-	perRow := int64(2*c.HiddenSize + 2*c.QDim() + 2*c.KVDim())
-	var mlp int64
-	if c.denseLayers() > 0 {
-		mlp = int64(2 * c.IntermediateSize)
-	}
+	H, qd, kvd := int64(c.HiddenSize), int64(c.QDim()), int64(c.KVDim())
+	inter := int64(max(c.IntermediateSize, c.MoEIntermediateSize))
+	perRow := 3*H + qd + 2*kvd + max(inter, qd)
+	var once int64
 	if c.IsMoE() {
-		moe := int64(2*c.MoEIntermediateSize*c.NumExpertsPerTok + c.NumExperts)
-		mlp = max(mlp, moe)
+		E, k := int64(c.NumExperts), int64(c.NumExpertsPerTok)
+		perRow += E + 3*k + 2*H // router logits, top-k weights, ids and order, expert rows in and out
+		once += E
 	}
-	perRow += mlp + int64(c.NumAttentionHeads)*64
-	return 4 * (r*perRow + int64(seqs)*int64(c.VocabSize))
+	kpad := (max(H, qd, inter) + 3) / 4 * 4
+	perRow += kpad + 1 // gemm: activations in the kernels' form, int8 row scales
+	r, s := int64(rows), int64(min(seqs, rows))
+	return 4 * (r*perRow + int64(seqs)*int64(c.VocabSize) + s*H + once)
 }
 
 // MemoryPlan is what a deployment commits: weights, the static KV cache and
@@ -255,7 +267,7 @@ func PlanMemory(c *Config, dtype, kvDType string, seq, batch, chunk int) (Memory
 	if err != nil {
 		return MemoryPlan{}, err
 	}
-	kvElem, err := KVBytesPerElem(kvDType)
+	kv, err := KVCacheBytes(c, seq, batch, kvDType)
 	if err != nil {
 		return MemoryPlan{}, err
 	}
@@ -265,7 +277,7 @@ func PlanMemory(c *Config, dtype, kvDType string, seq, batch, chunk int) (Memory
 	}
 	return MemoryPlan{
 		Weights: w,
-		KVCache: KVCacheBytes(c, seq, batch, kvElem),
+		KVCache: kv,
 		Scratch: ScratchBytes(c, prefill+batch-1, batch),
 	}, nil
 }

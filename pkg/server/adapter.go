@@ -36,8 +36,41 @@ func (a engineAdapter) Stats() Stats {
 		QueueDepth: s.QueueDepth, PrefixHits: s.PrefixHits, PrefixMisses: s.PrefixMisses,
 		ReusedTokens: s.ReusedTokens, CopiedTokens: s.CopiedTokens, PrefixStoreHits: s.PrefixStoreHits,
 		PrefixStoreMisses: s.PrefixStoreMisses, PrefixStoreRestored: s.PrefixStoreRestored,
-		PrefixStoreBytes: s.PrefixStoreBytes, PrefixStoreCapacity: s.PrefixStoreCapacity, SessionsStored: s.SessionsStored}
+		PrefixStoreBytes: s.PrefixStoreBytes, PrefixStoreCapacity: s.PrefixStoreCapacity,
+		SessionsStored: s.SessionsStored, SessionStoreBytes: s.SessionStoreBytes,
+		SessionStoreMaxBytes: s.SessionStoreMaxBytes, SessionsDropped: s.SessionsDropped, SessionsExpired: s.SessionsExpired}
 }
+
+func (a engineAdapter) Transcript(id string) (Transcript, bool) {
+	t, ok := a.e.Transcript(id)
+	return Transcript{Tokens: t.Tokens, Data: t.Data}, ok
+}
+
+func (a engineAdapter) SaveTranscript(id string, t Transcript) error {
+	return a.e.SaveTranscript(id, engine.Transcript{Tokens: t.Tokens, Data: t.Data})
+}
+
+func (a engineAdapter) Sessions() ([]SessionInfo, error) {
+	list, err := a.e.Sessions()
+	out := make([]SessionInfo, len(list))
+	for i, s := range list {
+		out[i] = SessionInfo{ID: s.ID, Tokens: s.Tokens, KVTokens: s.KVTokens, Bytes: s.Bytes, LastUsed: s.LastUsed, InSlot: s.InSlot}
+	}
+	return out, err
+}
+
+func (a engineAdapter) DeleteSession(id string) error {
+	err := a.e.DeleteSession(id)
+	switch {
+	case errors.Is(err, engine.ErrNoSession):
+		err = fmt.Errorf("%w: %w", ErrNoSession, err)
+	case errors.Is(err, engine.ErrSessionBusy):
+		err = fmt.Errorf("%w: %w", ErrSessionBusy, err)
+	}
+	return err
+}
+
+func (a engineAdapter) SaveSessions() error { return a.e.SaveSessions() }
 
 func (a engineAdapter) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
 	res, err := a.e.Generate(ctx, engine.Request{Tokens: req.Tokens, SessionID: req.SessionID, MaxTokens: req.MaxTokens,

@@ -218,7 +218,7 @@ func TestRealEngineSessionRestart(t *testing.T) {
 	sess := option.WithHeader("X-Session-ID", "restart")
 	e := tinyEngine(t, engine.Options{BatchSize: 1, SessionStore: store})
 	ctx, stop := context.WithCancel(context.Background())
-	s, err := New(FromEngine(e), Options{SessionDir: store})
+	s, err := New(FromEngine(e), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestRealEngineSessionRestart(t *testing.T) {
 
 	e2 := tinyEngine(t, engine.Options{BatchSize: 1, SessionStore: store})
 	defer e2.Close()
-	_, base := startServer(t, FromEngine(e2), Options{SessionDir: store})
+	_, base := startServer(t, FromEngine(e2), Options{})
 	c := newClient(base)
 	p := greedyChat(append(msgs, openai.UserMessage("And after a restart?"))...)
 	resp, err := c.Chat.Completions.New(context.Background(), p, sess)

@@ -22,6 +22,35 @@ type Engine interface {
 	GenerationDefaults() modelcfg.GenerationConfig
 	// EOS are the tokens that end a reply (the default stop tokens).
 	EOS() []int32
+
+	// Transcript returns a session's stored transcript (none without a
+	// session store); SaveTranscript stores one, marking the session used.
+	Transcript(id string) (Transcript, bool)
+	SaveTranscript(id string, t Transcript) error
+	// Sessions lists the sessions the engine holds (in slots and the store).
+	Sessions() ([]SessionInfo, error)
+	// DeleteSession forgets a session: ErrNoSession if unknown,
+	// ErrSessionBusy while a request of it runs.
+	DeleteSession(id string) error
+	// SaveSessions writes the sessions held in slots to the store now.
+	SaveSessions() error
+}
+
+// Transcript is a session's exact tokens and the server's data about them
+// (pkg/engine.Transcript).
+type Transcript struct {
+	Tokens []int32
+	Data   []byte
+}
+
+// SessionInfo describes a session the engine holds (pkg/engine.SessionInfo).
+type SessionInfo struct {
+	ID       string
+	Tokens   int
+	KVTokens int
+	Bytes    int64
+	LastUsed time.Time
+	InSlot   bool
 }
 
 // Tokenizer is what the server uses of pkg/tokenizer.
@@ -75,15 +104,17 @@ type Info struct {
 
 // Stats is the engine's live state.
 type Stats struct {
-	SlotsBusy, Slots                       int
-	KVUsed, KVCapacity                     int
-	QueueDepth                             int
-	PrefixHits, PrefixMisses, ReusedTokens int64
-	CopiedTokens                           int64 // reused by copying from another slot
-	PrefixStoreHits, PrefixStoreMisses     int64
-	PrefixStoreRestored                    int64 // tokens restored from the prefix store
-	PrefixStoreBytes, PrefixStoreCapacity  int64
-	SessionsStored                         int
+	SlotsBusy, Slots                        int
+	KVUsed, KVCapacity                      int
+	QueueDepth                              int
+	PrefixHits, PrefixMisses, ReusedTokens  int64
+	CopiedTokens                            int64 // reused by copying from another slot
+	PrefixStoreHits, PrefixStoreMisses      int64
+	PrefixStoreRestored                     int64 // tokens restored from the prefix store
+	PrefixStoreBytes, PrefixStoreCapacity   int64
+	SessionsStored                          int
+	SessionStoreBytes, SessionStoreMaxBytes int64
+	SessionsDropped, SessionsExpired        int64
 }
 
 // The engine's sentinel errors, as the server sees them.
@@ -94,4 +125,8 @@ var (
 	ErrTooLong = errors.New("prompt too long")
 	// ErrQueueFull: the request queue is full or the wait timed out.
 	ErrQueueFull = errors.New("queue full")
+	// ErrNoSession: DeleteSession of a session nobody holds.
+	ErrNoSession = errors.New("no such session")
+	// ErrSessionBusy: DeleteSession while a request of the session runs.
+	ErrSessionBusy = errors.New("session busy")
 )

@@ -74,6 +74,7 @@ type fakeEngine struct {
 	delay time.Duration
 	// reply is the text generated for a prompt.
 	reply func(prompt string) string
+	store *fakeSessions
 
 	mu        sync.Mutex
 	cache     [][]int32
@@ -87,7 +88,7 @@ func newFakeEngine(t testing.TB, reply func(prompt string) string) *fakeEngine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeEngine{tmpl: tmpl, seq: 1 << 16, slots: make(chan struct{}, 2), reply: reply}
+	return &fakeEngine{tmpl: tmpl, seq: 1 << 16, slots: make(chan struct{}, 2), reply: reply, store: newFakeSessions()}
 }
 
 func (f *fakeEngine) Tokenizer() Tokenizer         { return fakeTokenizer{} }
@@ -205,4 +206,62 @@ func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) e
 	f.cache = append(f.cache, res.Tokens) // like the engine, the last sampled token's KV is computed too
 	f.mu.Unlock()
 	return res, nil
+}
+
+// fakeSessions is the fake engine's session store: transcripts in a map that
+// several fake engines may share (a restart), no KV.
+type fakeSessions struct {
+	mu          sync.Mutex
+	transcripts map[string]Transcript
+	used        map[string]time.Time
+	busy        map[string]bool
+	saves       int
+}
+
+func newFakeSessions() *fakeSessions {
+	return &fakeSessions{transcripts: map[string]Transcript{}, used: map[string]time.Time{}, busy: map[string]bool{}}
+}
+
+func (f *fakeEngine) Transcript(id string) (Transcript, bool) {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	t, ok := f.store.transcripts[id]
+	return t, ok
+}
+
+func (f *fakeEngine) SaveTranscript(id string, t Transcript) error {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	f.store.transcripts[id], f.store.used[id] = t, time.Now()
+	return nil
+}
+
+func (f *fakeEngine) Sessions() ([]SessionInfo, error) {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	var out []SessionInfo
+	for id, t := range f.store.transcripts {
+		out = append(out, SessionInfo{ID: id, Tokens: len(t.Tokens), Bytes: int64(4 * len(t.Tokens)), LastUsed: f.store.used[id]})
+	}
+	return out, nil
+}
+
+func (f *fakeEngine) DeleteSession(id string) error {
+	f.store.mu.Lock()
+	defer f.store.mu.Unlock()
+	if f.store.busy[id] {
+		return ErrSessionBusy
+	}
+	if _, ok := f.store.transcripts[id]; !ok {
+		return ErrNoSession
+	}
+	delete(f.store.transcripts, id)
+	return nil
+}
+
+func (f *fakeEngine) SaveSessions() error {
+	f.store.mu.Lock()
+	f.store.saves++
+	f.store.mu.Unlock()
+	return nil
 }

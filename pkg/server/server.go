@@ -29,11 +29,14 @@ type Options struct {
 	MaxBodyBytes int64
 	// Version is reported by GET /version.
 	Version string
-	// SessionDir keeps transcript sessions across restarts; "" keeps them
-	// in memory only.
-	SessionDir string
-	// MaxSessions bounds the transcript sessions held in memory; 0 means 1024.
+	// MaxSessions bounds the transcript sessions held in memory; 0 means
+	// 1024. The engine's session store, if any, keeps them all.
 	MaxSessions int
+	// SessionTTL forgets sessions idle for longer; 0 = never. (The engine
+	// applies its own to what it keeps.)
+	SessionTTL time.Duration
+	// Clock ages sessions; nil = time.Now (tests inject one).
+	Clock func() time.Time
 	// DrainTimeout bounds how long Serve waits for in-flight requests once
 	// its context is cancelled; 0 means 30s.
 	DrainTimeout time.Duration
@@ -70,6 +73,9 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
 	s := &Server{eng: eng, tok: eng.Tokenizer(), tmpl: eng.ChatTemplate(), opts: opts, created: time.Now().Unix()}
 	s.model = opts.ModelName
 	if s.model == "" {
@@ -77,11 +83,10 @@ func New(eng Engine, opts Options) (*Server, error) {
 	}
 	s.endIDs = eng.EOS()
 	s.metrics = newMetrics(eng)
-	sessions, err := newSessionStore(opts.SessionDir, opts.MaxSessions)
-	if err != nil {
-		return nil, err
+	s.sessions = newSessionStore(eng, opts.MaxSessions, opts.SessionTTL, opts.Clock, opts.Logger)
+	if opts.APIKey == "" {
+		opts.Logger.Warn("no API key: every route, including the session admin routes (GET /v1/sessions, DELETE /v1/sessions/{id}), is open to anyone who can connect")
 	}
-	s.sessions = sessions
 	return s, nil
 }
 
@@ -99,6 +104,8 @@ func (s *Server) Handler() http.Handler {
 		{"POST /tokenize", s.handleTokenize},
 		{"POST /detokenize", s.handleDetokenize},
 		{"GET /version", s.handleVersion},
+		{"GET /v1/sessions", s.handleSessions},
+		{"DELETE /v1/sessions/{id...}", s.handleDeleteSession},
 	} {
 		mux.Handle(r.pattern, s.authorized(s.instrument(r.pattern, r.h)))
 	}

@@ -3,16 +3,12 @@ package server
 import (
 	"bytes"
 	"container/list"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // conversation is what a chat prompt is rendered from.
@@ -136,11 +132,16 @@ func (s *Server) remember(p *chatPlan, res Result) {
 	}
 }
 
-// sessionStore holds the most recently used sessions in memory and, with a
-// directory, every session on disk (so they outlive eviction and restarts).
+// sessionStore holds the most recently used sessions in memory, in front
+// of the engine, which owns their storage: every session put here is handed
+// to the engine's session store (when it has one) and read back from it
+// after leaving memory or a restart.
 type sessionStore struct {
-	dir string
+	eng Engine
 	max int
+	ttl time.Duration // a session idle for longer is forgotten; 0 = never
+	now func() time.Time
+	log *slog.Logger
 
 	mu    sync.Mutex
 	lru   *list.List // of *entry, most recent first
@@ -150,89 +151,93 @@ type sessionStore struct {
 type entry struct {
 	id   string
 	sess *session
+	used time.Time
 }
 
-func newSessionStore(dir string, max int) (*sessionStore, error) {
-	if dir != "" {
-		dir = filepath.Join(dir, "transcripts")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("session store: %w", err)
-		}
-	}
-	return &sessionStore{dir: dir, max: max, lru: list.New(), byKey: map[string]*list.Element{}}, nil
-}
-
-func (st *sessionStore) path(id string) string {
-	h := sha256.Sum256([]byte(id))
-	return filepath.Join(st.dir, hex.EncodeToString(h[:16])+".json")
+func newSessionStore(eng Engine, max int, ttl time.Duration, now func() time.Time, log *slog.Logger) *sessionStore {
+	return &sessionStore{eng: eng, max: max, ttl: ttl, now: now, log: log, lru: list.New(), byKey: map[string]*list.Element{}}
 }
 
 func (st *sessionStore) get(id string) (*session, bool) {
 	st.mu.Lock()
 	if e, ok := st.byKey[id]; ok {
+		ent := e.Value.(*entry)
+		if st.ttl > 0 && st.now().Sub(ent.used) > st.ttl {
+			// Expired: the engine's copy too, as it was saved at the same time.
+			st.lru.Remove(e)
+			delete(st.byKey, id)
+			st.mu.Unlock()
+			return nil, false
+		}
 		st.lru.MoveToFront(e)
 		st.mu.Unlock()
-		return e.Value.(*entry).sess, true
+		return ent.sess, true
 	}
 	st.mu.Unlock()
-	if st.dir == "" {
+	t, ok := st.eng.Transcript(id)
+	if !ok {
 		return nil, false
 	}
-	b, err := os.ReadFile(st.path(id))
-	if err != nil {
+	sess := &session{Transcript: t.Tokens}
+	if err := json.Unmarshal(t.Data, &sess.Conv); err != nil {
+		st.log.Warn("session store: transcript without its conversation, ignored", "session", id, "err", err)
 		return nil, false
 	}
-	var f struct {
-		ID string `json:"id"`
-		session
-	}
-	if json.Unmarshal(b, &f) != nil || f.ID != id {
-		return nil, false
-	}
-	st.keep(id, &f.session)
-	return &f.session, true
+	st.keep(id, sess, st.now())
+	return sess, true
 }
 
 func (st *sessionStore) put(id string, sess *session) error {
-	st.keep(id, sess)
-	if st.dir == "" {
-		return nil
-	}
-	b, err := json.Marshal(struct {
-		ID string `json:"id"`
-		*session
-	}{id, sess})
+	st.keep(id, sess, st.now())
+	data, err := json.Marshal(sess.Conv)
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(st.dir, "tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	err = errors.Join(err, tmp.Close())
-	if err == nil {
-		err = os.Rename(tmp.Name(), st.path(id))
-	}
-	if err != nil {
-		_ = os.Remove(tmp.Name())
-	}
-	return err
+	return st.eng.SaveTranscript(id, Transcript{Tokens: sess.Transcript, Data: data})
 }
 
 // keep puts a session in memory, forgetting the least recently used one
-// beyond max (its file, if any, stays).
-func (st *sessionStore) keep(id string, sess *session) {
+// beyond max (the engine's store keeps it, if there is one).
+func (st *sessionStore) keep(id string, sess *session, used time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if e, ok := st.byKey[id]; ok {
-		e.Value.(*entry).sess = sess
+		ent := e.Value.(*entry)
+		ent.sess, ent.used = sess, used
 		st.lru.MoveToFront(e)
 		return
 	}
-	st.byKey[id] = st.lru.PushFront(&entry{id, sess})
+	st.byKey[id] = st.lru.PushFront(&entry{id, sess, used})
 	for st.lru.Len() > st.max {
 		old := st.lru.Remove(st.lru.Back()).(*entry)
 		delete(st.byKey, old.id)
 	}
+}
+
+// forget drops a session from memory and reports whether it was there.
+func (st *sessionStore) forget(id string) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	e, ok := st.byKey[id]
+	if ok {
+		st.lru.Remove(e)
+		delete(st.byKey, id)
+	}
+	return ok
+}
+
+// list returns the sessions held in memory that have not expired.
+func (st *sessionStore) list() []SessionInfo {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := st.now()
+	var out []SessionInfo
+	for e := st.lru.Front(); e != nil; e = e.Next() {
+		ent := e.Value.(*entry)
+		if st.ttl > 0 && now.Sub(ent.used) > st.ttl {
+			continue
+		}
+		out = append(out, SessionInfo{ID: ent.id, Tokens: len(ent.sess.Transcript), LastUsed: ent.used})
+	}
+	return out
 }

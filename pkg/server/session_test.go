@@ -152,9 +152,8 @@ func metric(t *testing.T, base, name string) string {
 }
 
 func TestSessionsSurviveRestart(t *testing.T) {
-	dir := t.TempDir()
 	eng := newFakeEngine(t, agentReply)
-	s1, base := startServer(t, eng, Options{SessionDir: dir, MaxSessions: 1})
+	s1, base := startServer(t, eng, Options{MaxSessions: 1})
 	c := newClient(base)
 	sess := option.WithHeader("X-Session-ID", "persist")
 	usage, msgs := runAgent(t, c, 2, sess)
@@ -163,9 +162,10 @@ func TestSessionsSurviveRestart(t *testing.T) {
 	if _, ok := s1.sessions.byKey["persist"]; ok {
 		t.Fatal("session not evicted from memory")
 	}
-	// A new server on the same store continues the session.
+	// A new server on the same engine store continues the session.
 	eng2 := newFakeEngine(t, agentReply)
-	_, base2 := startServer(t, eng2, Options{SessionDir: dir})
+	eng2.store = eng.store
+	_, base2 := startServer(t, eng2, Options{})
 	c2 := newClient(base2)
 	resp, err := c2.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{
 		Messages: msgs, Tools: []openai.ChatCompletionToolUnionParam{weatherTool}}, sess)

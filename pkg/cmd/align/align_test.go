@@ -3,6 +3,7 @@ package align
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -16,11 +17,13 @@ func TestNewCmdAlign(t *testing.T) {
 		want    Options
 		wantErr bool
 	}{
-		{argv: "all", want: Options{Case: "all", Ref: DefaultRef, DType: "bf16"}},
+		{argv: "all", want: Options{Case: "all", Ref: DefaultRef, DType: "bf16", Positions: []int{4096, 32768}}},
 		{
 			argv: "multi-token --ref /r --model-path /m --kernels generic --dtype int8 --json --dump /d --threads 2",
-			want: Options{Case: "multi-token", Ref: "/r", ModelPath: "/m", Kernels: "generic", DType: "int8", JSON: true, Dump: "/d", Threads: 2},
+			want: Options{Case: "multi-token", Ref: "/r", ModelPath: "/m", Kernels: "generic", DType: "int8", JSON: true, Dump: "/d", Threads: 2,
+				Positions: []int{4096, 32768}},
 		},
+		{argv: "kv-cache --kv-dtype int8 --positions 100,2000", want: Options{Case: "kv-cache", Ref: DefaultRef, DType: "bf16", KVDType: "int8", Positions: []int{100, 2000}}},
 		{argv: "", wantErr: true},
 		{argv: "rope rmsnorm", wantErr: true},
 	}
@@ -43,7 +46,7 @@ func TestNewCmdAlign(t *testing.T) {
 				t.Fatal(err)
 			}
 			got.IO = cmdutil.IOStreams{}
-			if *got != tt.want {
+			if !reflect.DeepEqual(*got, tt.want) {
 				t.Errorf("options = %+v, want %+v", *got, tt.want)
 			}
 		})

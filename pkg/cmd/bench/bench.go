@@ -59,7 +59,7 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	fl.IntVar(&c.Layers, "layers", 0, "with --preset: keep only the first N layers (results scaled to full depth)")
 	c.ThreadFlags.AddFlags(fl)
 	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
-	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
+	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	fl.IntVar(&c.Repeat, "repeat", 3, "measured repetitions per point (after one warm-up)")
 	fl.Uint64Var(&c.Seed, "seed", 1, "seed for synthetic weights and prompts")
 	addOutputFlags(cmd, c)

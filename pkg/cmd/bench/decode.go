@@ -50,12 +50,12 @@ func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
 	if err != nil {
 		return err
 	}
-	kvBytes, err := modelcfg.KVBytesPerElem(opts.KVDType)
+	seq := bench.DecodeSequenceLength(slices.Max(depths), decodeWarmup, opts.Tokens)
+	s, err := opts.start(cmd.Context(), seq, slices.Max(batches), 0)
 	if err != nil {
 		return err
 	}
-	seq := bench.DecodeSequenceLength(slices.Max(depths), decodeWarmup, opts.Tokens)
-	s, err := opts.start(cmd.Context(), seq, slices.Max(batches), 0)
+	kvBytes, err := modelcfg.KVBytesPerPosition(s.cfg, opts.KVDType)
 	if err != nil {
 		return err
 	}

@@ -120,10 +120,6 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	if _, err := os.Stat(opts.GGUF); err != nil {
 		return fmt.Errorf("--gguf: %w", err)
 	}
-	kvBytes, err := modelcfg.KVBytesPerElem(opts.KVDType)
-	if err != nil {
-		return err
-	}
 	loadAvg := opts.LoadAvg
 	if loadAvg == nil {
 		loadAvg = procLoadAvg
@@ -142,6 +138,10 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 		return err
 	}
 	defer s.engine.Close()
+	kvBytes, err := modelcfg.KVBytesPerPosition(s.cfg, opts.KVDType)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(opts.IO.ErrOut, "ellm loads %s; --gguf %s must be the same weights\n", s.engine.Info().ModelPath, opts.GGUF)
 
 	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: s.engine.Info().Threads}

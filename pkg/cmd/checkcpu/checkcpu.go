@@ -88,7 +88,7 @@ with the reasons when it is not.`,
 	fl.IntVar(&opts.BatchSize, "batch-size", 1, "slots (concurrent sequences)")
 	fl.IntVar(&opts.ChunkSize, "chunk-size", 0, "prefill chunk size in tokens (0 = whole prompt in one pass)")
 	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
-	fl.StringVar(&opts.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16 or f32")
+	fl.StringVar(&opts.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
 	fl.BoolVar(&opts.Calibrate, "calibrate", false, "measure the kernel paths again, ignoring the cached calibration")
 	return cmd

@@ -18,6 +18,7 @@ type remote struct {
 	chat     client.ChatOptions
 	terminal bool
 	history  []client.Message
+	last     *turnInfo
 }
 
 func newRemote(opts *Options, terminal bool) (*remote, error) {
@@ -25,7 +26,7 @@ func newRemote(opts *Options, terminal bool) (*remote, error) {
 		return nil, errors.New("--raw needs a local model: the server applies its chat template")
 	}
 	r := &remote{opts: opts, terminal: terminal, cl: &client.Client{BaseURL: opts.URL, APIKey: opts.APIKey}}
-	r.chat = client.ChatOptions{MaxTokens: opts.MaxTokens, SessionID: fmt.Sprintf("ellm-run-%d", time.Now().UnixNano())}
+	r.chat = client.ChatOptions{MaxTokens: opts.MaxTokens}
 	f64 := func(v float32) *float64 {
 		if v < 0 {
 			return nil
@@ -43,10 +44,43 @@ func newRemote(opts *Options, terminal bool) (*remote, error) {
 	}
 	think := opts.thinking()
 	r.chat.Think = &think
-	if opts.System != "" {
-		r.history = append(r.history, client.Message{Role: "system", Content: opts.System})
-	}
+	r.reset()
 	return r, nil
+}
+
+// reset starts a new conversation under a new session; the server forgets
+// the old one after its --session-ttl.
+func (r *remote) reset() {
+	r.chat.SessionID = newSessionID()
+	r.history, r.last = nil, nil
+	if r.opts.System != "" {
+		r.history = append(r.history, client.Message{Role: "system", Content: r.opts.System})
+	}
+}
+
+func (r *remote) banner() string {
+	model := "model unknown"
+	if ids, err := r.cl.Models(r.opts.Ctx); err == nil && len(ids) > 0 {
+		model = ids[0]
+	}
+	return fmt.Sprintf("%s · %s · chat, thinking %s\n%s", r.opts.URL, model,
+		onOff(r.opts.thinking()), quitHint)
+}
+
+func (r *remote) saved() savedChat {
+	s := savedChat{Messages: r.history}
+	if ids, err := r.cl.Models(r.opts.Ctx); err == nil && len(ids) > 0 {
+		s.Model = ids[0]
+	}
+	return s
+}
+
+func (r *remote) stats() (turnInfo, bool, string) {
+	conv := fmt.Sprintf("Conversation: %d messages.", len(r.history))
+	if r.last == nil {
+		return turnInfo{}, false, conv
+	}
+	return *r.last, true, conv
 }
 
 func (r *remote) turn(ctx context.Context, user string) error {
@@ -58,14 +92,19 @@ func (r *remote) turn(ctx context.Context, user string) error {
 		return nil
 	})
 	p.finish()
-	if err != nil && !interrupted(err, r.opts.Ctx) {
-		return fmt.Errorf("%s: %w", r.opts.URL, err)
+	finish := reply.FinishReason
+	if err != nil {
+		if !interrupted(err, r.opts.Ctx) {
+			return fmt.Errorf("%s: %w", r.opts.URL, err)
+		}
+		finish = "interrupted"
 	}
 	r.history = append(msgs, reply.Message)
+	u := reply.Usage
+	r.last = &turnInfo{prompt: u.PromptTokens, cached: u.CachedTokens, completion: u.CompletionTokens,
+		ttft: reply.TTFT, total: time.Since(start), finish: finish}
 	if r.opts.Verbose {
-		u := reply.Usage
-		turnInfo{prompt: u.PromptTokens, cached: u.CachedTokens, completion: u.CompletionTokens,
-			ttft: reply.TTFT, total: time.Since(start), finish: reply.FinishReason}.print(r.opts.IO.ErrOut)
+		r.last.print(r.opts.IO.ErrOut)
 	}
 	return nil
 }

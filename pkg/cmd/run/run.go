@@ -74,9 +74,12 @@ func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 
 Each chat turn reuses the KV cache of the conversation so far: only the new
 message is prefilled. Reasoning (<think>) is shown dimmed on a terminal.
-Ctrl-C stops the current answer; Ctrl-C at the prompt, Ctrl-D, "exit" or
-"quit" ends the chat. Without --model-path the built-in synthetic model
-(random weights) is used.`,
+
+Commands in the chat: /help, /reset (new conversation), /save [FILE] (the
+conversation as JSON), /stats (tokens, cached tokens, time to first token
+and tokens/s of the last answer), /exit. Ctrl-C stops the current answer;
+Ctrl-C at the prompt, Ctrl-D or /exit ends the chat. Without --model-path
+the built-in synthetic model (random weights) is used.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ctx = cmd.Context()
@@ -164,6 +167,7 @@ type conversation struct {
 
 	history    []message
 	transcript []int32 // the last turn's tokens, exactly as the model saw and wrote them
+	last       *turnInfo
 }
 
 type message struct {
@@ -187,8 +191,7 @@ func (c *renderer) render(msgs []message, addGenerationPrompt bool) (string, err
 }
 
 func newConversation(opts *Options, eng *engine.Engine, terminal bool) (*conversation, error) {
-	c := &conversation{opts: opts, eng: eng, tok: eng.Tokenizer(), terminal: terminal,
-		session: fmt.Sprintf("ellm-run-%d", time.Now().UnixNano())}
+	c := &conversation{opts: opts, eng: eng, tok: eng.Tokenizer(), terminal: terminal}
 	if !opts.Raw {
 		t := eng.ChatTemplate()
 		if t == nil {
@@ -196,16 +199,78 @@ func newConversation(opts *Options, eng *engine.Engine, terminal bool) (*convers
 		}
 		kw, _ := json.Marshal(map[string]bool{"enable_thinking": opts.thinking()})
 		c.tmpl = &renderer{t: t, kwargs: kw}
-		if opts.System != "" {
-			c.history = append(c.history, message{Role: "system", Content: opts.System})
-		}
 	}
+	c.start()
 	p, err := samplingParams(opts, eng.GenerationDefaults())
 	if err != nil {
 		return nil, err
 	}
 	c.params = p
 	return c, nil
+}
+
+// start begins a conversation: a new session, only the system message.
+func (c *conversation) start() {
+	c.session = newSessionID()
+	c.history, c.transcript, c.last = nil, nil, nil
+	if c.tmpl != nil && c.opts.System != "" {
+		c.history = append(c.history, message{Role: "system", Content: c.opts.System})
+	}
+}
+
+func newSessionID() string { return fmt.Sprintf("ellm-run-%d", time.Now().UnixNano()) }
+
+// reset frees the old conversation's slot and starts anew.
+func (c *conversation) reset() {
+	if err := c.eng.DeleteSession(c.session); err != nil && !errors.Is(err, engine.ErrNoSession) {
+		fmt.Fprintln(c.opts.IO.ErrOut, "warning:", err)
+	}
+	c.start()
+}
+
+func (c *conversation) banner() string {
+	i := c.eng.Info()
+	model := i.ModelName
+	if i.Synthetic {
+		model += " (synthetic: random weights, the answers are noise)"
+	}
+	mode := "chat, thinking " + onOff(c.opts.thinking())
+	if c.tmpl == nil {
+		mode = "raw text, no chat template"
+	}
+	threads := fmt.Sprintf("%d threads", i.Threads)
+	if i.Threads == 1 {
+		threads = "1 thread"
+	}
+	return fmt.Sprintf("%s · %s · %s kernels, %s · context %d tokens\n%s", model, mode, i.KernelPath, threads,
+		i.SequenceLength, quitHint)
+}
+
+const quitHint = "Type a message. /help lists commands; /exit, Ctrl-D or Ctrl-C at the prompt quits.\n"
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func (c *conversation) saved() savedChat {
+	s := savedChat{Model: c.eng.Info().ModelName, Tokens: c.transcript}
+	if c.tmpl != nil {
+		s.Messages = c.history
+	} else {
+		s.Text = c.tok.Decode(c.transcript)
+	}
+	return s
+}
+
+func (c *conversation) stats() (turnInfo, bool, string) {
+	conv := fmt.Sprintf("Conversation: %d of %d tokens.", len(c.transcript), c.eng.Info().SequenceLength)
+	if c.last == nil {
+		return turnInfo{}, false, conv
+	}
+	return *c.last, true, conv
 }
 
 // samplingParams takes each flag that is set, else the model's default.
@@ -321,17 +386,22 @@ func (c *conversation) turn(ctx context.Context, user string) error {
 		p.add(rs.Flush())
 	}
 	p.finish()
-	if err != nil && !interrupted(err, c.opts.Ctx) {
-		return err
+	finish := res.FinishReason
+	if err != nil {
+		if !interrupted(err, c.opts.Ctx) {
+			return err
+		}
+		finish = "interrupted"
 	}
 	c.transcript = res.Tokens
 	if c.tmpl != nil {
 		c.history = append(c.history, message{Role: "user", Content: user},
 			message{Role: "assistant", Content: p.content.String(), ReasoningContent: p.reasoning.String()})
 	}
+	c.last = &turnInfo{prompt: res.PromptTokens, cached: res.CachedTokens, completion: res.CompletionTokens,
+		ttft: res.TTFT, total: res.Total, finish: finish}
 	if c.opts.Verbose {
-		turnInfo{prompt: res.PromptTokens, cached: res.CachedTokens, completion: res.CompletionTokens,
-			ttft: res.TTFT, total: res.Total, finish: res.FinishReason}.print(c.opts.IO.ErrOut)
+		c.last.print(c.opts.IO.ErrOut)
 	}
 	return nil
 }
@@ -350,14 +420,11 @@ func (c *conversation) maxTokens(prompt int) int {
 	return max(room, 1)
 }
 
-// chatter answers user messages, local or remote.
-type chatter interface {
-	turn(ctx context.Context, user string) error
-}
-
-// interactive reads user messages line by line until exit, quit, EOF or a
-// Ctrl-C at the prompt. A Ctrl-C while answering stops only that answer.
+// interactive prints the banner, then reads user messages and slash
+// commands line by line until /exit, EOF or a Ctrl-C at the prompt. A Ctrl-C
+// while answering stops only that answer.
 func interactive(opts *Options, c chatter, terminal bool) error {
+	fmt.Fprint(opts.IO.ErrOut, c.banner())
 	ints := opts.Interrupts
 	if ints == nil && isTerminal(opts.IO.In) {
 		// main's NotifyContext would end the program on the first Ctrl-C.
@@ -400,11 +467,22 @@ func interactive(opts *Options, c chatter, terminal bool) error {
 			return <-readErr
 		}
 		line = strings.TrimSpace(line)
-		switch line {
-		case "":
+		switch {
+		case line == "":
 			continue
-		case "exit", "quit", "/bye":
+		case line == "exit" || line == "quit":
 			return nil
+		case strings.HasPrefix(line, "//"):
+			line = line[1:]
+		case strings.HasPrefix(line, "/"):
+			err := command(c, line, out, time.Now)
+			if errors.Is(err, errQuit) {
+				return nil
+			}
+			if err != nil {
+				fmt.Fprintln(opts.IO.ErrOut, "error:", err)
+			}
+			continue
 		}
 		ctx, cancel := context.WithCancel(opts.Ctx)
 		done := make(chan struct{})

@@ -3,9 +3,11 @@ package run
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -173,6 +175,81 @@ func TestInterruptStopsOnlyTheAnswer(t *testing.T) {
 	if ts := turns(t, errOut.String()); len(ts) != 2 {
 		t.Errorf("%d turns after an interrupt, want 2; stderr:\n%s", len(ts), errOut)
 	}
+	// The interrupted answer's stats line says so (it used to end in "; ]").
+	lines := statsLines.FindAllString(errOut.String(), -1)
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "; interrupted]") || strings.Contains(errOut.String(), "; ]") {
+		t.Errorf("stats lines %q", lines)
+	}
+}
+
+var statsLines = regexp.MustCompile(`\[prompt [^\n]*\]`)
+
+func TestInteractiveCommands(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "chat.json")
+	o, out, errOut := testOptions(t, "/help\nHello there\n/stats\n/save "+file+
+		"\n/reset\nHello there\n/bogus\n//slash text\n/stats\n/exit\nnot read\n")
+	o.Verbose, o.NoThink, o.System = true, true, "Be brief."
+	if err := runRun(o); err != nil {
+		t.Fatal(err)
+	}
+	// The banner: model, synthetic or not, kernels, threads, context, how to quit.
+	// (--verbose logs the engine's start-up first.)
+	stderr := errOut.String()
+	i := strings.Index(stderr, "tiny-qwen3-a · ")
+	if i < 0 {
+		t.Fatalf("no banner in %q", stderr)
+	}
+	banner := strings.SplitN(stderr[i:], "\n", 3)
+	for _, want := range []string{"tiny", "thinking off", "kernels, 2 threads", "context 512 tokens"} {
+		if !strings.Contains(banner[0], want) {
+			t.Errorf("banner %q lacks %q", banner[0], want)
+		}
+	}
+	if strings.Contains(banner[0], "synthetic") || !strings.Contains(banner[1], "/exit") {
+		t.Errorf("banner %q", banner[:2])
+	}
+	if !strings.Contains(out.String(), "/reset ") || !strings.Contains(out.String(), "/save [FILE]") {
+		t.Errorf("/help not shown: %q", out)
+	}
+	ts := turns(t, errOut.String())
+	if len(ts) != 3 {
+		t.Fatalf("%d turns, want 3 (commands are not sent, //slash is); stderr:\n%s", len(ts), errOut)
+	}
+	// /reset starts anew: the same first message is the same prompt, nothing
+	// of the old conversation cached (its slot was freed).
+	if ts[1].prompt != ts[0].prompt || ts[1].cached != 0 {
+		t.Errorf("after /reset: %+v, first turn %+v", ts[1], ts[0])
+	}
+	// /stats repeats the last answer's stats line on standard output.
+	st := turns(t, out.String())
+	if len(st) != 2 || st[0] != ts[0] || st[1] != ts[2] {
+		t.Errorf("/stats printed %+v, turns were %+v", st, ts)
+	}
+	if !strings.Contains(out.String(), "Conversation: ") || !strings.Contains(errOut.String(), "unknown command /bogus") {
+		t.Errorf("stdout %q\nstderr %q", out, errOut)
+	}
+	if strings.Contains(out.String(), "not read") {
+		t.Error("input after /exit was used")
+	}
+
+	var saved struct {
+		Model    string
+		Saved    string
+		Messages []message
+		Tokens   []int32
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &saved); err != nil {
+		t.Fatal(err)
+	}
+	m := saved.Messages
+	if saved.Model == "" || saved.Saved == "" || len(m) != 3 || m[0].Role != "system" || m[1].Content != "Hello there" ||
+		m[2].Role != "assistant" || len(saved.Tokens) != ts[0].prompt+ts[0].completion {
+		t.Errorf("saved %s", b)
+	}
 }
 
 // firstWrite closes first when the answer starts streaming.
@@ -225,17 +302,23 @@ func TestRemote(t *testing.T) {
 	hs := httptest.NewServer(srv.Handler())
 	defer hs.Close()
 
-	o, out, errOut := testOptions(t, "Hello there\nHow are you?\n")
+	o, out, errOut := testOptions(t, "Hello there\nHow are you?\n/reset\nHello there\n")
 	o.URL, o.ModelPath, o.Verbose, o.NoThink = hs.URL, "", true, true
 	if err := runRun(o); err != nil {
 		t.Fatal(err)
 	}
 	ts := turns(t, errOut.String())
-	if len(ts) != 2 || ts[0].completion == 0 || out.Len() == 0 {
+	if len(ts) != 3 || ts[0].completion == 0 || out.Len() == 0 {
 		t.Fatalf("turns %v, output %q, stderr:\n%s", ts, out, errOut)
 	}
 	if ts[1].cached == 0 {
 		t.Errorf("turn 2 reused nothing on the server: %v", ts)
+	}
+	if ts[2].prompt != ts[0].prompt {
+		t.Errorf("after /reset the prompt has %d tokens, the first had %d", ts[2].prompt, ts[0].prompt)
+	}
+	if banner := errOut.String(); !strings.HasPrefix(banner, hs.URL+" · tiny-qwen3-a · chat, thinking off\n") {
+		t.Errorf("remote banner %q", banner)
 	}
 }
 

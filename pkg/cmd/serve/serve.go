@@ -33,6 +33,8 @@ type Options struct {
 	MaxQueue        int
 	QueueTimeout    time.Duration
 	SessionStore    string
+	SessionMaxBytes int64
+	SessionTTL      time.Duration
 	MaxBodyBytes    int64
 	DrainTimeout    time.Duration
 	Verbose         bool
@@ -53,11 +55,14 @@ func NewCmdServe(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 		Short: "Serve an OpenAI/vLLM-compatible HTTP API",
 		Long: `Serve the model over an OpenAI/vLLM-compatible HTTP API:
 /v1/chat/completions, /v1/completions, /v1/models, /tokenize, /detokenize,
-/health, /version and /metrics (Prometheus).
+/health, /version and /metrics (Prometheus); GET /v1/sessions and
+DELETE /v1/sessions/{id} administer sessions (behind --api-key when set).
 
 Requests naming a session (header X-Session-ID or body field session_id)
 keep their exact token transcript: the next request that extends the
-conversation prefills only its new messages. See docs/server.md.
+conversation prefills only its new messages. With --session-store they
+outlive eviction from a slot and restarts, within --session-store-max-bytes
+(least recently used evicted first) and --session-ttl. See docs/server.md.
 
 The server listens once the model is loaded; SIGINT or SIGTERM stops
 accepting requests, lets those in flight finish, then exits.`,
@@ -79,6 +84,8 @@ accepting requests, lets those in flight finish, then exits.`,
 	fl.IntVar(&opts.MaxQueue, "max-queue", 1024, "requests waiting for a slot before new ones get 503")
 	fl.DurationVar(&opts.QueueTimeout, "queue-timeout", 0, "longest wait for a slot before a 503 (0 = no limit)")
 	fl.StringVar(&opts.SessionStore, "session-store", "", "directory keeping sessions (KV and transcripts) across eviction and restarts")
+	fl.Int64Var(&opts.SessionMaxBytes, "session-store-max-bytes", 0, "bound of --session-store in bytes, least recently used sessions evicted beyond it (0 = 10% of the free space at start-up, -1 = none)")
+	fl.DurationVar(&opts.SessionTTL, "session-ttl", 24*time.Hour, "delete sessions idle for longer (0 = never)")
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted (413 beyond)")
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "log every request failure and engine detail")
@@ -103,13 +110,14 @@ func serveRun(opts *Options) error {
 	}
 	eo := opts.EngineFlags.Options()
 	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
+	eo.SessionStoreMaxBytes, eo.SessionTTL = opts.SessionMaxBytes, opts.SessionTTL
 	eng, err := engine.New(eo)
 	if err != nil {
 		return err
 	}
 	srv, err := server.New(server.FromEngine(eng), server.Options{
 		ModelName: opts.ServedModelName, APIKey: opts.APIKey, MaxBodyBytes: opts.MaxBodyBytes, Version: opts.Version,
-		SessionDir: opts.SessionStore, DrainTimeout: opts.DrainTimeout, Logger: log,
+		SessionTTL: opts.SessionTTL, DrainTimeout: opts.DrainTimeout, Logger: log,
 	})
 	if err != nil {
 		return errors.Join(err, eng.Close())

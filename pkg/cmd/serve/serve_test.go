@@ -24,7 +24,14 @@ func TestFlags(t *testing.T) {
 		want func(o *Options) bool
 	}{
 		{nil, nil, func(o *Options) bool {
-			return o.Host == "0.0.0.0" && o.Port == 8000 && o.BatchSize == 4 && o.SequenceLength == 4096 && o.APIKey == ""
+			return o.Host == "0.0.0.0" && o.Port == 8000 && o.BatchSize == 4 && o.SequenceLength == 4096 && o.APIKey == "" &&
+				o.SessionMaxBytes == 0 && o.SessionTTL == 24*time.Hour
+		}},
+		{[]string{"--session-store-max-bytes", "1000000", "--session-ttl", "0"}, map[string]string{"ELLM_SESSION_TTL": "1h"}, func(o *Options) bool {
+			return o.SessionMaxBytes == 1000000 && o.SessionTTL == 0
+		}},
+		{nil, map[string]string{"ELLM_SESSION_STORE_MAX_BYTES": "-1", "ELLM_SESSION_TTL": "90m"}, func(o *Options) bool {
+			return o.SessionMaxBytes == -1 && o.SessionTTL == 90*time.Minute
 		}},
 		{[]string{"--model-path", "/m", "--chunk-size", "64", "--sequence-length", "1024", "--batch-size", "8", "--port", "9000",
 			"--host", "127.0.0.1", "--api-key", "k", "--served-model-name", "qwen", "--queue-timeout", "2s", "--session-store", "/s", "--dtype", "int8"},

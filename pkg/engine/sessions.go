@@ -1,0 +1,231 @@
+package engine
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Transcript is what a session's client keeps with it besides the KV: the
+// exact tokens of the conversation and the client's own data (the server
+// keeps the messages they were rendered from). The engine stores it in the
+// session store, checked like KV and tied to the model and tokenizer.
+type Transcript struct {
+	Tokens []int32
+	Data   json.RawMessage
+}
+
+// SessionInfo describes a session the engine holds in a slot or in the store.
+type SessionInfo struct {
+	ID       string
+	Tokens   int   // of its transcript (or of the slot, for a session only held there)
+	KVTokens int   // positions whose KV is kept (in the slot, else in the store)
+	Bytes    int64 // on disk
+	LastUsed time.Time
+	InSlot   bool
+}
+
+var (
+	// ErrNoSession: the engine holds no session of that id.
+	ErrNoSession = errors.New("no such session")
+	// ErrSessionBusy: a request of the session is running.
+	ErrSessionBusy = errors.New("session busy")
+)
+
+// Transcript returns session id's stored transcript. Without a session
+// store there is none.
+func (e *Engine) Transcript(id string) (Transcript, bool) {
+	if e.store == nil {
+		return Transcript{}, false
+	}
+	return e.store.transcript(id)
+}
+
+// SaveTranscript stores t as session id's transcript (marking the session
+// used now); without a session store it does nothing.
+func (e *Engine) SaveTranscript(id string, t Transcript) error {
+	if e.store == nil || id == "" {
+		return nil
+	}
+	return e.store.saveTranscript(id, t)
+}
+
+// Sessions lists the sessions held in slots and in the store.
+func (e *Engine) Sessions() ([]SessionInfo, error) {
+	var inSlots []SessionInfo
+	err := e.do(func() {
+		for _, s := range e.slots {
+			if s.session != "" {
+				inSlots = append(inSlots, SessionInfo{ID: s.session, Tokens: len(s.tokens), KVTokens: s.kv,
+					LastUsed: s.usedAt, InSlot: true})
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if e.store == nil {
+		return inSlots, nil
+	}
+	out := e.store.list()
+	for _, sl := range inSlots {
+		found := false
+		for i := range out {
+			if out[i].ID == sl.ID {
+				out[i].InSlot, out[i].KVTokens = true, sl.KVTokens
+				out[i].LastUsed = later(out[i].LastUsed, sl.LastUsed)
+				found = true
+			}
+		}
+		if !found {
+			out = append(out, sl)
+		}
+	}
+	return out, nil
+}
+
+// DeleteSession forgets session id: its slot (which keeps no trace of it)
+// and its files in the store. ErrNoSession if the engine held none,
+// ErrSessionBusy while one of its requests runs.
+func (e *Engine) DeleteSession(id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty id", ErrNoSession) // "" is a slot without a session
+	}
+	inSlot, busy := false, false
+	err := e.do(func() {
+		for _, s := range e.slots {
+			if s.session != id {
+				continue
+			}
+			if s.job != nil {
+				busy = true
+				return
+			}
+			e.dropSlotSession(s)
+			inSlot = true
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if busy {
+		return fmt.Errorf("%w: %s", ErrSessionBusy, id)
+	}
+	stored := false
+	if e.store != nil {
+		if stored, err = e.store.remove(id); err != nil {
+			return err
+		}
+	}
+	if !inSlot && !stored {
+		return fmt.Errorf("%w: %s", ErrNoSession, id)
+	}
+	return nil
+}
+
+// SaveSessions writes the KV of every idle session held in a slot to the
+// store now (a draining server calls it; Close does it too).
+func (e *Engine) SaveSessions() error {
+	if e.store == nil {
+		return nil
+	}
+	var err error
+	if derr := e.do(func() { err = e.saveSlotSessions() }); derr != nil {
+		return derr
+	}
+	return err
+}
+
+// saveSlotSessions writes the idle sessions held in slots to the store.
+// Scheduler goroutine only.
+func (e *Engine) saveSlotSessions() error {
+	if e.store == nil {
+		return nil
+	}
+	var errs []error
+	for _, s := range e.slots {
+		if s.session != "" && s.job == nil {
+			e.flushTail(s)
+			if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be, s.usedAt); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropSlotSession empties s of its session's tokens. Scheduler goroutine only.
+func (e *Engine) dropSlotSession(s *slot) {
+	if s.tail {
+		s.tail = false
+		e.tails--
+	}
+	s.session, s.tokens, s.kv = "", s.tokens[:0], 0
+	e.mu.Lock()
+	e.updateSlotStats()
+	e.mu.Unlock()
+}
+
+// expireSessions deletes the sessions idle beyond the session TTL, in the
+// store and in slots.
+func (e *Engine) expireSessions() {
+	if e.opts.SessionTTL <= 0 {
+		return
+	}
+	if e.store != nil {
+		e.store.expire()
+	}
+	_ = e.do(func() {
+		now := e.opts.Clock()
+		for _, s := range e.slots {
+			if s.session != "" && s.job == nil && now.Sub(s.usedAt) > e.opts.SessionTTL {
+				e.dropSlotSession(s)
+				e.mu.Lock()
+				e.stats.SessionsExpired++
+				e.mu.Unlock()
+			}
+		}
+	})
+}
+
+// janitor expires sessions periodically: one goroutine per engine, none
+// per session.
+func (e *Engine) janitor(done chan<- struct{}) {
+	defer close(done)
+	period := min(max(e.opts.SessionTTL/10, time.Second), time.Minute)
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.done:
+			return
+		case <-t.C:
+			e.expireSessions()
+		}
+	}
+}
+
+// do runs f on the scheduler goroutine between two steps and waits for it.
+func (e *Engine) do(f func()) error {
+	ran := make(chan struct{})
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return ErrClosed
+	}
+	e.ctl = append(e.ctl, func() { f(); close(ran) })
+	e.mu.Unlock()
+	e.signal()
+	select {
+	case <-ran:
+		return nil
+	case <-e.done:
+		select {
+		case <-ran:
+			return nil
+		default:
+			return ErrClosed
+		}
+	}
+}
