@@ -59,8 +59,11 @@ func (l *LlamaCpp) Decode(ctx context.Context, depth, batch, tokens int) (float6
 		return 0, errors.New("decode with several sequences needs llama-batched-bench (--llama-batched-bench)")
 	}
 	prompt := max(depth, 1) // batched-bench prefills each sequence's own prompt first
+	// Its context is split evenly between the sequences and must hold a
+	// 512-token micro-batch per sequence.
+	perSeq := max(512, (prompt+tokens+255)/256*256)
 	out, err := l.exec(ctx, l.BatchedBench, "-m", l.GGUF, "-t", strconv.Itoa(l.Threads), "-tb", strconv.Itoa(l.Threads),
-		"-c", strconv.Itoa(batch*(prompt+tokens)), "-b", "2048", "-ub", "512",
+		"-c", strconv.Itoa(batch*perSeq), "-b", "2048", "-ub", "512",
 		"-npp", strconv.Itoa(prompt), "-ntg", strconv.Itoa(tokens), "-npl", strconv.Itoa(batch), "--output-format", "jsonl")
 	if err != nil {
 		return 0, err
