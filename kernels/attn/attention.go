@@ -119,11 +119,35 @@ func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
 	// Longest first, so that dynamic scheduling ends evenly. Which worker runs
 	// an item never changes its arithmetic.
 	slices.SortStableFunc(a.items, func(x, y item) int { return int(y.cost - x.cost) })
-	a.out, a.q, a.c, a.seqs, a.path = out, q, c, seqs, kernels.Active()
+	a.Begin(out, q, c, seqs)
 	a.next.Store(0)
 	a.pool.Run(a)
-	a.out, a.q, a.c, a.seqs = nil, nil, nil, nil
+	a.End()
 }
+
+// Begin sets up a call like Forward's whose work the caller runs in a pool
+// task of its own, one kv head at a time (Head), so that a worker can
+// project and store a head's q/k/v and attend with it without a barrier in
+// between. End finishes the call.
+func (a *Attention) Begin(out, q []float32, c *Cache, seqs []Seq) {
+	a.check(out, q, c, seqs)
+	a.out, a.q, a.c, a.seqs, a.path = out, q, c, seqs, kernels.Active()
+}
+
+// Head computes the outputs of kv head h's query heads for every sequence
+// of the call, on worker's scratch; each head must be run by one worker at
+// a time, after its K/V are in the cache. The results are Forward's bits.
+func (a *Attention) Head(worker, h int) {
+	w := &a.ws[worker]
+	for si, s := range a.seqs {
+		for lo := 0; lo < s.N; lo += blockRows {
+			a.block(w, item{seq: int32(si), lo: int32(lo), hi: int32(min(lo+blockRows, s.N)), head: int32(h)})
+		}
+	}
+}
+
+// End finishes a call begun by Begin.
+func (a *Attention) End() { a.out, a.q, a.c, a.seqs = nil, nil, nil, nil }
 
 // decodeInPlace runs a decode step's queries (one row, two or a multiple of
 // four query heads per kv head) over the tile of a bf16 or int8 cache at

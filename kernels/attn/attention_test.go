@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -306,6 +307,71 @@ func TestNewRejectsShapes(t *testing.T) {
 			t.Errorf("New%v accepted", c)
 		}
 	}
+}
+
+// Begin/Head/End, each kv head run by whichever worker claims it, give
+// Forward's bits: decode rows, a short prefill and a batch of both.
+func TestHeadsMatchForward(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	for _, s := range []shape{{16, 8, 128, BF16}, {8, 2, 64, F32}, {4, 4, 16, BF16}, {8, 2, 64, Int8}} {
+		f := newFixture(s, 3, 150, 5)
+		w := s.qHeads * s.headDim
+		eachPath(t, func(t *testing.T, _ kernels.Path) {
+			a := newAttention(t, pool, 16, s)
+			for _, seqs := range [][]Seq{
+				{{Slot: 0, Start: 140, N: 1}},
+				{{Slot: 1, Start: 0, N: 5}},
+				{{Slot: 2, Start: 70, N: 1}, {Slot: 0, Start: 3, N: 4, Row: 1}, {Slot: 1, Start: 149, N: 1, Row: 5}},
+			} {
+				rows := 0
+				for _, sq := range seqs {
+					rows += sq.N
+				}
+				q := make([]float32, rows*w)
+				for _, sq := range seqs {
+					copy(q[sq.Row*w:], f.q[sq.Slot][sq.Start*w:(sq.Start+sq.N)*w])
+				}
+				want, got := make([]float32, rows*w), make([]float32, rows*w)
+				a.Forward(want, q, f.c, seqs)
+				a.Begin(got, q, f.c, seqs)
+				var next atomic.Int32
+				pool.Run(threads.TaskFunc(func(worker, _ int) {
+					for h := int(next.Add(1)) - 1; h < s.kvHeads; h = int(next.Add(1)) - 1 {
+						a.Head(worker, s.kvHeads-1-h)
+					}
+				}))
+				a.End()
+				if !bitsEqual(got, want) {
+					t.Errorf("%v %+v: heads one by one differ from Forward", s, seqs)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreHeadMatchesStore(t *testing.T) {
+	for _, dt := range []DType{F32, BF16, Int8} {
+		all, byHead := NewCache(2, 3, 4, 16, dt), NewCache(2, 3, 4, 16, dt)
+		k, v := make([]float32, 3*16), make([]float32, 3*16)
+		for i := range k {
+			k[i], v[i] = float32(i)*0.37-5, float32(i)*-1.13+2
+		}
+		all.Store(1, 2, k, v)
+		for h := range 3 {
+			byHead.StoreHead(1, 2, h, k[h*16:(h+1)*16], v[h*16:(h+1)*16])
+		}
+		if fmt.Sprint(all.K16, all.V16, all.K32, all.V32, all.K8, all.V8, all.KS, all.VS) !=
+			fmt.Sprint(byHead.K16, byHead.V16, byHead.K32, byHead.V32, byHead.K8, byHead.V8, byHead.KS, byHead.VS) {
+			t.Errorf("%v cache: StoreHead per head differs from Store", dt)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("StoreHead of a short row did not panic")
+		}
+	}()
+	NewCache(1, 2, 4, 16, BF16).StoreHead(0, 0, 1, make([]float32, 15), make([]float32, 16))
 }
 
 func TestQuantize(t *testing.T) {

@@ -144,20 +144,34 @@ func (c *Cache) StoreRun(slot, pos, n int, k, v []float32) {
 	}
 	for t := range n {
 		for h := range c.KVHeads {
-			src := t*d + h*hd
-			dst := c.off(slot, h, pos+t)
-			switch {
-			case c.K16 != nil:
-				ops.ToBF16(c.K16[dst:dst+hd], k[src:src+hd])
-				ops.ToBF16(c.V16[dst:dst+hd], v[src:src+hd])
-			case c.K8 != nil:
-				c.KS[dst/hd] = Quantize(c.K8[dst:dst+hd], k[src:src+hd])
-				c.VS[dst/hd] = Quantize(c.V8[dst:dst+hd], v[src:src+hd])
-			default:
-				copy(c.K32[dst:dst+hd], k[src:src+hd])
-				copy(c.V32[dst:dst+hd], v[src:src+hd])
-			}
+			c.storeHead(slot, pos+t, h, k[t*d+h*hd:t*d+(h+1)*hd], v[t*d+h*hd:t*d+(h+1)*hd])
 		}
+	}
+}
+
+// StoreHead writes one token's K and V of kv head h ([HeadDim] each) at pos
+// of slot, as Store does for every head.
+func (c *Cache) StoreHead(slot, pos, h int, k, v []float32) {
+	if slot < 0 || slot >= c.Slots || pos < 0 || pos >= c.SeqLen || h < 0 || h >= c.KVHeads || len(k) != c.HeadDim || len(v) != c.HeadDim {
+		panic(fmt.Sprintf("attn: store of head %d at slot %d position %d (k %d, v %d elements) outside a %d-slot, %d-position cache of %d heads × %d",
+			h, slot, pos, len(k), len(v), c.Slots, c.SeqLen, c.KVHeads, c.HeadDim))
+	}
+	c.storeHead(slot, pos, h, k, v)
+}
+
+func (c *Cache) storeHead(slot, pos, h int, k, v []float32) {
+	hd := c.HeadDim
+	dst := c.off(slot, h, pos)
+	switch {
+	case c.K16 != nil:
+		ops.ToBF16(c.K16[dst:dst+hd], k)
+		ops.ToBF16(c.V16[dst:dst+hd], v)
+	case c.K8 != nil:
+		c.KS[dst/hd] = Quantize(c.K8[dst:dst+hd], k)
+		c.VS[dst/hd] = Quantize(c.V8[dst:dst+hd], v)
+	default:
+		copy(c.K32[dst:dst+hd], k)
+		copy(c.V32[dst:dst+hd], v)
 	}
 }
 

@@ -231,7 +231,53 @@ const (
 	formQuads             // u8 quads as uint32, per-row scale (int8 weights)
 )
 
+// PanelWidth is the output channels a weight panel holds: Outputs computes
+// whole panels.
+const PanelWidth = panelWidth
+
+// Prepare readies y[m,N] = x[m,K]·Wᵀ to be computed piecewise by Outputs
+// from inside a pool task of the caller's own, whose workers each need some
+// output channels (the q/k/v of one kv head) and carry on with them without
+// a barrier in between. Done ends the product. Outputs computes every
+// channel with the same kernel arithmetic as MatMul: the same bits.
+func (c *Context) Prepare(y, x []float32, m int, w *Weight) {
+	c.check("Prepare", y, x, m, w)
+	c.setup(opStore, y, x, m, w, nil)
+}
+
+// Outputs computes output channels [lo, hi) of the prepared product for all
+// rows, on worker's scratch. lo and hi are multiples of PanelWidth (hi may
+// be N); concurrent calls must be from different workers, for disjoint
+// channels.
+func (c *Context) Outputs(worker, lo, hi int) {
+	t := &c.task
+	n := t.w.N
+	if lo < 0 || lo > hi || hi > n || lo%panelWidth != 0 || hi%panelWidth != 0 && hi != n {
+		panic(fmt.Sprintf("gemm.Outputs: channels [%d, %d) of %d, not whole panels", lo, hi, n))
+	}
+	if lo == hi {
+		return
+	}
+	p0, p1 := lo/panelWidth, ceilDiv(hi, panelWidth)
+	t.panels(&c.worker[worker], t.w, unsafe.Pointer(&t.y[lo]), uintptr(n*4), p0, p1, false)
+}
+
+// Done ends a product begun by Prepare.
+func (c *Context) Done() { c.task.release() }
+
 func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
+	c.setup(o, y, x, m, w, w2)
+	t := &c.task
+	t.phase = 1
+	t.next.Store(0)
+	c.pool.Run(t)
+	t.release()
+}
+
+func (t *task) release() { t.y, t.x, t.w, t.w2 = nil, nil, nil, nil }
+
+// setup points the task at a product and prepares its activations.
+func (c *Context) setup(o op, y, x []float32, m int, w, w2 *Weight) {
 	t := &c.task
 	t.op, t.m, t.y, t.x, t.w, t.w2 = o, m, y, x, w, w2
 	switch {
@@ -254,16 +300,14 @@ func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
 	switch {
 	case m == 1 && (t.form == formF32 || t.form == formPairs && w.K%2 == 0):
 		t.xs = unsafe.Pointer(&x[0]) // one row is already in form
-	case m == 1:
-		t.prepare(0, 1) // too little work to wake the pool for
+	case m <= t.rows:
+		// One row tile (a decode step's batch): phase 0 would hand it to one
+		// worker anyway, so a pool dispatch would only add a barrier.
+		t.prepare(0, m)
 	default:
 		t.phase = 0
 		c.pool.Run(t)
 	}
-	t.phase = 1
-	t.next.Store(0)
-	c.pool.Run(t)
-	t.y, t.x, t.w, t.w2 = nil, nil, nil, nil
 }
 
 func (t *task) Run(worker, workers int) {
@@ -367,9 +411,14 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 	}
 	for b0 := p0; b0 < p1; b0 += blockPanels {
 		b1 := min(b0+blockPanels, p1)
-		base := unsafe.Add(w.base(), uintptr(b0)*a.ps) // panel b0
+		// Panel b0, or its block widened to f32 (a.ps is then the widened
+		// panel's size: w.base() plus it would point past the weights, which
+		// the garbage collector must never see).
+		var base unsafe.Pointer
 		if t.widen {
 			base = t.widenBlock(ws, w, b0, b1)
+		} else {
+			base = unsafe.Add(w.base(), uintptr(b0)*a.ps)
 		}
 		for r0 := 0; r0 < t.m; r0 += t.rows {
 			rows := min(t.rows, t.m-r0)

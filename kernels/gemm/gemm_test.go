@@ -204,6 +204,53 @@ func TestRowInvariance(t *testing.T) {
 
 // TestEpilogues: MatMulAdd is y + (x·Wᵀ) and SwiGLU is silu(x·Gᵀ)·(x·Uᵀ),
 // bit for bit, with nothing written outside the output.
+// Outputs, called piecewise from a task of the caller's own on each worker,
+// gives MatMul's bits for every channel: whole panels and the partial last
+// one, one row tile and several, every path and weight kind.
+func TestOutputsMatchMatMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const n, k = 150, 70 // a partial last panel, odd K
+	pool := threads.New(2, false)
+	defer pool.Close()
+	forEachPath(t, func(t *testing.T, _ kernels.Path) {
+		for _, m := range []int{1, 3, 8, 11} {
+			pr := newProblem(rng, m, n, k)
+			for name, w := range map[string]*Weight{
+				"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k),
+			} {
+				c := NewContext(pool, 16, k)
+				want := make([]float32, m*n)
+				c.MatMul(want, pr.x, m, w)
+				all, got := guarded(m * n)
+				c.Prepare(got, pr.x, m, w)
+				// Uneven pieces, handed out in an order unlike the panels'.
+				pieces := [][2]int{{96, 150}, {0, 16}, {48, 96}, {16, 48}, {32, 32}}
+				pool.Run(threads.TaskFunc(func(worker, workers int) {
+					for i := worker; i < len(pieces); i += workers {
+						c.Outputs(worker, pieces[i][0], pieces[i][1])
+					}
+				}))
+				c.Done()
+				checkGuards(t, all)
+				assertBits(t, fmt.Sprintf("%s, m = %d", name, m), got, want, n)
+			}
+		}
+	})
+	c := NewContext(pool, 1, k)
+	x, y := make([]float32, k), make([]float32, n)
+	c.Prepare(y, x, 1, FromF32(make([]float32, n*k), n, k))
+	for _, r := range [][2]int{{8, 16}, {0, 20}, {16, 151}, {32, 16}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Outputs(%d, %d) of 150 channels did not panic", r[0], r[1])
+				}
+			}()
+			c.Outputs(0, r[0], r[1])
+		}()
+	}
+}
+
 func TestEpilogues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	pool := threads.New(2, false)

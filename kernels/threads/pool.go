@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"slices"
 	"sync/atomic"
+	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,15 +31,23 @@ type TaskFunc func(worker, workers int)
 // Run calls f.
 func (f TaskFunc) Run(worker, workers int) { f(worker, workers) }
 
-// spinIters bounds how long an idle worker busy-waits for the next task before
-// parking: long enough to bridge the gap between two kernels of one step,
-// short enough not to steal a shared core between requests.
-const spinIters = 1 << 14
+// spinWait bounds how long a waiting thread busy-waits before it blocks:
+// an idle worker for the next task, Run's caller for the last worker to
+// finish. Within a decode step the gaps between kernels and the imbalance at
+// their ends are a few µs, far below it, so a step runs without a single
+// sleep or wake; a thread whose partner the OS has descheduled (another
+// process wants the core: a time slice is milliseconds) stops burning the
+// core after it, instead of spinning or calling runtime.Gosched, which
+// cannot give the core back to the OS and costs a scheduler round trip with
+// locks each time. Measured in docs/performance.md.
+var spinWait = 20 * time.Microsecond
+
+// spinCheck is how many spins pass between two looks at the clock.
+const spinCheck = 256
 
 type worker struct {
-	parked atomic.Int32 // 1 while blocked on wake
-	wake   chan struct{}
-	_      [40]byte // keep workers' hot fields on separate cache lines
+	parked atomic.Uint32 // 1 while blocked (a futex word)
+	_      [60]byte      // keep workers' hot fields on separate cache lines
 }
 
 // Pool is a fixed set of workers. Worker 0 is the goroutine that calls Run;
@@ -52,6 +62,8 @@ type Pool struct {
 	task    Task
 	panicV  atomic.Pointer[any]
 	closed  atomic.Bool
+	waiting atomic.Uint32 // 1 while Run's caller is blocked (a futex word): the last worker to finish wakes it
+	runs    uint64
 }
 
 // New starts a pool of n workers (n < 1 means one per available CPU).
@@ -84,7 +96,6 @@ func NewPinned(cpus []int) *Pool {
 func start(n int, cpus []int) *Pool {
 	p := &Pool{n: n, cpus: cpus, workers: make([]worker, n)}
 	for i := 1; i < n; i++ {
-		p.workers[i].wake = make(chan struct{}, 1)
 		cpu := -1
 		if cpus != nil {
 			cpu = cpus[i]
@@ -120,9 +131,14 @@ func (p *Pool) PinCaller() (unpin func()) {
 // Size is the number of workers.
 func (p *Pool) Size() int { return p.n }
 
+// Runs is the number of Run calls so far: on a pool of more than one worker
+// each is a barrier, the unit a decode step's overhead is counted in.
+func (p *Pool) Runs() uint64 { return p.runs }
+
 // Run runs t on every worker and returns when all have finished.
 // A panic in any worker is re-raised here.
 func (p *Pool) Run(t Task) {
+	p.runs++
 	if p.n == 1 {
 		t.Run(0, 1)
 		return
@@ -130,23 +146,80 @@ func (p *Pool) Run(t Task) {
 	p.task = t
 	p.pending.Store(int32(p.n - 1))
 	p.gen.Add(1)
-	for i := 1; i < p.n; i++ {
-		w := &p.workers[i]
-		if w.parked.Swap(0) == 1 {
-			w.wake <- struct{}{}
-		}
-	}
+	p.wakeAll()
 	p.runOne(t, 0)
-	for spins := 0; p.pending.Load() != 0; spins++ {
-		if spins > spinIters {
-			runtime.Gosched()
-		}
+	if p.pending.Load() != 0 {
+		p.await()
 	}
 	p.task = nil
 	if v := p.panicV.Swap(nil); v != nil {
 		panic(*v)
 	}
 }
+
+// await returns when every worker has finished the current task: it spins
+// for spinWait, then blocks until the last worker wakes it.
+func (p *Pool) await() {
+	var deadline time.Time
+	for spins := 1; p.pending.Load() != 0; spins++ {
+		if spins%spinCheck != 0 {
+			continue
+		}
+		if now := time.Now(); deadline.IsZero() {
+			deadline = now.Add(spinWait)
+			continue
+		} else if now.Before(deadline) {
+			continue
+		}
+		// Set waiting before each look at pending: a worker that clears it
+		// (late, for an earlier Run) cannot leave this loop without a sleep.
+		for {
+			p.waiting.Store(1)
+			if p.pending.Load() == 0 {
+				break
+			}
+			futexWait(&p.waiting, 1) // returns at once if the last worker has cleared it
+		}
+		p.waiting.Store(0)
+		return
+	}
+}
+
+// finished is a worker's end of a task; the last one wakes a blocked Run.
+// A wake-up that arrives late, in a later Run, is spurious there: await
+// checks pending again.
+func (p *Pool) finished() {
+	if p.pending.Add(-1) == 0 && p.waiting.Load() == 1 && p.waiting.Swap(0) == 1 {
+		futexWake(&p.waiting)
+	}
+}
+
+// wakeAll wakes the parked workers (after a new generation or Close).
+func (p *Pool) wakeAll() {
+	for i := 1; i < p.n; i++ {
+		if w := &p.workers[i]; w.parked.Swap(0) == 1 {
+			futexWake(&w.parked)
+		}
+	}
+}
+
+// futexWait blocks the thread while *addr == val (or until a spurious
+// wake-up). The pool blocks on futexes rather than channels: Go's blocking
+// primitives may allocate (sudogs) on a hot path that must not, and a
+// parked worker, locked to its thread, is woken by one system call.
+func futexWait(addr *atomic.Uint32, val uint32) {
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWaitPrivate, uintptr(val), 0, 0, 0)
+}
+
+// futexWake wakes a thread blocked on addr.
+func futexWake(addr *atomic.Uint32) {
+	_, _, _ = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), futexWakePrivate, 1, 0, 0, 0)
+}
+
+const (
+	futexWaitPrivate = 0 | 128 // FUTEX_WAIT | FUTEX_PRIVATE_FLAG
+	futexWakePrivate = 1 | 128 // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
+)
 
 func (p *Pool) runOne(t Task, i int) {
 	defer func() {
@@ -168,25 +241,30 @@ func (p *Pool) loop(i, cpu int) {
 	w := &p.workers[i]
 	var seen uint64 // New starts workers before the first Run, whose generation is 1
 	for {
-		spins := 0
-		for p.gen.Load() == seen {
+		var deadline time.Time
+		for spins := 1; p.gen.Load() == seen; spins++ {
 			if p.closed.Load() {
 				return
 			}
-			if spins++; spins < spinIters {
+			if spins%spinCheck != 0 {
+				continue
+			}
+			if now := time.Now(); deadline.IsZero() {
+				deadline = now.Add(spinWait)
+				continue
+			} else if now.Before(deadline) {
 				continue
 			}
 			w.parked.Store(1)
-			if p.gen.Load() != seen || p.closed.Load() {
-				w.parked.Store(0)
-				continue
+			if p.gen.Load() == seen && !p.closed.Load() {
+				futexWait(&w.parked, 1) // returns at once if Run or Close has cleared it
 			}
-			<-w.wake
-			spins = 0
+			w.parked.Store(0)
+			deadline = time.Time{}
 		}
 		seen = p.gen.Load()
 		p.runOne(p.task, i)
-		p.pending.Add(-1)
+		p.finished()
 	}
 }
 
@@ -195,12 +273,7 @@ func (p *Pool) Close() {
 	if p.closed.Swap(true) {
 		return
 	}
-	for i := 1; i < p.n; i++ {
-		w := &p.workers[i]
-		if w.parked.Swap(0) == 1 {
-			w.wake <- struct{}{}
-		}
-	}
+	p.wakeAll()
 }
 
 // Split returns worker's share [lo, hi) of n items divided as evenly as

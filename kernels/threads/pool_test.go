@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -93,6 +94,73 @@ func BenchmarkPoolBarrier(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		p.Run(task)
+	}
+}
+
+// cpuTime is the process's user+sys CPU time so far.
+func cpuTime(t *testing.T) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// A worker that takes far longer than spinWait (descheduled by the OS, or
+// just slow) must not keep Run's caller burning a core: it blocks, and is
+// woken when the worker finishes.
+func TestRunBlocksWhileAWorkerIsSlow(t *testing.T) {
+	p := New(2, false)
+	defer p.Close()
+	const sleep = 20 * time.Millisecond
+	var ran atomic.Int32
+	slow := TaskFunc(func(w, _ int) {
+		if w == 1 {
+			time.Sleep(sleep)
+			ran.Add(1)
+		}
+	})
+	before := cpuTime(t)
+	for range 5 {
+		p.Run(slow)
+	}
+	if got := ran.Load(); got != 5 {
+		t.Fatalf("worker 1 finished %d of 5 tasks before Run returned", got)
+	}
+	if cpu := cpuTime(t) - before; cpu > 5*sleep/2 {
+		t.Errorf("5 Runs waiting %v each for a sleeping worker used %v of CPU: the caller spins", sleep, cpu)
+	}
+}
+
+// Idle workers park after spinWait instead of spinning until the next Run.
+func TestIdleWorkersPark(t *testing.T) {
+	p := New(2, false)
+	defer p.Close()
+	task := &countTask{n: 10}
+	p.Run(task)
+	time.Sleep(10 * time.Millisecond) // past spinWait: worker 1 parks
+	before := cpuTime(t)
+	time.Sleep(100 * time.Millisecond)
+	if cpu := cpuTime(t) - before; cpu > 30*time.Millisecond {
+		t.Errorf("an idle pool used %v of CPU in 100ms", cpu)
+	}
+	p.Run(task) // and a parked worker still takes the next task
+	if got := task.hits[1].Load(); got != 2 {
+		t.Errorf("worker 1 ran %d tasks, want 2", got)
+	}
+}
+
+func TestRunsCountsCalls(t *testing.T) {
+	for _, n := range []int{1, 2} {
+		p := New(n, false)
+		task := &countTask{n: 10}
+		for range 7 {
+			p.Run(task)
+		}
+		if got := p.Runs(); got != 7 {
+			t.Errorf("pool of %d: Runs() = %d after 7 calls", n, got)
+		}
+		p.Close()
 	}
 }
 

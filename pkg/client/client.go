@@ -197,8 +197,10 @@ func (c *Client) StreamChat(ctx context.Context, messages []Message, opts ChatOp
 			return fmt.Errorf("bad chunk %q: %w", data, err)
 		}
 		if chunk.Usage != nil {
-			reply.Usage = Usage{PromptTokens: chunk.Usage.PromptTokens, CachedTokens: chunk.Usage.PromptTokensDetails.CachedTokens,
-				CompletionTokens: chunk.Usage.CompletionTokens}
+			reply.Usage = Usage{PromptTokens: chunk.Usage.PromptTokens, CompletionTokens: chunk.Usage.CompletionTokens}
+			if d := chunk.Usage.PromptTokensDetails; d != nil {
+				reply.Usage.CachedTokens = d.CachedTokens
+			}
 		}
 		for _, ch := range chunk.Choices {
 			if ch.FinishReason != nil {

@@ -625,11 +625,13 @@ func (e *Engine) newJob(ctx context.Context, req Request) (*job, error) {
 			return nil, fmt.Errorf("%w: prompt token %d is id %d, outside the vocabulary [0, %d)", ErrInvalid, i, t, e.vocab)
 		}
 	}
+	// Compared against the room left, never summed: MaxTokens comes from
+	// clients and may be near the int range's end.
 	maxTokens := req.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = seq - n
 	}
-	if n+maxTokens > seq || maxTokens < 1 {
+	if n >= seq || maxTokens > seq-n {
 		return nil, fmt.Errorf("%w: %d prompt tokens + %d max tokens > sequence length %d",
 			ErrTooLong, n, max(maxTokens, 1), seq)
 	}

@@ -1,9 +1,16 @@
 package grammar
 
+import "math/bits"
+
 // The automaton's state is a set of alternative stacks (a schema's anyOf may
 // not be decided by the first byte). A stack is a linked list of immutable
 // frames, so that advancing by a byte shares everything below the top and a
 // trie walk can branch without copying.
+//
+// Layout is fixed: no whitespace between JSON tokens, separators as the
+// grammar's Style renders them, object keys in the schema's order. The
+// automaton therefore accepts one text per value, which is what keeps a weak
+// model from spending its budget on layout.
 
 // frame is one value being read; up is what continues once it is complete.
 type frame struct {
@@ -14,11 +21,14 @@ type frame struct {
 	u8lo byte  // string: the range of the next continuation byte
 	u8hi byte
 	hex  uint8  // string: hex digits still due after \u
-	lo   int32  // literal / key: candidate range in n.lits or the object's keys
+	lo   int32  // literal: candidate range in n.lits
 	hi   int32  //
-	pos  int32  // literal / key: bytes matched
-	prop int32  // object: the property whose value comes next, -1 = additional
-	seen uint64 // object: properties seen
+	pos  int32  // literal / key / text: bytes matched; object: next property; sequence: next part
+	cnt  int32  // string / text: characters read; array / repeat: items read
+	rn   int32  // string with a pattern: the character being decoded
+	seen uint64 // key: candidate properties
+	re   reSet  // string with a pattern: NFA states
+	val  int64  // bounded integer: the magnitude read so far
 }
 
 // Frame states. Every value starts at stStart; the rest are per kind.
@@ -30,11 +40,10 @@ const (
 	stStrHex
 	// objects
 	stObjOpen  // after {
-	stObjColon // after a key
-	stObjValue // after :
+	stObjValue // after the key separator
 	stObjAfter // after a value
-	stObjComma // after ,
-	// arrays
+	stObjComma // after the item separator
+	// arrays and repeats
 	stArrOpen
 	stArrAfter
 	stArrComma
@@ -49,13 +58,15 @@ const (
 	stNumExpDig // exponent digits (accepting)
 	// literals
 	stLit
+	// free text up to a terminator
+	stText
+	// sequences: pos is the next part
+	stSeq
 )
 
 // maxAlternatives bounds the stacks followed at once: a pathological anyOf
 // is cut rather than allowed to blow up.
 const maxAlternatives = 64
-
-func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
 
 // step appends to out the stacks that f's stack becomes after byte c.
 func step(f *frame, c byte, out []*frame) []*frame {
@@ -66,39 +77,40 @@ func step(f *frame, c byte, out []*frame) []*frame {
 		return stepKey(f, c, out)
 	}
 	if f.st == stStart {
-		if isSpace(c) {
-			return append(out, f)
-		}
 		return start(f, c, out)
 	}
-	switch f.n.kind {
-	case kString, kAny:
-		if f.st >= stStrBody && f.st <= stStrHex {
-			return stepString(f, c, out)
-		}
-	}
-	switch {
-	case f.st >= stObjOpen && f.st <= stObjComma:
+	switch f.st {
+	case stStrBody, stStrEscape, stStrHex:
+		return stepString(f, c, out)
+	case stObjOpen, stObjValue, stObjAfter, stObjComma:
 		return stepObject(f, c, out)
-	case f.st >= stArrOpen && f.st <= stArrComma:
+	case stArrOpen, stArrAfter, stArrComma:
+		if f.n.kind == kRepeat {
+			return stepRepeat(f, c, out)
+		}
 		return stepArray(f, c, out)
-	case f.st >= stNumMinus && f.st <= stNumExpDig:
-		return stepNumber(f, c, out)
-	case f.st == stLit:
+	case stLit:
 		return stepLiteral(f, c, out)
+	case stText:
+		return stepText(f, c, out)
+	case stSeq:
+		return stepSeq(f, c, out)
+	}
+	if f.st >= stNumMinus && f.st <= stNumExpDig {
+		return stepNumber(f, c, out)
 	}
 	return out
 }
 
-// start begins a value of f's schema with its first byte c (not a space).
+// start begins a value of f's schema with its first byte c.
 func start(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	if n.kind == kAny {
 		switch {
 		case c == '{':
-			n = anyObject
+			n = n.style.anyObject
 		case c == '[':
-			n = anyArray
+			n = n.style.anyArray
 		case c == '"':
 			n = stringNode
 		case c == '-' || isDigit(c):
@@ -124,21 +136,34 @@ func start(f *frame, c byte, out []*frame) []*frame {
 		if c == '[' {
 			return append(out, &frame{up: f.up, n: n, st: stArrOpen})
 		}
+	case kRepeat:
+		return start(&frame{up: &frame{up: f.up, n: n, st: stArrAfter, cnt: 1}, n: n.items}, c, out)
 	case kString:
-		if c == '"' {
-			return append(out, &frame{up: f.up, n: n, st: stStrBody})
+		s := &frame{up: f.up, n: n, st: stStrBody}
+		if n.re != nil {
+			s.re = n.re.begin()
 		}
+		if n.raw {
+			return stepString(s, c, out)
+		}
+		if c == '"' {
+			return append(out, s)
+		}
+	case kText:
+		return stepText(&frame{up: f.up, n: n, st: stText}, c, out)
 	case kNumber, kInteger:
 		switch {
-		case c == '-':
-			return append(out, &frame{up: f.up, n: n, st: stNumMinus})
-		case c == '0':
-			return append(out, &frame{up: f.up, n: n, st: stNumZero})
-		case isDigit(c):
-			return append(out, &frame{up: f.up, n: n, st: stNumInt})
+		case c == '-' && n.minVal < 0:
+			return append(out, &frame{up: f.up, n: n, st: stNumMinus, hex: 1})
+		case c == '0' && n.maxVal >= 0 && n.digitOK(false, 0):
+			return append(out, &frame{up: f.up, n: n, st: stNumZero, cnt: 1})
+		case isDigit(c) && c != '0' && n.maxVal > 0 && n.digitOK(false, int64(c-'0')):
+			return append(out, &frame{up: f.up, n: n, st: stNumInt, val: int64(c - '0'), cnt: 1})
 		}
 	case kLiteral:
 		return stepLiteral(&frame{up: f.up, n: n, st: stLit, hi: int32(len(n.lits))}, c, out)
+	case kSeq:
+		return start(&frame{up: &frame{up: f.up, n: n, st: stSeq, pos: 1}, n: n.parts[0]}, c, out)
 	}
 	return out
 }
@@ -177,14 +202,34 @@ func stepUTF8(f *frame, c byte) (u8 uint8, lo, hi byte, ok bool) {
 	return 0, 0, 0, false
 }
 
+// utf8Lead is the payload of a character's first byte.
+func utf8Lead(c byte) int32 {
+	switch {
+	case c < 0x80:
+		return int32(c)
+	case c < 0xE0:
+		return int32(c & 0x1F)
+	case c < 0xF0:
+		return int32(c & 0x0F)
+	}
+	return int32(c & 0x07)
+}
+
+// stringEnds reports whether a string frame may end here.
+func stringEnds(f *frame) bool {
+	n := f.n
+	return f.u8 == 0 && f.cnt >= n.minLen && (n.re == nil || n.re.accepts(f.re))
+}
+
 func stepString(f *frame, c byte, out []*frame) []*frame {
+	n := f.n
 	switch f.st {
 	case stStrEscape:
 		switch c {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			return append(out, &frame{up: f.up, n: f.n, st: stStrBody})
+			return append(out, &frame{up: f.up, n: n, st: stStrBody, cnt: f.cnt})
 		case 'u':
-			return append(out, &frame{up: f.up, n: f.n, st: stStrHex, hex: 4})
+			return append(out, &frame{up: f.up, n: n, st: stStrHex, hex: 4, cnt: f.cnt})
 		}
 		return out
 	case stStrHex:
@@ -192,25 +237,127 @@ func stepString(f *frame, c byte, out []*frame) []*frame {
 			return out
 		}
 		if f.hex == 1 {
-			return append(out, &frame{up: f.up, n: f.n, st: stStrBody})
+			return append(out, &frame{up: f.up, n: n, st: stStrBody, cnt: f.cnt})
 		}
-		return append(out, &frame{up: f.up, n: f.n, st: stStrHex, hex: f.hex - 1})
+		return append(out, &frame{up: f.up, n: n, st: stStrHex, hex: f.hex - 1, cnt: f.cnt})
 	}
-	switch {
-	case f.u8 == 0 && c == '"':
+	if c == n.endByte() && f.u8 == 0 {
+		if !stringEnds(f) {
+			return out
+		}
+		if n.raw {
+			return step(f.up, c, out) // the terminator belongs to what follows
+		}
 		return append(out, f.up)
-	case f.u8 == 0 && c == '\\':
-		return append(out, &frame{up: f.up, n: f.n, st: stStrEscape})
+	}
+	full := n.maxLen >= 0 && f.cnt >= n.maxLen
+	switch {
+	case c == '\\' && !n.raw && f.u8 == 0:
+		if full || n.re != nil {
+			return out // a pattern's characters are matched unescaped
+		}
+		return append(out, &frame{up: f.up, n: n, st: stStrEscape, cnt: f.cnt + 1})
 	case c < 0x20:
 		return out
-	case f.u8 == 0 && c < 0x80:
+	case f.u8 == 0 && c < 0x80 && n.re == nil && n.maxLen < 0 && n.minLen == 0:
 		return append(out, f) // the common case allocates nothing
+	}
+	if f.u8 == 0 && full {
+		return out
 	}
 	u8, lo, hi, ok := stepUTF8(f, c)
 	if !ok {
 		return out
 	}
-	return append(out, &frame{up: f.up, n: f.n, st: stStrBody, u8: u8, u8lo: lo, u8hi: hi})
+	g := &frame{up: f.up, n: n, st: stStrBody, u8: u8, u8lo: lo, u8hi: hi, cnt: f.cnt, re: f.re}
+	if f.u8 == 0 {
+		g.cnt++
+		g.rn = utf8Lead(c)
+	} else {
+		g.rn = f.rn<<6 | int32(c&0x3F)
+	}
+	if n.re != nil {
+		if u8 == 0 {
+			if g.re = n.re.step(f.re, rune(g.rn)); g.re.empty() || n.maxLen >= 0 && g.cnt+n.re.minDist(g.re) > n.maxLen {
+				return out
+			}
+		} else {
+			// The characters this prefix can still become, by the range of
+			// the next byte.
+			rest := 6 * (u8 - 1)
+			lo := (rune(g.rn)<<6 | rune(g.u8lo&0x3F)) << rest
+			hi := (rune(g.rn)<<6|rune(g.u8hi&0x3F))<<rest | (1<<rest - 1)
+			if !n.re.mayStep(f.re, lo, hi) {
+				return out
+			}
+		}
+	}
+	return append(out, g)
+}
+
+// stepText reads free text that may not contain n.term, ending with a
+// newline and n.term (both consumed): Qwen3-Coder's parameter values, which
+// its parser cuts at the first "</parameter>". rn is 1 when the last text
+// byte was a newline; pos counts the bytes of n.term matched; cnt counts
+// the characters of text, the final newline included (so the value has
+// cnt-1).
+func stepText(f *frame, c byte, out []*frame) []*frame {
+	n := f.n
+	term := n.term
+	// room reports whether the text can hold k characters and still end:
+	// the last may be the final newline, the others count in maxLength.
+	room := func(k int32, newline bool) bool {
+		return n.maxLen < 0 || k <= n.maxLen || newline && k == n.maxLen+1
+	}
+	if c == term[f.pos] && (f.pos > 0 || f.u8 == 0) {
+		if f.rn == 0 && !room(f.cnt+f.pos+1, false) {
+			return out // without a newline before it this is text, and no room is left
+		}
+		if int(f.pos)+1 == len(term) {
+			if f.rn == 0 || f.cnt-1 < n.minLen {
+				return out
+			}
+			return append(out, f.up)
+		}
+		return append(out, &frame{up: f.up, n: n, st: stText, pos: f.pos + 1, cnt: f.cnt, rn: f.rn})
+	}
+	if f.pos == 0 && f.u8 == 0 && f.rn == 0 && c >= 0x20 && c < 0x80 && n.maxLen < 0 && n.minLen == 0 {
+		return append(out, f) // the common case allocates nothing
+	}
+	// A partial match of n.term was text after all. n.term does not
+	// overlap itself, so a new match can only start at c.
+	cnt, prev := f.cnt, *f
+	if f.pos > 0 {
+		cnt += f.pos
+		prev = frame{}
+		if !room(cnt, false) {
+			return out
+		}
+	}
+	if c == term[0] && prev.u8 == 0 {
+		if prev.rn == 0 && !room(cnt+1, false) {
+			return out
+		}
+		return append(out, &frame{up: f.up, n: n, st: stText, pos: 1, cnt: cnt, rn: prev.rn})
+	}
+	if c < 0x20 && c != '\n' && c != '\t' {
+		return out
+	}
+	u8, lo, hi, ok := stepUTF8(&prev, c)
+	if !ok {
+		return out
+	}
+	if prev.u8 == 0 {
+		cnt++
+		if !room(cnt, c == '\n') {
+			return out
+		}
+	}
+	g := &frame{up: f.up, n: n, st: stText, cnt: cnt, u8: u8, u8lo: lo, u8hi: hi}
+	if c == '\n' {
+		g.rn = 1
+	}
+	return append(out, g)
 }
 
 // narrow keeps the candidates of lits[lo:hi] (which share their first pos
@@ -242,8 +389,13 @@ func exact(lits []string, lo, hi, pos int32) int32 {
 }
 
 func stepLiteral(f *frame, c byte, out []*frame) []*frame {
-	if exact(f.n.lits, f.lo, f.hi, f.pos) >= 0 {
-		out = step(f.up, c, out) // the literal ended before c
+	if i := exact(f.n.lits, f.lo, f.hi, f.pos); i >= 0 {
+		// The literal ended before c.
+		if f.n.next != nil {
+			out = start(&frame{up: f.up, n: f.n.next[i]}, c, out)
+		} else {
+			out = step(f.up, c, out)
+		}
 	}
 	if lo, hi := narrow(f.n.lits, f.lo, f.hi, f.pos, c); lo < hi {
 		out = append(out, &frame{up: f.up, n: f.n, st: stLit, lo: lo, hi: hi, pos: f.pos + 1})
@@ -251,59 +403,128 @@ func stepLiteral(f *frame, c byte, out []*frame) []*frame {
 	return out
 }
 
-// literalDone reports whether a literal frame has matched a whole candidate.
-func literalDone(f *frame) bool { return exact(f.n.lits, f.lo, f.hi, f.pos) >= 0 }
+// digitOK reports whether an integer whose magnitude so far is v (negative
+// when neg) can still end within the node's bounds.
+func (n *node) digitOK(neg bool, v int64) bool {
+	if !n.bounded {
+		return true
+	}
+	const maxDigits = 18
+	p := int64(1)
+	for range maxDigits {
+		lo, hi := v*p, v*p+p-1 // the magnitudes this prefix can grow into
+		if neg {
+			lo, hi = -hi, -lo
+		}
+		if hi >= n.minVal && lo <= n.maxVal {
+			return true
+		}
+		if v*p > (1<<62)/10 || v == 0 {
+			return false
+		}
+		p *= 10
+	}
+	return false
+}
+
+// inBounds reports whether a complete integer is within the node's bounds.
+func (n *node) inBounds(f *frame) bool {
+	if !n.bounded || n.kind != kInteger {
+		return true
+	}
+	v := f.val
+	if f.neg() {
+		v = -v
+	}
+	return v >= n.minVal && v <= n.maxVal
+}
+
+// neg reports whether a number frame read a minus sign (kept in hex, which
+// numbers do not otherwise use).
+func (f *frame) neg() bool { return f.hex == 1 }
+
+// Digits a number (not an integer: those have bounds) may have in each
+// part: a model cannot stall a generation on digits.
+const (
+	maxIntDigits  = 19
+	maxFracDigits = 17
+	maxExpDigits  = 3
+)
 
 func stepNumber(f *frame, c byte, out []*frame) []*frame {
-	next := func(st uint8) []*frame { return append(out, &frame{up: f.up, n: f.n, st: st}) }
-	integer := f.n.kind == kInteger
+	n := f.n
+	// next moves to st, with cnt digits in the current part.
+	next := func(st uint8, val int64, cnt int32) []*frame {
+		return append(out, &frame{up: f.up, n: n, st: st, val: val, hex: f.hex, cnt: cnt})
+	}
+	integer := n.kind == kInteger
 	switch f.st {
 	case stNumMinus:
 		switch {
-		case c == '0':
-			return next(stNumZero)
-		case isDigit(c):
-			return next(stNumInt)
+		case c == '0' && n.digitOK(true, 0):
+			return next(stNumZero, 0, 1)
+		case isDigit(c) && c != '0' && n.digitOK(true, int64(c-'0')):
+			return next(stNumInt, int64(c-'0'), 1)
 		}
 		return out
 	case stNumZero, stNumInt:
+		if f.st == stNumInt && isDigit(c) {
+			if integer {
+				v := f.val*10 + int64(c-'0')
+				if !n.digitOK(f.neg(), v) {
+					return out
+				}
+				return next(stNumInt, v, f.cnt+1)
+			}
+			if f.cnt >= maxIntDigits {
+				return out
+			}
+			return next(stNumInt, 0, f.cnt+1)
+		}
 		switch {
-		case f.st == stNumInt && isDigit(c):
-			return append(out, f)
 		case c == '.' && !integer:
-			return next(stNumDot)
+			return next(stNumDot, 0, 0)
 		case (c == 'e' || c == 'E') && !integer:
-			return next(stNumExp)
+			return next(stNumExp, 0, 0)
 		}
 	case stNumDot:
 		if isDigit(c) {
-			return next(stNumFrac)
+			return next(stNumFrac, 0, 1)
 		}
 		return out
 	case stNumFrac:
 		switch {
 		case isDigit(c):
-			return append(out, f)
+			if f.cnt >= maxFracDigits {
+				return out
+			}
+			return next(stNumFrac, 0, f.cnt+1)
 		case c == 'e' || c == 'E':
-			return next(stNumExp)
+			return next(stNumExp, 0, 0)
 		}
 	case stNumExp:
 		switch {
 		case c == '+' || c == '-':
-			return next(stNumExpSgn)
+			return next(stNumExpSgn, 0, 0)
 		case isDigit(c):
-			return next(stNumExpDig)
+			return next(stNumExpDig, 0, 1)
 		}
 		return out
 	case stNumExpSgn:
 		if isDigit(c) {
-			return next(stNumExpDig)
+			return next(stNumExpDig, 0, 1)
 		}
 		return out
 	case stNumExpDig:
 		if isDigit(c) {
-			return append(out, f)
+			if f.cnt >= maxExpDigits {
+				return out
+			}
+			return next(stNumExpDig, 0, f.cnt+1)
 		}
+	}
+	if !numberDone(f) {
+		return out
 	}
 	// An accepting number ends before c, which belongs to what follows.
 	return step(f.up, c, out)
@@ -312,97 +533,172 @@ func stepNumber(f *frame, c byte, out []*frame) []*frame {
 func numberDone(f *frame) bool {
 	switch f.st {
 	case stNumZero, stNumInt, stNumFrac, stNumExpDig:
-		return true
+		return f.n.inBounds(f)
 	}
 	return false
 }
 
-// moreKeys reports whether an object may take another key.
-func moreKeys(n *node, seen uint64) bool {
-	return n.additional != nil || seen != 1<<len(n.keys)-1
+// keyRange is the range of properties that may come next in an object at
+// property index next: the optional ones up to and including the next
+// required one.
+func keyRange(n *node, next int32) (lo, hi int32) {
+	if next >= int32(len(n.keys)) {
+		return next, next
+	}
+	return next, n.reqAfter[next] + 1
+}
+
+// objectMayEnd reports whether an object at property index next has seen
+// every required property.
+func objectMayEnd(n *node, next int32) bool {
+	return next >= int32(len(n.keys)) || n.reqAfter[next] >= int32(len(n.keys))
 }
 
 func stepObject(f *frame, c byte, out []*frame) []*frame {
-	if isSpace(c) {
-		return append(out, f)
-	}
 	n := f.n
 	switch f.st {
 	case stObjOpen, stObjComma:
-		if c == '"' && moreKeys(n, f.seen) {
-			return append(out, &frame{up: f, n: keyNode, st: stStrBody, hi: int32(len(n.keys))})
+		if c == '"' {
+			lo, hi := keyRange(n, f.pos)
+			hi = min(hi, int32(len(n.keys)))
+			var cand uint64
+			for i := lo; i < hi; i++ {
+				cand |= 1 << i
+			}
+			if cand != 0 || n.additional != nil && objectMayEnd(n, f.pos) {
+				return append(out, &frame{up: f, n: keyNode, st: stStrBody, seen: cand, val: int64(n.allKeys)})
+			}
 		}
-		if c == '}' && f.st == stObjOpen && f.seen&n.required == n.required {
+		if c == '}' && f.st == stObjOpen && objectMayEnd(n, f.pos) {
 			return append(out, f.up)
-		}
-	case stObjColon:
-		if c == ':' {
-			return append(out, &frame{up: f.up, n: n, st: stObjValue, seen: f.seen, prop: f.prop})
 		}
 	case stObjValue:
 		vn := n.additional
-		if f.prop >= 0 {
-			vn = n.props[f.prop]
+		if f.hi >= 0 {
+			vn = n.props[f.hi]
 		}
-		after := &frame{up: f.up, n: n, st: stObjAfter, seen: f.seen}
+		after := &frame{up: f.up, n: n, st: stObjAfter, pos: f.pos}
 		return start(&frame{up: after, n: vn}, c, out)
 	case stObjAfter:
-		if c == ',' && moreKeys(n, f.seen) {
-			return append(out, &frame{up: f.up, n: n, st: stObjComma, seen: f.seen})
+		if c == ',' && (f.pos < int32(len(n.keys)) || n.additional != nil) {
+			return n.style.afterComma(&frame{up: f.up, n: n, st: stObjComma, pos: f.pos}, out)
 		}
-		if c == '}' && f.seen&n.required == n.required {
+		if c == '}' && objectMayEnd(n, f.pos) {
 			return append(out, f.up)
 		}
 	}
 	return out
 }
 
-// unseenIn reports whether keys[lo:hi] holds a key not yet seen.
-func unseenIn(seen uint64, lo, hi int32) bool {
-	for i := lo; i < hi; i++ {
-		if seen&(1<<i) == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// stepKey reads an object key. Known keys are matched byte by byte; with
-// additional properties any string without escapes is a key too.
+// stepKey reads an object key. seen holds the candidates among the
+// declared keys (those that may come next and match the bytes so far), val
+// every declared key matching so far. With additional properties, once the
+// required properties are passed, any other string without escapes is a key
+// too, unless it spells a declared key.
 func stepKey(f *frame, c byte, out []*frame) []*frame {
 	obj := f.up
 	n := obj.n
+	free := n.additional != nil && objectMayEnd(n, obj.pos)
 	if f.u8 == 0 && c == '"' {
-		prop := int32(-1)
-		if i := exact(n.keys, f.lo, f.hi, f.pos); i >= 0 {
-			if obj.seen&(1<<i) != 0 {
-				return out // a duplicate key
+		prop, next := int32(-1), int32(len(n.keys))
+		for m := uint64(f.val); m != 0; m &= m - 1 {
+			if i := int32(bits.TrailingZeros64(m)); len(n.keys[i]) == int(f.pos) {
+				if f.seen&(1<<i) == 0 {
+					return out // a key out of order or seen before
+				}
+				prop, next = i, i+1
 			}
-			prop = i
-		} else if n.additional == nil {
+		}
+		if prop < 0 && !free {
 			return out
 		}
-		seen := obj.seen
-		if prop >= 0 {
-			seen |= 1 << prop
-		}
-		return append(out, &frame{up: obj.up, n: n, st: stObjColon, seen: seen, prop: prop})
+		return n.style.afterColon(&frame{up: obj.up, n: n, st: stObjValue, pos: next, hi: prop}, out)
 	}
 	if c == '\\' || c < 0x20 {
 		return out
 	}
-	lo, hi := narrow(n.keys, f.lo, f.hi, f.pos, c)
-	if n.additional == nil {
-		if lo == hi || !unseenIn(obj.seen, lo, hi) {
+	match := func(set uint64) uint64 {
+		var r uint64
+		for m := set; m != 0; m &= m - 1 {
+			i := bits.TrailingZeros64(m)
+			if k := n.keys[i]; int(f.pos) < len(k) && k[f.pos] == c {
+				r |= 1 << i
+			}
+		}
+		return r
+	}
+	if f.seen == 0 && f.val == 0 && f.u8 == 0 && c < 0x80 && free {
+		return append(out, f) // a free key that spells no declared one: only its text matters
+	}
+	g := &frame{up: obj, n: keyNode, st: stStrBody, seen: match(f.seen), val: int64(match(uint64(f.val))), pos: f.pos + 1}
+	if g.seen == 0 && g.val == 0 {
+		g.pos = 0 // no declared key to match any more
+	}
+	if !free {
+		if g.seen == 0 {
 			return out
 		}
-		return append(out, &frame{up: obj, n: keyNode, st: stStrBody, lo: lo, hi: hi, pos: f.pos + 1})
+		return append(out, g)
 	}
-	u8, ulo, uhi, ok := stepUTF8(f, c)
-	if !ok {
+	var ok bool
+	if g.u8, g.u8lo, g.u8hi, ok = stepUTF8(f, c); !ok {
 		return out
 	}
-	return append(out, &frame{up: obj, n: keyNode, st: stStrBody, lo: lo, hi: hi, pos: f.pos + 1, u8: u8, u8lo: ulo, u8hi: uhi})
+	return append(out, g)
+}
+
+func stepArray(f *frame, c byte, out []*frame) []*frame {
+	n := f.n
+	switch f.st {
+	case stArrOpen, stArrComma:
+		if c == ']' && f.st == stArrOpen && n.minItems == 0 {
+			return append(out, f.up)
+		}
+		if n.maxItems == 0 {
+			return out
+		}
+		return start(&frame{up: &frame{up: f.up, n: n, st: stArrAfter, cnt: f.cnt + 1}, n: n.items}, c, out)
+	case stArrAfter:
+		switch {
+		case c == ',' && (n.maxItems < 0 || f.cnt < n.maxItems):
+			return n.style.afterComma(&frame{up: f.up, n: n, st: stArrComma, cnt: f.cnt}, out)
+		case c == ']' && f.cnt >= n.minItems:
+			return append(out, f.up)
+		}
+	}
+	return out
+}
+
+// stepRepeat reads items separated by n.sep, at most maxItems of them (a
+// negative maxItems: any number).
+func stepRepeat(f *frame, c byte, out []*frame) []*frame {
+	n := f.n
+	switch f.st {
+	case stArrAfter:
+		if f.cnt >= n.minItems {
+			out = step(f.up, c, out)
+		}
+		if n.maxItems < 0 || f.cnt < n.maxItems {
+			sep := &frame{up: &frame{up: f.up, n: n, st: stArrComma, cnt: f.cnt}, n: n.sepLit, st: stLit, hi: 1}
+			out = stepLiteral(sep, c, out)
+		}
+	case stArrComma:
+		return start(&frame{up: &frame{up: f.up, n: n, st: stArrAfter, cnt: f.cnt + 1}, n: n.items}, c, out)
+	}
+	return out
+}
+
+// stepSeq starts the next part of a sequence, or ends it.
+func stepSeq(f *frame, c byte, out []*frame) []*frame {
+	n := f.n
+	if int(f.pos) == len(n.parts) {
+		return step(f.up, c, out)
+	}
+	up := f.up
+	if int(f.pos)+1 < len(n.parts) {
+		up = &frame{up: f.up, n: n, st: stSeq, pos: f.pos + 1}
+	}
+	return start(&frame{up: up, n: n.parts[f.pos]}, c, out)
 }
 
 // complete reports whether a stack holds a whole document.
@@ -411,31 +707,26 @@ func complete(f *frame) bool {
 		switch {
 		case f.n.kind == kDone:
 			return true
-		case f.st == stLit && literalDone(f), f.st >= stNumMinus && f.st <= stNumExpDig && numberDone(f):
-			f = f.up
+		case f.st == stLit:
+			i := exact(f.n.lits, f.lo, f.hi, f.pos)
+			if i < 0 || f.n.next != nil {
+				return false
+			}
+		case f.st >= stNumMinus && f.st <= stNumExpDig:
+			if !numberDone(f) {
+				return false
+			}
+		case f.st == stArrAfter && f.n.kind == kRepeat:
+			if f.cnt < f.n.minItems {
+				return false
+			}
+		case f.st == stSeq:
+			if int(f.pos) != len(f.n.parts) {
+				return false
+			}
 		default:
 			return false
 		}
+		f = f.up
 	}
-}
-
-func stepArray(f *frame, c byte, out []*frame) []*frame {
-	if isSpace(c) {
-		return append(out, f)
-	}
-	switch f.st {
-	case stArrOpen, stArrComma:
-		if c == ']' && f.st == stArrOpen {
-			return append(out, f.up)
-		}
-		return start(&frame{up: &frame{up: f.up, n: f.n, st: stArrAfter}, n: f.n.items}, c, out)
-	case stArrAfter:
-		switch c {
-		case ',':
-			return append(out, &frame{up: f.up, n: f.n, st: stArrComma})
-		case ']':
-			return append(out, f.up)
-		}
-	}
-	return out
 }

@@ -2,51 +2,23 @@ package grammar
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
+	"sync"
+	"unsafe"
 )
 
 // Matcher follows a grammar byte by byte.
 type Matcher struct {
-	alts, buf []*frame
-	ws        int // whitespace bytes just read between tokens of JSON
-}
-
-// MaxSpace bounds a run of whitespace between JSON tokens (enough for
-// pretty-printed, deeply nested output): a model cannot stall a constrained
-// generation by emitting spaces forever.
-const MaxSpace = 64
-
-// spaceRun returns the length of the whitespace run after byte c read from
-// alts, and false if it is too long.
-func spaceRun(alts []*frame, ws int, c byte) (int, bool) {
-	if !isSpace(c) {
-		return 0, true
-	}
-	for _, f := range alts {
-		if f.n.kind == kString || f.n.kind == kKey || f.st == stLit {
-			return 0, true // text, not layout
-		}
-	}
-	return ws + 1, ws < MaxSpace
+	alts       []*frame
+	buf, spare []*frame // scratch for Feed
 }
 
 // Matcher returns a matcher at the start of a document.
 func (g *Grammar) Matcher() *Matcher {
-	top := &frame{n: doneNode}
-	if g.suffix != "" {
-		top = fixed(g.suffix, top)
-	}
-	top = &frame{up: top, n: g.root}
-	if g.prefix != "" {
-		top = fixed(g.prefix, top)
-	}
-	return &Matcher{alts: []*frame{top}}
-}
-
-// fixed is a frame reading exactly text.
-func fixed(text string, up *frame) *frame {
-	return &frame{up: up, n: &node{kind: kLiteral, lits: []string{text}}, st: stLit, hi: 1}
+	return &Matcher{alts: []*frame{{up: &frame{n: doneNode}, n: g.root}}}
 }
 
 func advance(alts []*frame, c byte, out []*frame) []*frame {
@@ -63,19 +35,20 @@ func advance(alts []*frame, c byte, out []*frame) []*frame {
 // text read so far as the beginning of a document. On false the matcher is
 // unchanged.
 func (m *Matcher) Feed(b []byte) bool {
-	alts, ws := m.alts, m.ws
-	for _, c := range b {
-		var ok bool
-		if ws, ok = spaceRun(alts, ws, c); !ok {
-			return false
-		}
-		m.buf = advance(alts, c, m.buf[:0])
-		if len(m.buf) == 0 {
-			return false
-		}
-		alts = slices.Clone(m.buf)
+	if len(b) == 0 {
+		return true
 	}
-	m.alts, m.ws = alts, ws
+	alts, cur, next := m.alts, m.buf, m.spare
+	defer func() { m.buf, m.spare = cur, next }()
+	for _, c := range b {
+		next = advance(alts, c, next[:0])
+		if len(next) == 0 {
+			return false
+		}
+		alts = next
+		cur, next = next, cur
+	}
+	m.alts = slices.Clone(alts) // m.alts may be shared (probes in tests): never a scratch buffer
 	return true
 }
 
@@ -91,20 +64,25 @@ type Vocab struct {
 	tokens [][]byte // nil: never allowed by a grammar (special tokens)
 	end    []int32
 	all    *trie
+	maxLen int32 // the longest token, in bytes
 	// plain are the tokens of printable text without quotes or
-	// backslashes (isPlain): between characters of a string they are all
-	// allowed, so the mask there is plain plus a walk over the others
+	// backslashes (isPlain): between characters of a free string they are
+	// all allowed, so the mask there is plain plus a walk over the others
 	// (nonPlain).
 	plain    []uint64
 	nonPlain *trie
+	// textPlain are the tokens free text (Qwen3-Coder values) takes
+	// anywhere (isTextPlain), nonTextPlain the others.
+	textPlain    []uint64
+	nonTextPlain *trie
 }
 
 // NewVocab prepares a vocabulary of size ids. tokenBytes gives a token's
 // bytes; excluded tokens (special tokens) are never allowed, except the end
 // tokens, which are allowed exactly when the document is complete.
 func NewVocab(size int, tokenBytes func(int32) []byte, excluded func(int32) bool, end []int32) *Vocab {
-	v := &Vocab{size: size, tokens: make([][]byte, size), end: end, plain: make([]uint64, (size+63)/64)}
-	var all, nonPlain []int32
+	v := &Vocab{size: size, tokens: make([][]byte, size), end: end, plain: make([]uint64, (size+63)/64), textPlain: make([]uint64, (size+63)/64)}
+	var all, nonPlain, nonTextPlain []int32
 	for id := range int32(size) {
 		if excluded(id) || slices.Contains(end, id) {
 			continue
@@ -114,15 +92,22 @@ func NewVocab(size int, tokenBytes func(int32) []byte, excluded func(int32) bool
 			continue
 		}
 		v.tokens[id] = b
+		v.maxLen = max(v.maxLen, int32(len(b)))
 		all = append(all, id)
 		if isPlain(b) {
 			v.plain[id/64] |= 1 << (id % 64)
 		} else {
 			nonPlain = append(nonPlain, id)
 		}
+		if isTextPlain(b) {
+			v.textPlain[id/64] |= 1 << (id % 64)
+		} else {
+			nonTextPlain = append(nonTextPlain, id)
+		}
 	}
 	v.all = buildTrie(all, v.tokens)
 	v.nonPlain = buildTrie(nonPlain, v.tokens)
+	v.nonTextPlain = buildTrie(nonTextPlain, v.tokens)
 	return v
 }
 
@@ -134,6 +119,25 @@ func isPlain(b []byte) bool {
 	f := &frame{}
 	for _, c := range b {
 		if c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+		u8, lo, hi, ok := stepUTF8(f, c)
+		if !ok {
+			return false
+		}
+		f.u8, f.u8lo, f.u8hi = u8, lo, hi
+	}
+	return true
+}
+
+// isTextPlain reports whether free text may hold b anywhere a character
+// may start, whatever came before: no '<' (which may begin the
+// terminator), no newline (after which it may), no other control
+// character, and UTF-8 as isPlain.
+func isTextPlain(b []byte) bool {
+	f := &frame{}
+	for _, c := range b {
+		if c < 0x20 && c != '\t' || c == '<' {
 			return false
 		}
 		u8, lo, hi, ok := stepUTF8(f, c)
@@ -197,70 +201,354 @@ func (t *trie) build(ids []int32, tokens [][]byte, depth int) int32 {
 	return n
 }
 
+// A mask is the set of tokens allowed in one automaton state: a list of
+// ids when few are (most states outside free text), else a bit set.
+type mask struct {
+	ids   []int32
+	words []uint64
+}
+
+func (m *mask) bytes() int { return 4*len(m.ids) + 8*len(m.words) + 64 }
+
+// maskCacheBytes bounds the masks one grammar keeps: beyond it, new states
+// are computed each time (still correct, only slower).
+const maskCacheBytes = 64 << 20
+
+// maskCache maps an automaton state (its stacks, serialised by stateKey)
+// to its mask. A state reached again, within a generation or by a later
+// request with the same grammar, costs a map lookup: inside free strings
+// the state repeats at every token, and structural states repeat across
+// the requests of an agent that sends the same tools every turn.
+type maskCache struct {
+	mu    sync.Mutex
+	vocab *Vocab
+	m     map[string]*mask
+	size  int
+}
+
+func (c *maskCache) get(v *Vocab, key []byte) *mask {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.vocab != v {
+		return nil
+	}
+	return c.m[string(key)]
+}
+
+func (c *maskCache) put(v *Vocab, key []byte, m *mask) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.vocab != v {
+		c.vocab, c.m, c.size = v, map[string]*mask{}, 0
+	}
+	if c.size+m.bytes()+len(key) > maskCacheBytes {
+		return
+	}
+	c.m[string(key)] = m
+	c.size += m.bytes() + len(key)
+}
+
+// cachedMasks is the number of states whose masks g keeps.
+func (g *Grammar) cachedMasks() int {
+	g.cache.mu.Lock()
+	defer g.cache.mu.Unlock()
+	return len(g.cache.m)
+}
+
+// stateKey serialises alts into key: everything a mask depends on. Counters
+// that only matter near a bound (string lengths, item counts) are clamped
+// to the longest token, so that a long free string is one state.
+func stateKey(key []byte, alts []*frame, maxTok int32) []byte {
+	for _, f := range alts {
+		for ; f != nil; f = f.up {
+			n := f.n
+			key = binary.LittleEndian.AppendUint64(key, uint64(uintptr(unsafe.Pointer(n))))
+			key = append(key, f.st, f.u8, f.u8lo, f.u8hi, f.hex)
+			cnt := f.cnt
+			switch {
+			case n.kind == kString || n.kind == kText:
+				cnt = clampCount(cnt, n.minLen, n.maxLen, maxTok)
+			case n.kind == kArray || n.kind == kRepeat:
+				cnt = clampCount(cnt, n.minItems, n.maxItems, maxTok)
+			}
+			for _, x := range [...]int32{f.lo, f.hi, f.pos, cnt, f.rn} {
+				key = binary.LittleEndian.AppendUint32(key, uint32(x))
+			}
+			key = binary.LittleEndian.AppendUint64(key, f.seen)
+			key = binary.LittleEndian.AppendUint64(key, f.re[0])
+			key = binary.LittleEndian.AppendUint64(key, f.re[1])
+			key = binary.LittleEndian.AppendUint64(key, uint64(f.val))
+		}
+		key = append(key, 0xFF) // between stacks
+	}
+	return key
+}
+
+// clampCount maps a count to one that decides the same tokens: below lo it
+// matters exactly; above, only the room left below hi, up to a token's
+// length.
+func clampCount(cnt, lo, hi, maxTok int32) int32 {
+	if cnt < lo {
+		return cnt
+	}
+	if hi < 0 {
+		return lo
+	}
+	return lo + 1 + min(hi-cnt, maxTok+1)
+}
+
 // Constraint applies a grammar to a token stream; it implements
 // pkg/sample.Constraint. It is not safe for concurrent use.
 type Constraint struct {
+	g     *Grammar
 	v     *Vocab
 	m     *Matcher
 	ended bool
 	mine  []uint64
 	bufs  [][]*frame // per trie depth
+	key   []byte
+	keep  []int32
+	next  *mask         // the mask of the current state, once known
+	ready chan struct{} // closed when a mask computed in the background is in next
 }
 
 // Constraint starts constraining a generation to g.
 func (g *Grammar) Constraint(v *Vocab) *Constraint {
-	return &Constraint{v: v, m: g.Matcher(), mine: make([]uint64, len(v.plain))}
+	c := &Constraint{g: g, v: v, m: g.Matcher(), mine: make([]uint64, len(v.plain))}
+	c.prepare(false)
+	return c
+}
+
+// prepare finds the current state's mask in the cache, or computes it: in
+// the background when async (Accept does so to overlap the mask with the
+// model's next forward pass; Mask waits for it).
+func (c *Constraint) prepare(async bool) {
+	c.key = stateKey(c.key[:0], c.m.alts, c.v.maxLen)
+	if c.next = c.g.cache.get(c.v, c.key); c.next != nil {
+		return
+	}
+	if !async {
+		c.next = c.compute()
+		return
+	}
+	done := make(chan struct{})
+	c.ready = done
+	go func() {
+		c.next = c.compute()
+		close(done)
+	}()
+}
+
+func (c *Constraint) wait() {
+	if c.ready != nil {
+		<-c.ready
+		c.ready = nil
+	}
 }
 
 // Mask clears in allowed the tokens that cannot come next.
 func (c *Constraint) Mask(allowed []uint64) {
-	clear(c.mine)
+	c.wait()
 	if c.ended {
-		c.apply(allowed)
+		clear(allowed)
 		return
 	}
-	if c.m.Complete() {
+	m := c.next
+	if m.words != nil {
+		for i := range allowed {
+			if i < len(m.words) {
+				allowed[i] &= m.words[i]
+			} else {
+				allowed[i] = 0
+			}
+		}
+		return
+	}
+	keep := c.keep[:0]
+	for _, id := range m.ids {
+		if int(id/64) < len(allowed) && allowed[id/64]&(1<<(id%64)) != 0 {
+			keep = append(keep, id)
+		}
+	}
+	clear(allowed)
+	for _, id := range keep {
+		allowed[id/64] |= 1 << (id % 64)
+	}
+	c.keep = keep
+}
+
+// sparseMax is the largest mask kept as a list of ids.
+const sparseMax = 2048
+
+// compute works out the current state's mask by walking the vocabulary
+// trie, and caches it.
+func (c *Constraint) compute() *mask {
+	clear(c.mine)
+	alts := settle(c.m.alts)
+	if slices.ContainsFunc(alts, complete) {
 		for _, id := range c.v.end {
 			c.mine[id/64] |= 1 << (id % 64)
 		}
 	}
 	t := c.v.all
-	if inPlainString(c.m.alts) {
+	switch {
+	case c.inPlainString(alts):
 		copy(c.mine, c.v.plain)
 		t = c.v.nonPlain
-	}
-	c.walk(t, 0, c.m.alts, c.m.ws, 0)
-	c.apply(allowed)
-}
-
-func (c *Constraint) apply(allowed []uint64) {
-	for i := range allowed {
-		if i < len(c.mine) {
-			allowed[i] &= c.mine[i]
-		} else {
-			allowed[i] = 0
+	case inPlainText(alts):
+		copy(c.mine, c.v.textPlain)
+		t = c.v.nonTextPlain
+	default:
+		if b, ok := inPartialTerm(alts); ok {
+			// Inside a partial terminator, a plain-text token that does
+			// not continue it turns it into text: allowed. Those that
+			// begin with its next byte are walked.
+			copy(c.mine, c.v.textPlain)
+			c.clearSubtree(c.v.all, c.v.all.child(0, b))
+			c.walkEdges(c.v.nonTextPlain, 0, alts, 0, int(b), -1)
+			c.walkEdges(c.v.all, 0, alts, 0, -1, int(b))
+			t = nil
 		}
 	}
+	if t != nil {
+		c.walk(t, 0, alts, 0)
+	}
+	c.forceLongest(alts)
+	n := 0
+	for _, w := range c.mine {
+		n += bits.OnesCount64(w)
+	}
+	m := &mask{}
+	if n <= sparseMax {
+		m.ids = make([]int32, 0, n)
+		for w, word := range c.mine {
+			for ; word != 0; word &= word - 1 {
+				m.ids = append(m.ids, int32(w*64+bits.TrailingZeros64(word)))
+			}
+		}
+	} else {
+		m.words = slices.Clone(c.mine)
+	}
+	c.g.cache.put(c.v, c.key, m)
+	return m
 }
 
 // inPlainString reports whether every alternative is in the text of a
-// string value, between characters.
-func inPlainString(alts []*frame) bool {
+// free JSON string or of an object key that may be any string, between
+// characters, with room for any token.
+func (c *Constraint) inPlainString(alts []*frame) bool {
 	for _, f := range alts {
-		if f.n.kind != kString || f.st != stStrBody || f.u8 != 0 {
+		n := f.n
+		switch {
+		case n.kind == kKey:
+			obj := f.up.n
+			if f.u8 != 0 || obj.additional == nil || !objectMayEnd(obj, f.up.pos) {
+				return false
+			}
+		case n.kind != kString || f.st != stStrBody || f.u8 != 0 || n.raw || n.re != nil ||
+			n.maxLen >= 0 && n.maxLen-f.cnt < c.v.maxLen:
 			return false
 		}
 	}
 	return true
 }
 
-func (c *Constraint) walk(t *trie, node int32, alts []*frame, ws, depth int) {
+// settle replaces a finished fixed text (a literal read to its end) that a
+// sequence continues with free text by that text's first state: the two
+// accept the same bytes, and the latter lets inPlainText see that the
+// mask is the plain-text set (a Qwen3-Coder value starts right after its
+// tag).
+func settle(alts []*frame) []*frame {
+	var out []*frame
+	for i, f := range alts {
+		g := f
+		if f.st == stLit && f.hi-f.lo == 1 && int(f.pos) == len(f.n.lits[f.lo]) && f.n.next == nil {
+			if seq := f.up; seq.st == stSeq && int(seq.pos) < len(seq.n.parts) && seq.n.parts[seq.pos].kind == kText {
+				up := seq.up
+				if int(seq.pos)+1 < len(seq.n.parts) {
+					up = &frame{up: seq.up, n: seq.n, st: stSeq, pos: seq.pos + 1}
+				}
+				g = &frame{up: up, n: seq.n.parts[seq.pos], st: stText}
+			}
+		}
+		if g != f && out == nil {
+			out = slices.Clone(alts[:i])
+		}
+		if out != nil {
+			out = append(out, g)
+		}
+	}
+	if out == nil {
+		return alts
+	}
+	return out
+}
+
+// inPartialTerm reports whether every alternative is unbounded free text
+// in the middle of its terminator, and the byte that continues the
+// terminator (the same for all).
+func inPartialTerm(alts []*frame) (byte, bool) {
+	var b byte
+	for i, f := range alts {
+		n := f.n
+		if n.kind != kText || f.pos == 0 || n.maxLen >= 0 || n.minLen > 0 {
+			return 0, false
+		}
+		if i > 0 && n.term[f.pos] != b {
+			return 0, false
+		}
+		b = n.term[f.pos]
+	}
+	return b, len(alts) > 0
+}
+
+// child is node's child by byte b, or -1.
+func (t *trie) child(node int32, b byte) int32 {
+	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
+		if t.edgeByte[e] == b {
+			return t.edgeNode[e]
+		}
+	}
+	return -1
+}
+
+// clearSubtree clears the mask bits of every token under node.
+func (c *Constraint) clearSubtree(t *trie, node int32) {
+	if node < 0 {
+		return
+	}
+	for _, id := range t.toks[t.tokLo[node]:t.tokHi[node]] {
+		c.mine[id/64] &^= 1 << (id % 64)
+	}
+	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
+		c.clearSubtree(t, t.edgeNode[e])
+	}
+}
+
+// inPlainText reports whether every alternative is in unbounded free text
+// (a Qwen3-Coder value), between characters, outside its terminator.
+func inPlainText(alts []*frame) bool {
+	for _, f := range alts {
+		n := f.n
+		if n.kind != kText || f.pos != 0 || f.u8 != 0 || n.maxLen >= 0 || n.minLen > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Constraint) walk(t *trie, node int32, alts []*frame, depth int) {
+	c.walkEdges(t, node, alts, depth, -1, -1)
+}
+
+// walkEdges walks node's subtrees, skipping the edge of byte skip and, when
+// only ≥ 0, all edges but that of byte only.
+func (c *Constraint) walkEdges(t *trie, node int32, alts []*frame, depth, skip, only int) {
 	if depth == len(c.bufs) {
 		c.bufs = append(c.bufs, nil)
 	}
 	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
-		nws, ok := spaceRun(alts, ws, t.edgeByte[e])
-		if !ok {
+		if b := int(t.edgeByte[e]); b == skip || only >= 0 && b != only {
 			continue
 		}
 		next := advance(alts, t.edgeByte[e], c.bufs[depth][:0])
@@ -272,12 +560,74 @@ func (c *Constraint) walk(t *trie, node int32, alts []*frame, ws, depth int) {
 		for _, id := range t.toks[t.tokLo[child]:t.tokHi[child]] {
 			c.mine[id/64] |= 1 << (id % 64)
 		}
-		c.walk(t, child, next, nws, depth+1)
+		c.walk(t, child, next, depth+1)
+	}
+}
+
+// maxForced bounds the forced text looked ahead.
+const maxForced = 64
+
+// forceLongest narrows the mask where the grammar allows exactly one text
+// for the next bytes (a key, a separator, a tag): of the allowed tokens
+// that lie within that text, only the longest is kept, so a model cannot
+// spell fixed text out one byte at a time. Tokens reaching past the forced
+// text are kept.
+func (c *Constraint) forceLongest(alts []*frame) {
+	var forced []byte
+	cur := alts
+	var buf []*frame
+	for len(forced) < maxForced && !slices.ContainsFunc(cur, complete) {
+		only, n := byte(0), 0
+		for b := range 256 {
+			buf = advance(cur, byte(b), buf[:0])
+			if len(buf) > 0 {
+				only, n = byte(b), n+1
+				if n > 1 {
+					break
+				}
+			}
+		}
+		if n != 1 {
+			break
+		}
+		forced = append(forced, only)
+		cur = slices.Clone(advance(cur, only, buf[:0]))
+	}
+	if len(forced) < 2 {
+		return
+	}
+	// Walk the trie along forced: the deepest token on the path wins.
+	t, node, best := c.v.all, int32(0), int32(-1)
+	var path []int32
+	for _, b := range forced {
+		child := int32(-1)
+		for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
+			if t.edgeByte[e] == b {
+				child = t.edgeNode[e]
+				break
+			}
+		}
+		if child < 0 {
+			break
+		}
+		node = child
+		for _, id := range t.toks[t.tokLo[node]:t.tokHi[node]] {
+			if c.mine[id/64]&(1<<(id%64)) != 0 {
+				path = append(path, id)
+				best = id
+			}
+		}
+	}
+	for _, id := range path {
+		if id != best {
+			c.mine[id/64] &^= 1 << (id % 64)
+		}
 	}
 }
 
 // Accept advances past token.
 func (c *Constraint) Accept(token int32) error {
+	c.wait()
 	if token < 0 || int(token) >= c.v.size {
 		return fmt.Errorf("grammar: token %d is outside the vocabulary", token)
 	}
@@ -295,6 +645,7 @@ func (c *Constraint) Accept(token int32) error {
 	if b == nil || !c.m.Feed(b) {
 		return fmt.Errorf("grammar: token %d (%q) is not allowed here", token, b)
 	}
+	c.prepare(true)
 	return nil
 }
 

@@ -7,7 +7,7 @@ import (
 )
 
 func ExampleCompileSchema() {
-	g, err := grammar.CompileSchema([]byte(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false}`))
+	g, err := grammar.CompileSchema([]byte(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false}`), grammar.Spaced)
 	if err != nil {
 		panic(err)
 	}

@@ -99,7 +99,8 @@ func BenchmarkForward(b *testing.B) {
 // BenchmarkCheckpoint measures a whole checkpoint (ELLM_BENCH_MODEL, e.g. the
 // directory `ellm bench --preset qwen3-0.6b` generates under
 // ~/.cache/ellm/bench) in the dtype ELLM_BENCH_DTYPE (default bf16): a
-// prefill of 512 tokens in one pass and a decode step of one sequence. Besides wall time it reports the process's user+sys CPU time
+// prefill of 512 tokens in one pass and a decode step of one and of four
+// sequences. Besides wall time it reports the process's user+sys CPU time
 // per op, which a shared machine distorts less. It is what docs/performance.md
 // profiles (-cpuprofile).
 func BenchmarkCheckpoint(b *testing.B) {
@@ -114,7 +115,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	defer m.Close()
 	b.Logf("load %v, weights %d MB, resident after load: %s", m.LoadTime, m.WeightBytes()>>20, resident())
 	const n = 512
-	cache, err := kvcache.New(m.Config, 1, n+64, kvcache.BF16)
+	cache, err := kvcache.New(m.Config, 4, n+64, kvcache.BF16)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -145,6 +146,15 @@ func BenchmarkCheckpoint(b *testing.B) {
 	// dominated by reading the weights; `ellm bench decode --depths` covers depth.
 	b.Run("decode1", func(b *testing.B) {
 		measure(b, []Segment{{Tokens: prompt[:1], Logits: LogitsLast}}, 1)
+	})
+	// Four sequences, one token each: one pass over the weights serves all
+	// of them, so a step should cost little more than decode1's.
+	b.Run("decode4", func(b *testing.B) {
+		segs := make([]Segment, 4)
+		for s := range segs {
+			segs[s] = Segment{Slot: s, Tokens: prompt[s : s+1], Logits: LogitsLast}
+		}
+		measure(b, segs, len(segs))
 	})
 }
 

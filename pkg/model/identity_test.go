@@ -1,13 +1,18 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/synth"
 )
 
 // The engine's bit-identity properties (docs/architecture.md, row
@@ -199,5 +204,118 @@ func decodeAllocs(t *testing.T, r *Runner) {
 	})
 	if allocs != 0 {
 		t.Errorf("%s cache: decode step allocates %.1f times", r.cache.DType, allocs)
+	}
+}
+
+// TestFusedAttentionBitIdentical runs the same decode steps (one sequence,
+// then two with a 3-token prompt piece) with q/k/v and attention fused into
+// one task per kv head and unfused: the same bits, on a pool of 2 workers,
+// bf16 and int8 caches, and the fused step makes one barrier fewer per layer.
+func TestFusedAttentionBitIdentical(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	eachPath(t, func(t *testing.T, m *Model, kv kvcache.DType) { checkFused(t, m, kv, pool) })
+}
+
+// The same with q/k/v biases (attention_bias), which the fused path adds
+// per head.
+func TestFusedAttentionWithBias(t *testing.T) {
+	cfg, err := modelcfg.Parse([]byte(`{"architectures":["Qwen3ForCausalLM"],"vocab_size":40000,"hidden_size":64,
+		"intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,
+		"attention_bias":true,"rope_theta":10000,"max_position_embeddings":256}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := synth.Generate(cfg, dir, synth.Options{Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(dir, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.layers[0].qkvBias == nil {
+		t.Fatal("attention_bias: the model has no q/k/v bias")
+	}
+	pool := threads.New(2, false)
+	defer pool.Close()
+	checkFused(t, m, kvcache.BF16, pool)
+
+	// qkvRow, head by head, against the whole row at once as the
+	// projection's layout reads: bias over the row, q_norm over the queries,
+	// k_norm over the keys, RoPE over all heads, Store of every kv head.
+	cfg = m.Config
+	r := newRunner(t, m, kvcache.BF16, 1, 16, RunnerOptions{MaxTokens: 4})
+	lw := &m.layers[1]
+	qd, kvd, w := cfg.QDim(), cfg.KVDim(), lw.qkv.N
+	row := make([]float32, w)
+	for i := range row {
+		row[i] = float32(i%13)*0.3 - 1.7
+	}
+	copy(r.qkv, row)
+	r.pos[0], r.slot[0] = 5, 0
+	if err := r.qkvRow(1, lw, 0); err != nil {
+		t.Fatal(err)
+	}
+	addBias(row, lw.qkvBias)
+	q, k, v := make([]float32, qd), row[qd:qd+kvd], row[qd+kvd:]
+	if err := ops.RMSNorm(q, row[:qd], lw.qNorm, r.eps); err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.HeadRMSNorm(k, lw.kNorm, r.eps); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rope.Apply(q, cfg.NumAttentionHeads, r.pos[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rope.Apply(k, cfg.NumKeyValueHeads, r.pos[:1]); err != nil {
+		t.Fatal(err)
+	}
+	sameBits(t, "queries", r.q[:qd], q)
+	want := attn.NewCache(1, cfg.NumKeyValueHeads, 16, cfg.HeadDim, attn.BF16)
+	want.Store(0, 5, k, v)
+	got := r.cache.Layer(1)
+	if !slices.Equal(got.K16, want.K16) || !slices.Equal(got.V16, want.V16) {
+		t.Error("qkvRow stored other K/V than the whole row gives")
+	}
+}
+
+func checkFused(t *testing.T, m *Model, kv kvcache.DType, pool *threads.Pool) {
+	t.Helper()
+	steps := [][]Segment{
+		{{Slot: 0, Tokens: []int32{785, 3974, 13876, 38835, 13, 198, 42, 7, 9, 11}, Logits: LogitsLast}},
+		{{Slot: 0, Start: 10, Tokens: []int32{13}, Logits: LogitsLast}},
+		{{Slot: 0, Start: 11, Tokens: []int32{77}, Logits: LogitsLast}, {Slot: 1, Tokens: []int32{5, 6, 7}, Logits: LogitsLast}},
+		{{Slot: 1, Start: 3, Tokens: []int32{8}, Logits: LogitsLast}, {Slot: 0, Start: 12, Tokens: []int32{9}, Logits: LogitsLast}},
+	}
+	run := func(fuse int) (logits [][]float32, runs []uint64) {
+		defer func(v int) { fusedRows = v }(fusedRows)
+		fusedRows = fuse
+		r := newRunner(t, m, kv, 2, 64, RunnerOptions{MaxTokens: 64, Pool: pool})
+		for _, segs := range steps {
+			before := pool.Runs()
+			if err := r.Forward(segs); err != nil {
+				t.Fatal(err)
+			}
+			runs = append(runs, pool.Runs()-before)
+			logits = append(logits, rows(r, r.NumLogits())...)
+		}
+		return logits, runs
+	}
+	fused, fusedRuns := run(8)
+	plain, plainRuns := run(0)
+	for i := range plain {
+		sameBits(t, fmt.Sprintf("logits row %d", i), fused[i], plain[i])
+	}
+	if m.Config.IsMoE() {
+		return
+	}
+	// A dense decode step: per layer q/k/v+attention, o_proj, gate/up, down; then lm_head.
+	layers := uint64(m.Config.NumHiddenLayers)
+	for i := 1; i < len(steps); i++ {
+		if want := 4*layers + 1; fusedRuns[i] != want || plainRuns[i] != want+layers {
+			t.Errorf("step %d: %d barriers fused, %d unfused; want %d and %d", i, fusedRuns[i], plainRuns[i], want, want+layers)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package model
 
 import (
+	"sync/atomic"
+
+	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
@@ -10,48 +13,149 @@ import (
 func (r *Runner) attention(l int, lw *layer, m int) error {
 	cfg := r.m.Config
 	H, qd := cfg.HiddenSize, cfg.QDim()
-	// self.q_proj, self.k_proj and self.v_proj(hidden_states), as one product
-	r.mm.MatMul(r.qkv[:m*lw.qkv.N], r.xn[:m*H], m, lw.qkv)
-	// query_states = self.q_norm(...), key_states = self.k_norm(...),
-	// apply_rotary_pos_emb, past_key_value.update(key_states, value_states):
-	// per row, into r.q and the cache (see qkvRow)
-	if err := r.rows(rowQKV, l, lw, m); err != nil {
-		return err
+	ao := r.ao[:m*qd]
+	if r.fusedAttention(m) {
+		ao = r.aoFused[:m*qd]
+		if err := r.qkvAttention(l, lw, m, ao); err != nil {
+			return err
+		}
+	} else {
+		// self.q_proj, self.k_proj and self.v_proj(hidden_states), as one product
+		r.mm.MatMul(r.qkv[:m*lw.qkv.N], r.xn[:m*H], m, lw.qkv)
+		// query_states = self.q_norm(...), key_states = self.k_norm(...),
+		// apply_rotary_pos_emb, past_key_value.update(key_states, value_states):
+		// per row, into r.q and the cache (see qkvRow)
+		if err := r.rows(rowQKV, l, lw, m); err != nil {
+			return err
+		}
+		// attn_output = softmax(q·kᵀ·scaling + causal_mask)·v, GQA: head h reads kv head h/(Hq/Hkv)
+		r.att.Forward(ao, r.q[:m*qd], r.cache.Layer(l), r.seqs)
 	}
-	// attn_output = softmax(q·kᵀ·scaling + causal_mask)·v, GQA: head h reads kv head h/(Hq/Hkv)
-	r.att.Forward(r.ao[:m*qd], r.q[:m*qd], r.cache.Layer(l), r.seqs)
 	// attn_output = self.o_proj(attn_output)
-	r.mm.MatMul(r.y[:m*H], r.ao[:m*qd], m, lw.o)
+	r.mm.MatMul(r.y[:m*H], ao, m, lw.o)
 	addBias(r.y[:m*H], lw.oBias)
 	return nil
+}
+
+// fusedRows is the pass size up to which the q/k/v projection and attention
+// run as one pool task split by kv head (qkvAttention): decode steps, whose
+// products are one row tile. A variable so that tests can compare the two.
+var fusedRows = 8
+
+// fusedAttention reports whether a pass of m rows takes qkvAttention: a
+// head's channels must be whole weight panels, and the kv heads must split
+// evenly over the workers (each head is one worker's, projection and
+// attention alike, so an uneven split would idle workers for the whole task).
+func (r *Runner) fusedAttention(m int) bool {
+	cfg := r.m.Config
+	return m <= fusedRows && cfg.HeadDim%gemm.PanelWidth == 0 && cfg.NumKeyValueHeads%r.pool.Size() == 0
+}
+
+// qkvAttention is the q/k/v projection, its per-row steps and attention as
+// one pool task, without barriers between them: the worker that claims kv
+// head h computes its query heads', key's and value's output channels, norms,
+// rotates and stores them, then attends with them. Every channel and row
+// goes through the same arithmetic as the unfused path (the kernels reduce
+// each output in its own lane; per-head steps are per-head already), so the
+// results are the same bits.
+func (r *Runner) qkvAttention(l int, lw *layer, m int, ao []float32) error {
+	cfg := r.m.Config
+	H, qd := cfg.HiddenSize, cfg.QDim()
+	t := &r.qkvTask
+	t.l, t.lw, t.m = l, lw, m
+	t.next.Store(0)
+	r.mm.Prepare(r.qkv[:m*lw.qkv.N], r.xn[:m*H], m, lw.qkv)
+	r.att.Begin(ao, r.q[:m*qd], r.cache.Layer(l), r.seqs)
+	r.pool.Run(t)
+	r.att.End()
+	r.mm.Done()
+	t.lw = nil
+	for _, err := range t.errs {
+		if err != nil {
+			clear(t.errs)
+			return err
+		}
+	}
+	return nil
+}
+
+// qkvAttnTask is qkvAttention's pool task: workers claim kv heads in order.
+type qkvAttnTask struct {
+	r    *Runner
+	l, m int
+	lw   *layer
+	next atomic.Int32
+	errs []error // per worker
+}
+
+func (t *qkvAttnTask) Run(worker, _ int) {
+	r := t.r
+	cfg := r.m.Config
+	hkv, d := cfg.NumKeyValueHeads, cfg.HeadDim
+	g, qd, kvd := cfg.NumAttentionHeads/hkv*d, cfg.QDim(), cfg.KVDim()
+	for {
+		h := int(t.next.Add(1)) - 1
+		if h >= hkv {
+			return
+		}
+		r.mm.Outputs(worker, h*g, (h+1)*g)               // its query heads
+		r.mm.Outputs(worker, qd+h*d, qd+(h+1)*d)         // key
+		r.mm.Outputs(worker, qd+kvd+h*d, qd+kvd+(h+1)*d) // value
+		for i := range t.m {
+			if err := r.qkvHead(t.l, t.lw, i, h); err != nil {
+				t.errs[worker] = err
+				return
+			}
+		}
+		r.att.Head(worker, h)
+	}
 }
 
 // qkvRow finishes row i of the fused projection: bias, q_norm into r.q,
 // k_norm in place, RoPE on both, then K and V into the cache at the row's
 // slot and position.
 func (r *Runner) qkvRow(l int, lw *layer, i int) error {
+	for h := range r.m.Config.NumKeyValueHeads {
+		if err := r.qkvHead(l, lw, i, h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// qkvHead is qkvRow for kv head h and its query heads.
+func (r *Runner) qkvHead(l int, lw *layer, i, h int) error {
 	cfg := r.m.Config
-	hq, hkv := cfg.NumAttentionHeads, cfg.NumKeyValueHeads
+	hkv, d := cfg.NumKeyValueHeads, cfg.HeadDim
+	group := cfg.NumAttentionHeads / hkv
 	qd, kvd, w := cfg.QDim(), cfg.KVDim(), lw.qkv.N
 	row := r.qkv[i*w : (i+1)*w]
-	addBias(row, lw.qkvBias)
-	q, k, v := r.q[i*qd:(i+1)*qd], row[qd:qd+kvd], row[qd+kvd:]
-	if err := ops.RMSNorm(q, row[:qd], lw.qNorm, r.eps); err != nil {
+	qs, ks, vs := span(row, h*group*d, group*d), span(row, qd+h*d, d), span(row, qd+kvd+h*d, d)
+	if b := lw.qkvBias; b != nil {
+		addBias(qs, span(b, h*group*d, group*d))
+		addBias(ks, span(b, qd+h*d, d))
+		addBias(vs, span(b, qd+kvd+h*d, d))
+	}
+	q := span(r.q, i*qd+h*group*d, group*d)
+	if err := ops.RMSNorm(q, qs, lw.qNorm, r.eps); err != nil {
 		return err
 	}
-	if err := ops.HeadRMSNorm(k, lw.kNorm, r.eps); err != nil {
+	if err := ops.HeadRMSNorm(ks, lw.kNorm, r.eps); err != nil {
 		return err
 	}
 	pos := r.pos[i : i+1]
-	if err := r.rope.Apply(q, hq, pos); err != nil {
+	if err := r.rope.Apply(q, group, pos); err != nil {
 		return err
 	}
-	if err := r.rope.Apply(k, hkv, pos); err != nil {
+	if err := r.rope.Apply(ks, 1, pos); err != nil {
 		return err
 	}
-	r.cache.Layer(l).Store(int(r.slot[i]), int(pos[0]), k, v)
+	r.cache.Layer(l).StoreHead(int(r.slot[i]), int(pos[0]), h, ks, vs)
 	return nil
 }
+
+// span is s[off : off+n].
+func span(s []float32, off, n int) []float32 { return s[off : off+n : off+n] }
 
 // addBias adds b to every row of y (nn.Linear's bias); nil b is no bias.
 func addBias(y, b []float32) {

@@ -67,21 +67,26 @@ type Runner struct {
 	// Activations of one pass, [rows, width] row-major. Buffers whose
 	// lives do not overlap share memory (see NewRunner): a long single-pass
 	// prefill is bounded by these bytes per row.
-	x    []float32 // residual stream [M, H]
-	xn   []float32 // normed input of the current sublayer [M, H]
-	y    []float32 // sublayer output before the residual add [M, H]
-	qkv  []float32 // fused q/k/v projection [M, Hq·D + 2·Hkv·D]
-	q    []float32 // normed, rotated queries [M, Hq·D], in h's memory
-	ao   []float32 // attention output [M, Hq·D], in qkv's memory
-	h    []float32 // MLP hidden [M, max(I, I_moe)]
-	pos  []int32   // absolute position of each row
-	slot []int32   // cache slot of each row
-	ids  []int32   // token of each row
-	row  []Row     // which segment token each row is
+	x   []float32 // residual stream [M, H]
+	xn  []float32 // normed input of the current sublayer [M, H]
+	y   []float32 // sublayer output before the residual add [M, H]
+	qkv []float32 // fused q/k/v projection [M, Hq·D + 2·Hkv·D]
+	q   []float32 // normed, rotated queries [M, Hq·D], in h's memory
+	ao  []float32 // attention output [M, Hq·D], in qkv's memory
+	// aoFused is the attention output of a qkvAttention pass [fusedRows,
+	// Hq·D]: its own memory, since its heads are written while other
+	// workers still project theirs (ao's memory, qkv, is being read).
+	aoFused []float32
+	h       []float32 // MLP hidden [M, max(I, I_moe)]
+	pos     []int32   // absolute position of each row
+	slot    []int32   // cache slot of each row
+	ids     []int32   // token of each row
+	row     []Row     // which segment token each row is
 
 	seqs []attn.Seq // attention work of a pass, one per piece
 
 	rowTask rowTask
+	qkvTask qkvAttnTask
 
 	moe moeScratch
 
@@ -136,6 +141,9 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 	r.pos, r.slot, r.ids, r.row = make([]int32, M), make([]int32, M), make([]int32, M), make([]Row, M)
 	r.rowTask.r = r
 	r.rowTask.errs = make([]error, r.pool.Size())
+	r.aoFused = make([]float32, min(M, fusedRows)*qd)
+	r.qkvTask.r = r
+	r.qkvTask.errs = make([]error, r.pool.Size())
 	r.seqs = make([]attn.Seq, 0, min(M, cache.Slots))
 	if cfg.IsMoE() {
 		r.moe = newMoEScratch(M, H, cfg.NumExperts, cfg.NumExpertsPerTok)
@@ -195,7 +203,7 @@ func (r *Runner) MaxTokens() int { return r.maxM }
 // ScratchBytes is the memory of the runner's activation buffers (q and ao
 // share others' memory) and of its kernels' scratch.
 func (r *Runner) ScratchBytes() int64 {
-	n := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.h) +
+	n := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.h) + len(r.aoFused) +
 		len(r.lmIn) + len(r.logits) + r.moe.floats()
 	return int64(4*n) + r.mm.ScratchBytes() + r.att.ScratchBytes()
 }

@@ -8,7 +8,8 @@
 // Processing order (Hugging Face's logits-processor order, which vLLM matches
 // for these parameters):
 //
-//  1. Constraint: tokens the constraint forbids get -inf.
+//  1. Constraint: tokens the constraint forbids get -inf; then the logit
+//     bias is added (vLLM applies logit_bias before the penalties too).
 //  2. Repetition penalty over every token seen in prompt or output: a positive
 //     logit is divided by it, a negative one multiplied.
 //  3. Presence and frequency penalties over output tokens:
@@ -54,6 +55,15 @@ type Params struct {
 	PresencePenalty, FrequencyPenalty float32
 	// Seed makes the draws reproducible; nil draws a fresh seed.
 	Seed *uint64
+	// LogitBias is added to its tokens' logits (OpenAI's logit_bias); ids
+	// outside the vocabulary are ignored.
+	LogitBias []TokenBias
+}
+
+// TokenBias is a bias added to one token's logit.
+type TokenBias struct {
+	Token int32
+	Bias  float32
 }
 
 // Validate reports parameters no sampler can honour.
@@ -69,6 +79,11 @@ func (p Params) Validate() error {
 		return fmt.Errorf("repetition_penalty %v: must be > 0", p.RepetitionPenalty)
 	case isNaN(p.PresencePenalty) || isNaN(p.FrequencyPenalty):
 		return errors.New("presence/frequency penalty is NaN")
+	}
+	for _, b := range p.LogitBias {
+		if isNaN(b.Bias) || math.IsInf(float64(b.Bias), 0) {
+			return fmt.Errorf("logit bias %v of token %d: must be finite", b.Bias, b.Token)
+		}
 	}
 	return nil
 }
@@ -240,6 +255,11 @@ func (s *Sampler) process(logits []float32) error {
 					logits[i] = negInf
 				}
 			}
+		}
+	}
+	for _, b := range s.params.LogitBias {
+		if uint(b.Token) < uint(len(logits)) {
+			logits[b.Token] += b.Bias
 		}
 	}
 	if rp := s.params.RepetitionPenalty; rp != 0 && rp != 1 {

@@ -133,6 +133,24 @@ func TestGreedy(t *testing.T) {
 	}
 }
 
+func TestLogitBias(t *testing.T) {
+	logits := []float32{0, 3, 1, 2}
+	s := New(len(logits))
+	// +5 makes token 0 the greedy choice; -100 bans token 1 in effect; ids
+	// outside the vocabulary are ignored, not a panic.
+	s.Reset(Params{LogitBias: []TokenBias{{0, 5}, {1, -100}, {-1, 50}, {4, 50}}}, nil, nil, 0)
+	row := slices.Clone(logits)
+	got, err := s.Sample(row)
+	if err != nil || got != 0 || row[0] != 5 || row[1] != -97 || row[3] != 2 {
+		t.Fatalf("Sample = %d, %v; processed %v", got, err, row)
+	}
+	// A masked token stays masked whatever its bias.
+	s.Reset(Params{LogitBias: []TokenBias{{0, 100}}}, nil, &oddOnly{}, 0)
+	if got, err := s.Sample(slices.Clone(logits)); err != nil || got != 1 {
+		t.Errorf("masked token 0 with bias: Sample = %d, %v; want 1", got, err)
+	}
+}
+
 func TestPenalties(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -405,6 +423,8 @@ func TestValidate(t *testing.T) {
 		{Params{MinP: -0.1}, false},
 		{Params{RepetitionPenalty: -2}, false},
 		{Params{Temperature: float32(math.NaN())}, false},
+		{Params{LogitBias: []TokenBias{{3, -100}, {1, 100}}}, true},
+		{Params{LogitBias: []TokenBias{{3, float32(math.Inf(1))}}}, false},
 	}
 	for _, tt := range tests {
 		if err := tt.p.Validate(); (err == nil) != tt.ok {

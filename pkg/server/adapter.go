@@ -70,7 +70,13 @@ func (a engineAdapter) DeleteSession(id string) error {
 	return err
 }
 
-func (a engineAdapter) SaveSessions() error { return a.e.SaveSessions() }
+func (a engineAdapter) SaveSessions() error {
+	err := a.e.SaveSessions()
+	if errors.Is(err, engine.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
+}
 
 func (a engineAdapter) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
 	res, err := a.e.Generate(ctx, engine.Request{Tokens: req.Tokens, SessionID: req.SessionID, MaxTokens: req.MaxTokens,
@@ -88,8 +94,10 @@ func (a engineAdapter) Generate(ctx context.Context, req Request, fn func(Event)
 	case err == nil:
 	case errors.Is(err, engine.ErrTooLong):
 		err = fmt.Errorf("%w: %w", ErrTooLong, err)
-	case errors.Is(err, engine.ErrQueueFull), errors.Is(err, engine.ErrClosed):
+	case errors.Is(err, engine.ErrQueueFull):
 		err = fmt.Errorf("%w: %w", ErrQueueFull, err)
+	case errors.Is(err, engine.ErrClosed):
+		err = fmt.Errorf("%w: %w", ErrClosed, err)
 	case errors.Is(err, engine.ErrInvalid):
 		err = invalid("", "%v", err)
 	}

@@ -25,7 +25,7 @@ type chatPlan struct {
 	parse    bool // parse tool calls out of the reply
 	format   toolcall.Format
 	gen      Request
-	stops    []string
+	out      output
 	logprobs bool
 	session  string
 }
@@ -56,11 +56,11 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 	if p.tools, err = openai.ParseTools(req.Tools); err != nil {
 		return nil, fieldError(err)
 	}
+	if err := checkTools(p.tools); err != nil {
+		return nil, err
+	}
 	choice, err := openai.ParseToolChoice(req.ToolChoice, p.tools)
 	if err != nil {
-		return nil, fieldError(err)
-	}
-	if p.stops, err = openai.Stops(req.Stop); err != nil {
 		return nil, fieldError(err)
 	}
 	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" && req.ChatTemplateKwargs[0] != '{' {
@@ -72,7 +72,11 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 		p.format = s.tmpl.ToolCallFormat()
 		p.parse = p.format != toolcall.FormatNone
 	}
-	if p.gen.Sampling, err = s.samplingParams(req.Sampling); err != nil {
+	if p.out, err = s.generation(req.Sampling, req.Stop, &p.gen); err != nil {
+		return nil, err
+	}
+	think, thinkSet, err := reasoningEffort(req.ReasoningEffort)
+	if err != nil {
 		return nil, err
 	}
 	if req.Logprobs != nil && *req.Logprobs {
@@ -88,15 +92,21 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 		}
 		p.gen.TopLogprobs = *req.TopLogprobs
 	}
-	g, err := s.chatGrammar(req.ResponseFormat, choice, p.tools)
+	g, err := s.chatGrammar(req.ResponseFormat, req.VLLMSampling, choice, p.tools, req.ParallelToolCalls == nil || *req.ParallelToolCalls)
 	if err != nil {
 		return nil, err
 	}
-	if g != nil {
+	// A constrained reply has no room for a <think> block, whatever the
+	// reasoning effort.
+	switch {
+	case g != nil:
 		p.gen.Constraint = s.constraint(g)
-		if p.conv.Kwargs, err = withoutThinking(p.conv.Kwargs); err != nil {
-			return nil, err
-		}
+		p.conv.Kwargs, err = withThinking(p.conv.Kwargs, false)
+	case thinkSet:
+		p.conv.Kwargs, err = withThinking(p.conv.Kwargs, think)
+	}
+	if err != nil {
+		return nil, err
 	}
 	var text string
 	p.prompt, text, err = s.chatPrompt(p.conv, p.session)
@@ -109,6 +119,9 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 		maxParam, maxTok = "max_completion_tokens", req.MaxCompletionTokens
 	}
 	if p.gen.MaxTokens, err = s.maxTokens(maxParam, maxTok, len(p.prompt)); err != nil {
+		return nil, err
+	}
+	if err := s.applyMinTokens(&p.gen, p.out); err != nil {
 		return nil, err
 	}
 	p.gen.Tokens = p.prompt
@@ -138,7 +151,7 @@ func (s *Server) render(c conversation, addGenerationPrompt bool) (string, error
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	var req openai.ChatCompletionRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
 	p, err := s.planChat(r, &req)
@@ -147,8 +160,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := "chatcmpl-" + newID()
 	created := time.Now().Unix()
+	ctx, cancel := s.generationContext(r)
+	defer cancel()
 	if req.Stream {
-		return s.streamChat(w, r.Context(), p, id, created)
+		return s.streamChat(w, ctx, p, id, created)
 	}
 	var (
 		content, reasoningText strings.Builder
@@ -161,18 +176,18 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		reasoningText.WriteString(d.reasoning)
 		calls = mergeToolCalls(calls, d.calls)
 	}
-	res, err := s.generate(r.Context(), p.gen, p.stops, func(text string, ev *Event) error {
+	res, err := s.generate(ctx, p.gen, p.out, func(text string, ev *Event) error {
 		if ev != nil && p.logprobs {
 			lps = append(lps, s.tokenLogprob(*ev))
 		}
 		collect(rp.add(text))
 		return nil
 	})
+	s.remember(p, res)
 	if err != nil {
 		return err
 	}
 	collect(rp.flush())
-	s.remember(p, res)
 	msg := openai.ResponseMessage{Role: "assistant"}
 	if c := content.String(); c != "" || len(calls) == 0 {
 		msg.Content = &c
@@ -192,9 +207,10 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatPlan, id string, created int64) error {
 	ev := newEventStream(w)
+	u := newStreamUsage(p.req.StreamOptions, len(p.prompt))
 	chunk := func(d openai.Delta, lp *openai.ChoiceLogprobs, finish *string) openai.ChatCompletionChunk {
 		return openai.ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.model,
-			Choices: []openai.ChunkChoice{{Delta: d, Logprobs: lp, FinishReason: finish}}}
+			Choices: []openai.ChunkChoice{{Delta: d, Logprobs: lp, FinishReason: finish}}, Usage: u.chunk()}
 	}
 	rp := newReplyParser(p)
 	sawCalls := false
@@ -220,9 +236,12 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 		empty := ""
 		return ev.send(chunk(openai.Delta{Role: "assistant", Content: &empty}, nil, nil))
 	}
-	res, err := s.generate(ctx, p.gen, p.stops, func(text string, e *Event) error {
+	res, err := s.generate(ctx, p.gen, p.out, func(text string, e *Event) error {
 		if err := begin(); err != nil {
 			return err
+		}
+		if e != nil {
+			u.completion++
 		}
 		var lp *openai.ChoiceLogprobs
 		if e != nil && p.logprobs {
@@ -235,6 +254,7 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 			err = send(rp.flush(), nil)
 		}
 	}
+	s.remember(p, res)
 	if err != nil {
 		if !ev.started {
 			return err
@@ -242,21 +262,51 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 		ev.fail(err)
 		return nil
 	}
-	s.remember(p, res)
+	u.final = usage(res)
 	finish := finishReason(res, sawCalls)
 	if err := ev.send(chunk(openai.Delta{}, nil, &finish)); err != nil {
 		return nil
 	}
-	if p.req.StreamOptions != nil && p.req.StreamOptions.IncludeUsage {
+	if u.include {
 		c := chunk(openai.Delta{}, nil, nil)
 		c.Choices = []openai.ChunkChoice{}
-		c.Usage = usage(res)
+		c.Usage = u.final
 		if err := ev.send(c); err != nil {
 			return nil
 		}
 	}
 	ev.done()
 	return nil
+}
+
+// streamUsage is the usage a stream reports: in a last chunk with
+// include_usage, and also in every chunk with continuous_usage_stats
+// (vLLM: only together with include_usage). Cached tokens are known at the
+// end only.
+type streamUsage struct {
+	include, continuous bool
+	prompt, completion  int
+	final               *openai.Usage
+}
+
+func newStreamUsage(o *openai.StreamOptions, prompt int) *streamUsage {
+	u := &streamUsage{prompt: prompt}
+	if o != nil {
+		u.include = o.IncludeUsage
+		u.continuous = o.IncludeUsage && o.ContinuousUsageStats
+	}
+	return u
+}
+
+// chunk is the usage of the next chunk: nil without continuous usage.
+func (u *streamUsage) chunk() *openai.Usage {
+	switch {
+	case !u.continuous:
+		return nil
+	case u.final != nil:
+		return u.final
+	}
+	return &openai.Usage{PromptTokens: u.prompt, CompletionTokens: u.completion, TotalTokens: u.prompt + u.completion}
 }
 
 func finishReason(res Result, calls bool) string {
@@ -269,7 +319,7 @@ func finishReason(res Result, calls bool) string {
 func usage(res Result) *openai.Usage {
 	return &openai.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens,
 		TotalTokens:         res.PromptTokens + res.CompletionTokens,
-		PromptTokensDetails: openai.PromptTokensDetails{CachedTokens: res.CachedTokens}}
+		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: res.CachedTokens}}
 }
 
 func (s *Server) tokenLogprob(ev Event) openai.TokenLogprob {

@@ -34,7 +34,7 @@ func (s *Server) completionPrompt(raw json.RawMessage) ([]int32, error) {
 
 func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error {
 	var req openai.CompletionRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
 	if err := s.checkModel(req.Model); err != nil {
@@ -57,10 +57,21 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		return invalid("prompt", "prompt is empty")
 	}
 	gen := Request{Tokens: prompt}
-	if gen.Sampling, err = s.samplingParams(req.Sampling); err != nil {
+	out, err := s.generation(req.Sampling, req.Stop, &gen)
+	if err != nil {
 		return err
 	}
+	g, _, err := s.guidedGrammar(req.VLLMSampling)
+	if err != nil {
+		return err
+	}
+	if g != nil {
+		gen.Constraint = s.constraint(g)
+	}
 	if gen.MaxTokens, err = s.maxTokens("max_tokens", req.MaxTokens, len(prompt)); err != nil {
+		return err
+	}
+	if err := s.applyMinTokens(&gen, out); err != nil {
 		return err
 	}
 	if req.Logprobs != nil {
@@ -68,10 +79,6 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 			return invalid("logprobs", "logprobs %d: must be in [0, 20]", *req.Logprobs)
 		}
 		gen.Logprobs, gen.TopLogprobs = true, *req.Logprobs
-	}
-	stops, err := openai.Stops(req.Stop)
-	if err != nil {
-		return fieldError(err)
 	}
 	id := "cmpl-" + newID()
 	created := time.Now().Unix()
@@ -92,13 +99,16 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		dst.TopLogprobs = append(dst.TopLogprobs, top)
 		dst.TextOffset = append(dst.TextOffset, offset)
 	}
+	u := newStreamUsage(req.StreamOptions, len(prompt))
 	chunk := func(text string, lp *openai.CompletionLogprobs, finish *string) openai.Completion {
 		return openai.Completion{ID: id, Object: "text_completion", Created: created, Model: s.model,
-			Choices: []openai.CompletionChoice{{Text: text, Logprobs: lp, FinishReason: finish}}}
+			Choices: []openai.CompletionChoice{{Text: text, Logprobs: lp, FinishReason: finish}}, Usage: u.chunk()}
 	}
+	ctx, cancel := s.generationContext(r)
+	defer cancel()
 	if !req.Stream {
 		var b strings.Builder
-		res, err := s.generate(r.Context(), gen, stops, func(text string, ev *Event) error {
+		res, err := s.generate(ctx, gen, out, func(text string, ev *Event) error {
 			if ev != nil && lps != nil {
 				addLogprob(lps, *ev)
 			}
@@ -115,8 +125,11 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		return nil
 	}
 	ev := newEventStream(w)
-	res, err := s.generate(r.Context(), gen, stops, func(text string, e *Event) error {
+	res, err := s.generate(ctx, gen, out, func(text string, e *Event) error {
 		var lp *openai.CompletionLogprobs
+		if e != nil {
+			u.completion++
+		}
 		if e != nil && lps != nil {
 			lp = &openai.CompletionLogprobs{}
 			addLogprob(lp, *e)
@@ -134,11 +147,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		ev.fail(err)
 		return nil
 	}
+	u.final = usage(res)
 	if err := ev.send(chunk("", nil, &res.FinishReason)); err != nil {
 		return nil
 	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
-		c := openai.Completion{ID: id, Object: "text_completion", Created: created, Model: s.model, Choices: []openai.CompletionChoice{}, Usage: usage(res)}
+	if u.include {
+		c := openai.Completion{ID: id, Object: "text_completion", Created: created, Model: s.model, Choices: []openai.CompletionChoice{}, Usage: u.final}
 		if err := ev.send(c); err != nil {
 			return nil
 		}

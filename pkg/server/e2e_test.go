@@ -296,7 +296,8 @@ func TestRealEngineStructuredOutput(t *testing.T) {
 }
 
 // TestRealEngineQueueFull: with one slot and a queue of one, extra
-// concurrent requests get a 503 queue_full, and the server keeps serving.
+// concurrent requests get a 429 queue_full with Retry-After (OpenAI's
+// clients retry it), and the server keeps serving.
 func TestRealEngineQueueFull(t *testing.T) {
 	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 512, MaxQueue: 1})
 	defer e.Close()
@@ -314,6 +315,9 @@ func TestRealEngineQueueFull(t *testing.T) {
 			var apiErr *openai.Error
 			if errors.As(err, &apiErr) {
 				status = apiErr.StatusCode
+				if ra := apiErr.Response.Header.Get("Retry-After"); status == 429 && ra != "1" {
+					t.Errorf("429 with Retry-After %q", ra)
+				}
 			} else if err != nil {
 				t.Error(err)
 			}
@@ -323,10 +327,43 @@ func TestRealEngineQueueFull(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if statuses[503] == 0 || statuses[200] == 0 || statuses[200]+statuses[503] != 5 {
-		t.Errorf("statuses %v: want some 200 and some 503", statuses)
+	if statuses[429] == 0 || statuses[200] == 0 || statuses[200]+statuses[429] != 5 {
+		t.Errorf("statuses %v: want some 200 and some 429", statuses)
 	}
 	if _, err := c.Chat.Completions.New(context.Background(), greedyChat(openai.UserMessage("still there?"))); err != nil {
 		t.Errorf("after overload: %v", err)
+	}
+}
+
+// TestRealEngineLogitBiasMinTokens drives the engine's sampler through the
+// vLLM fields: a +100 bias makes <|im_end|> the greedy choice, min_tokens
+// holds it back, ignore_eos generates past it, skip_special_tokens false
+// shows it, and a bias on an ordinary token repeats it.
+func TestRealEngineLogitBiasMinTokens(t *testing.T) {
+	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 256})
+	defer e.Close()
+	_, base := startServer(t, FromEngine(e), Options{})
+	end := e.Tokenizer().Encode("<|im_end|>")
+	word := e.Tokenizer().Encode(" Paris")
+	if len(end) != 1 || len(word) != 1 {
+		t.Fatalf("<|im_end|> is %v, \" Paris\" is %v", end, word)
+	}
+	greedy := `"prompt":"The capital of France is","temperature":0,"repetition_penalty":1`
+	const anyText = "*" // the model's own words
+	for _, tc := range []struct {
+		extra, text, finish string
+		completion          int
+	}{
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":8`, end[0]), "", "stop", 1},
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":8,"min_tokens":5`, end[0]), anyText, "stop", 6},
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":3,"ignore_eos":true`, end[0]), "", "length", 3},
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":3,"ignore_eos":true,"skip_special_tokens":false`, end[0]), strings.Repeat("<|im_end|>", 3), "length", 3},
+		{fmt.Sprintf(`"logit_bias":{"%d":100},"max_tokens":3`, word[0]), " Paris Paris Paris", "length", 3},
+	} {
+		r := postOK(t, base, "/v1/completions", "{"+greedy+","+tc.extra+"}")
+		c := r.Choices[0]
+		if tc.text != anyText && c.Text != tc.text || c.FinishReason != tc.finish || r.Usage.CompletionTokens != tc.completion {
+			t.Errorf("%s: %q finish %s, %d tokens; want %q %s %d", tc.extra, c.Text, c.FinishReason, r.Usage.CompletionTokens, tc.text, tc.finish, tc.completion)
+		}
 	}
 }

@@ -125,6 +125,8 @@ var (
 	ErrTooLong = errors.New("prompt too long")
 	// ErrQueueFull: the request queue is full or the wait timed out.
 	ErrQueueFull = errors.New("queue full")
+	// ErrClosed: the engine is shutting down.
+	ErrClosed = errors.New("engine closed")
 	// ErrNoSession: DeleteSession of a session nobody holds.
 	ErrNoSession = errors.New("no such session")
 	// ErrSessionBusy: DeleteSession while a request of the session runs.

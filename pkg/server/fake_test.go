@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -184,7 +185,11 @@ func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) e
 		}
 		res.Tokens = append(res.Tokens, next)
 		res.CompletionTokens++
-		if next == fakeEnd || next == fakeEnd+1 {
+		stops := req.StopTokens
+		if stops == nil {
+			stops = f.EOS()
+		}
+		if slices.Contains(stops, next) {
 			res.FinishReason = "stop" // like the engine: no event for a stop token
 			break
 		}

@@ -33,7 +33,7 @@ func (s *Server) handleVersion(w http.ResponseWriter, _ *http.Request) error {
 
 func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) error {
 	var req openai.TokenizeRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
 	if err := s.checkModel(req.Model); err != nil {
@@ -74,7 +74,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleDetokenize(w http.ResponseWriter, r *http.Request) error {
 	var req openai.DetokenizeRequest
-	if err := decodeBody(w, r, s.opts.MaxBodyBytes, &req); err != nil {
+	if err := s.decode(w, r, &req); err != nil {
 		return err
 	}
 	if err := s.checkModel(req.Model); err != nil {

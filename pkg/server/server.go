@@ -38,9 +38,26 @@ type Options struct {
 	// Clock ages sessions; nil = time.Now (tests inject one).
 	Clock func() time.Time
 	// DrainTimeout bounds how long Serve waits for in-flight requests once
-	// its context is cancelled; 0 means 30s.
+	// its context is cancelled; then the requests still running end with an
+	// error (a stream with an error event and [DONE]). 0 means 30s.
 	DrainTimeout time.Duration
-	Logger       *slog.Logger
+	// ReadTimeout bounds reading a request's headers, and then its body;
+	// 0 means 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of a response: a client that stops
+	// reading (a stream included) for longer is disconnected and its slot
+	// freed. It is not a bound on the whole response, so long streams are
+	// never cut. 0 means 60s.
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle that long; 0 means 120s.
+	IdleTimeout time.Duration
+	// MaxConnections bounds the open connections: beyond it, new ones wait
+	// in the listen backlog until one closes. 0 means no limit.
+	MaxConnections int
+	Logger         *slog.Logger
+	// JSONStyle lays out response_format JSON: "spaced" (default, as
+	// Python's json.dumps) or "compact".
+	JSONStyle string
 }
 
 // Server serves one engine.
@@ -57,6 +74,15 @@ type Server struct {
 
 	vocabOnce sync.Once // the grammar vocabulary is built on first use
 	vocab     *grammar.Vocab
+	jsonStyle *grammar.Style
+	grammars  grammarCache
+
+	unknown fieldLog // unknown request fields already logged
+	// drain is cancelled when the drain timeout expires: the generations
+	// still running end with errDraining.
+	drain     context.Context
+	stopDrain context.CancelCauseFunc
+	handlers  sync.WaitGroup // requests being handled
 }
 
 // New returns a server for eng.
@@ -67,8 +93,14 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if opts.MaxSessions == 0 {
 		opts.MaxSessions = 1024
 	}
-	if opts.DrainTimeout == 0 {
-		opts.DrainTimeout = 30 * time.Second
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&opts.DrainTimeout, 30 * time.Second}, {&opts.ReadTimeout, 30 * time.Second},
+		{&opts.WriteTimeout, 60 * time.Second}, {&opts.IdleTimeout, 120 * time.Second}} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -76,7 +108,14 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	s := &Server{eng: eng, tok: eng.Tokenizer(), tmpl: eng.ChatTemplate(), opts: opts, created: time.Now().Unix()}
+	if opts.JSONStyle == "" {
+		opts.JSONStyle = grammar.Spaced.Name
+	}
+	style, err := grammar.StyleByName(opts.JSONStyle)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{eng: eng, tok: eng.Tokenizer(), tmpl: eng.ChatTemplate(), opts: opts, created: time.Now().Unix(), jsonStyle: style}
 	s.model = opts.ModelName
 	if s.model == "" {
 		s.model = eng.Info().ModelName
@@ -87,6 +126,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if opts.APIKey == "" {
 		opts.Logger.Warn("no API key: every route, including the session admin routes (GET /v1/sessions, DELETE /v1/sessions/{id}), is open to anyone who can connect")
 	}
+	s.drain, s.stopDrain = context.WithCancelCause(context.Background())
 	return s, nil
 }
 
@@ -133,10 +173,19 @@ func (s *Server) authorized(h http.Handler) http.Handler {
 	})
 }
 
-// statusWriter remembers the status a handler wrote, for the metrics.
+// statusWriter remembers the status a handler wrote, for the metrics, and
+// gives every write its own deadline: a response may take minutes to
+// generate, so the connection-wide http.Server.WriteTimeout would cut long
+// streams, while a client that stops reading must not hold its slot forever.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
+	rc      *http.ResponseController
+	timeout time.Duration
+	status  int
+}
+
+func (w *statusWriter) deadline() {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout))
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -150,20 +199,25 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
+	w.deadline()
 	return w.ResponseWriter.Write(b)
 }
 
 func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
+	w.deadline()
+	_ = w.rc.Flush()
 }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // instrument turns a handler's error into OpenAI's error body and counts
 // the request by route and status.
 func (s *Server) instrument(route string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w}
+		s.handlers.Add(1)
+		defer s.handlers.Done()
+		sw := &statusWriter{ResponseWriter: w, rc: http.NewResponseController(w), timeout: s.opts.WriteTimeout}
 		if err := h(sw, r); err != nil {
 			if sw.status == 0 {
 				writeError(sw, err)
@@ -182,10 +236,17 @@ func (s *Server) instrument(route string, h func(http.ResponseWriter, *http.Requ
 }
 
 // Serve answers requests on ln until ctx is cancelled, then stops accepting
-// and waits (up to DrainTimeout) for in-flight requests to finish.
+// and waits (up to DrainTimeout) for in-flight requests to finish. Requests
+// still running then end with an error (streams get an error event and
+// [DONE]); Serve returns once every handler has returned and the sessions
+// are saved.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 5 * time.Minute,
-		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) }}
+	if s.opts.MaxConnections > 0 {
+		ln = limitListener(ln, s.opts.MaxConnections)
+	}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: s.opts.ReadTimeout, IdleTimeout: s.opts.IdleTimeout,
+		BaseContext: func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ErrorLog:    slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -196,14 +257,40 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.opts.Logger.Info("draining in-flight requests", "timeout", s.opts.DrainTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), s.opts.DrainTimeout)
 	defer cancel()
+	var drainErr error
 	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
-		return fmt.Errorf("drain: %w", err)
+		s.opts.Logger.Warn("drain timeout expired: ending the requests still running")
+		s.stopDrain(errDraining)
+		// Their final error chunks need a moment; a client that does not
+		// read them is cut when its write deadline passes.
+		gctx, gcancel := context.WithTimeout(context.Background(), s.opts.WriteTimeout)
+		defer gcancel()
+		if err := hs.Shutdown(gctx); err != nil {
+			drainErr = fmt.Errorf("drain: %w", errors.Join(err, hs.Close()))
+		}
+	}
+	s.handlers.Wait()
+	// Transcripts are written as each request ends (a cut one included);
+	// the KV the engine holds in slots is written now (a closed engine
+	// wrote it as it closed).
+	if err := s.SaveSessions(); err != nil && !errors.Is(err, ErrClosed) {
+		drainErr = errors.Join(drainErr, fmt.Errorf("save sessions: %w", err))
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", err)
+		return errors.Join(fmt.Errorf("serve: %w", err), drainErr)
 	}
-	return nil
+	return drainErr
+}
+
+// errDraining ends the requests still running when the drain timeout expires.
+var errDraining = errors.New("the server is shutting down")
+
+// generationContext is r's context, also cancelled (with errDraining) when
+// the drain timeout expires.
+func (s *Server) generationContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(r.Context())
+	stop := context.AfterFunc(s.drain, func() { cancel(context.Cause(s.drain)) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // checkModel accepts the served name, the engine's own name, or none.

@@ -26,6 +26,14 @@ func startServer(t *testing.T, eng Engine, opts Options) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	base, _ := serveOn(t, s)
+	return s, base
+}
+
+// serveOn serves s on a loopback listener; stop cancels Serve's context
+// (SIGTERM) and returns Serve's error. The test ends with a stop.
+func serveOn(t *testing.T, s *Server) (base string, stop func() error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -33,13 +41,18 @@ func startServer(t *testing.T, eng Engine, opts Options) (*Server, string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
+	var once sync.Once
+	var serveErr error
+	stop = func() error {
+		once.Do(func() { cancel(); serveErr = <-done })
+		return serveErr
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := stop(); err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return s, "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), stop
 }
 
 func newClient(base string, opts ...option.RequestOption) openai.Client {
@@ -240,7 +253,7 @@ func TestErrors(t *testing.T) {
 		{"malformed", "/v1/chat/completions", `{"model":`, "secret", 400, ""},
 		{"not json", "/v1/chat/completions", `hello`, "secret", 400, ""},
 		{"wrong type", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":"ten"}`, "secret", 400, "max_tokens"},
-		{"unknown field", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"frobnicate":1}`, "secret", 400, "frobnicate"},
+		{"unknown field", "/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"frobnicate":1}`, "secret", 200, ""},
 		{"invalid utf8", "/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", "secret", 400, ""},
 		{"huge", "/v1/chat/completions", `{"messages":[{"role":"user","content":"` + strings.Repeat("a", 1<<13) + `"}]}`, "secret", 413, ""},
 		{"unknown model", "/v1/chat/completions", `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, "secret", 404, "model"},

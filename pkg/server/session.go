@@ -118,9 +118,11 @@ func compact(m json.RawMessage) []byte {
 	return b.Bytes()
 }
 
-// remember records a finished chat request in its session.
+// remember records a chat request in its session, also when it was cut
+// short (drain, disconnect, error) once it had generated something: the
+// transcript is what the model saw and wrote.
 func (s *Server) remember(p *chatPlan, res Result) {
-	if p.session == "" || len(res.Tokens) == 0 {
+	if p.session == "" || len(res.Tokens) <= res.PromptTokens {
 		return
 	}
 	c := conversation{Messages: make([]json.RawMessage, len(p.conv.Messages)), Tools: compact(p.conv.Tools), Kwargs: compact(p.conv.Kwargs)}

@@ -2,11 +2,8 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/ellm-dev/ellm/pkg/server/openai"
 )
 
 // eventStream writes server-sent events in OpenAI's shape: each chunk is
@@ -49,12 +46,8 @@ func (e *eventStream) raw(b []byte) error {
 func (e *eventStream) done() { _ = e.raw([]byte("[DONE]")) }
 
 // fail reports an error that happened after the stream began, as vLLM does:
-// an error event, then the end of the stream.
+// an error event in OpenAI's error shape, then the end of the stream.
 func (e *eventStream) fail(err error) {
-	var ae *apiError
-	if !errors.As(err, &ae) {
-		ae = &apiError{status: http.StatusInternalServerError, typ: "internal_error", msg: err.Error()}
-	}
-	_ = e.send(openai.ErrorResponse{Error: openai.ErrorBody{Message: ae.msg, Type: ae.typ}})
+	_ = e.send(errorBody(err))
 	e.done()
 }

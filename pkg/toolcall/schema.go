@@ -34,9 +34,13 @@ func parseSchema(tools json.RawMessage) schema {
 		if t.Function != nil {
 			fn = t.Function
 		}
+		var p struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		_ = json.Unmarshal(fn.Parameters, &p) // not an object: no types
 		params := map[string]paramType{}
-		for name, raw := range fn.Parameters.Properties {
-			params[name] = typeOf(raw)
+		for name, raw := range p.Properties {
+			params[name] = typeOf(resolveRef(raw, fn.Parameters))
 		}
 		s[fn.Name] = params
 	}
@@ -44,10 +48,32 @@ func parseSchema(tools json.RawMessage) schema {
 }
 
 type functionDef struct {
-	Name       string `json:"name"`
-	Parameters struct {
-		Properties map[string]json.RawMessage `json:"properties"`
-	} `json:"parameters"`
+	Name       string          `json:"name"`
+	Parameters json.RawMessage `json:"parameters"`
+}
+
+// resolveRef follows a property's local $ref ("#/$defs/x") into the
+// parameters schema root, so that a referenced object is typed as one.
+func resolveRef(raw, root json.RawMessage) json.RawMessage {
+	for range 8 { // a chain of references, not a cycle
+		var r struct {
+			Ref string `json:"$ref"`
+		}
+		if json.Unmarshal(raw, &r) != nil || !strings.HasPrefix(r.Ref, "#") {
+			return raw
+		}
+		target := root
+		for _, tok := range strings.Split(r.Ref, "/")[1:] {
+			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+			var m map[string]json.RawMessage
+			if json.Unmarshal(target, &m) != nil || m[tok] == nil {
+				return raw
+			}
+			target = m[tok]
+		}
+		raw = target
+	}
+	return raw
 }
 
 // typeOf reads "type" (a name or a list of names) or "anyOf"; the first

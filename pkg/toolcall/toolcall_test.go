@@ -12,7 +12,9 @@ const weatherTools = `[{"type": "function", "function": {"name": "get_weather", 
 	"city": {"type": "string"}, "days": {"type": "integer"}, "temp": {"type": "number"}, "metric": {"type": "boolean"},
 	"opts": {"type": "object"}, "tags": {"type": "array"}, "note": {"type": ["string", "null"]},
 	"limit": {"anyOf": [{"type": "integer"}, {"type": "null"}]}, "any": {}}}}},
-	{"name": "bare", "parameters": {"properties": {"n": {"type": "int"}}}}]`
+	{"name": "bare", "parameters": {"properties": {"n": {"type": "int"}}}},
+	{"name": "ui", "parameters": {"type": "object", "properties": {"root": {"$ref": "#/$defs/node"}, "size": {"$ref": "#/$defs/size"}},
+		"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}, "size": {"$ref": "#/$defs/int"}, "int": {"type": "integer"}}}}]`
 
 type parseTest struct {
 	name    string
@@ -114,6 +116,11 @@ var parseTests = []parseTest{
 		text:    "I'll write it.\n<tool_call>\n<function=write>\n<parameter=code>\n\nif a < b:\n\tprint(\"<x>\")\n\n</parameter>\n</function>\n</tool_call>",
 		content: "I'll write it.\n",
 		calls:   []Call{{"call_1", "write", `{"code": "\nif a < b:\n\tprint(\"<x>\")\n"}`}},
+	},
+	{
+		name: "xml parameters typed through $ref", format: FormatXML,
+		text:  "<tool_call>\n<function=ui>\n<parameter=root>\n{\"kids\": []}\n</parameter>\n<parameter=size>\n12\n</parameter>\n</function>\n</tool_call>",
+		calls: []Call{{"call_1", "ui", `{"root": {"kids": []}, "size": 12}`}},
 	},
 	{
 		name: "xml repeated parameter: first place, last value", format: FormatXML,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/grammar"
 	"github.com/ellm-dev/ellm/pkg/server"
 )
 
@@ -37,7 +38,12 @@ type Options struct {
 	SessionTTL      time.Duration
 	MaxBodyBytes    int64
 	DrainTimeout    time.Duration
+	ReadTimeout     time.Duration
+	WriteTimeout    time.Duration
+	IdleTimeout     time.Duration
+	MaxConnections  int
 	Verbose         bool
+	JSONStyle       string
 
 	// Listen opens the listener (tests pass port 0 and learn the address
 	// from Ready); nil is net.Listen.
@@ -65,7 +71,8 @@ outlive eviction from a slot and restarts, within --session-store-max-bytes
 (least recently used evicted first) and --session-ttl. See docs/server.md.
 
 The server listens once the model is loaded; SIGINT or SIGTERM stops
-accepting requests, lets those in flight finish, then exits.`,
+accepting requests, lets those in flight finish (up to --drain-timeout;
+streams still running then get an error event and [DONE]), then exits.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ctx = cmd.Context()
@@ -81,13 +88,18 @@ accepting requests, lets those in flight finish, then exits.`,
 	fl.IntVar(&opts.Port, "port", 8000, "port to listen on")
 	fl.StringVar(&opts.ServedModelName, "served-model-name", "", "model name in the API (default: the model's)")
 	fl.StringVar(&opts.APIKey, "api-key", "", "require Authorization: Bearer KEY")
-	fl.IntVar(&opts.MaxQueue, "max-queue", 1024, "requests waiting for a slot before new ones get 503")
-	fl.DurationVar(&opts.QueueTimeout, "queue-timeout", 0, "longest wait for a slot before a 503 (0 = no limit)")
+	fl.IntVar(&opts.MaxQueue, "max-queue", 1024, "requests waiting for a slot before new ones get 429 (with Retry-After)")
+	fl.DurationVar(&opts.QueueTimeout, "queue-timeout", 0, "longest wait for a slot before a 429 (0 = no limit)")
 	fl.StringVar(&opts.SessionStore, "session-store", "", "directory keeping sessions (KV and transcripts) across eviction and restarts")
 	fl.Int64Var(&opts.SessionMaxBytes, "session-store-max-bytes", 0, "bound of --session-store in bytes, least recently used sessions evicted beyond it (0 = 10% of the free space at start-up, -1 = none)")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 24*time.Hour, "delete sessions idle for longer (0 = never)")
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted (413 beyond)")
-	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish")
+	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they end with an error event")
+	fl.DurationVar(&opts.ReadTimeout, "read-timeout", 30*time.Second, "longest wait for a request's headers, then for its body (408 beyond)")
+	fl.DurationVar(&opts.WriteTimeout, "write-timeout", 60*time.Second, "longest a client may stop reading a response before it is disconnected (never cuts a stream that is read)")
+	fl.DurationVar(&opts.IdleTimeout, "idle-timeout", 120*time.Second, "keep-alive connections idle that long are closed")
+	fl.IntVar(&opts.MaxConnections, "max-connections", 4096, "open connections at most; more wait in the listen backlog (0 = no limit; keep it above --max-queue + slots)")
+	fl.StringVar(&opts.JSONStyle, "json-style", "spaced", "layout of response_format JSON: spaced (as json.dumps) or compact")
 	fl.BoolVarP(&opts.Verbose, "verbose", "v", false, "log every request failure and engine detail")
 	return cmd
 }
@@ -102,8 +114,14 @@ func serveRun(opts *Options) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(opts.IO.ErrOut, &slog.HandlerOptions{Level: level}))
+	if _, err := grammar.StyleByName(opts.JSONStyle); err != nil && opts.JSONStyle != "" {
+		return fmt.Errorf("--json-style: %w", err)
+	}
 	if opts.Port < 0 || opts.Port > 65535 {
 		return fmt.Errorf("--port %d: not a port", opts.Port)
+	}
+	if opts.MaxConnections < 0 {
+		return fmt.Errorf("--max-connections %d: must be 0 (no limit) or positive", opts.MaxConnections)
 	}
 	if err := cmdutil.ChooseKernels(opts.Version, log); err != nil {
 		return err
@@ -117,7 +135,9 @@ func serveRun(opts *Options) error {
 	}
 	srv, err := server.New(server.FromEngine(eng), server.Options{
 		ModelName: opts.ServedModelName, APIKey: opts.APIKey, MaxBodyBytes: opts.MaxBodyBytes, Version: opts.Version,
-		SessionTTL: opts.SessionTTL, DrainTimeout: opts.DrainTimeout, Logger: log,
+		SessionTTL: opts.SessionTTL, DrainTimeout: opts.DrainTimeout, ReadTimeout: opts.ReadTimeout,
+		WriteTimeout: opts.WriteTimeout, IdleTimeout: opts.IdleTimeout, MaxConnections: opts.MaxConnections, Logger: log,
+		JSONStyle: opts.JSONStyle,
 	})
 	if err != nil {
 		return errors.Join(err, eng.Close())

@@ -1,12 +1,15 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +28,9 @@ func TestFlags(t *testing.T) {
 	}{
 		{nil, nil, func(o *Options) bool {
 			return o.Host == "0.0.0.0" && o.Port == 8000 && o.BatchSize == 4 && o.SequenceLength == 4096 && o.APIKey == "" &&
-				o.SessionMaxBytes == 0 && o.SessionTTL == 24*time.Hour
+				o.SessionMaxBytes == 0 && o.SessionTTL == 24*time.Hour &&
+				o.DrainTimeout == 30*time.Second && o.ReadTimeout == 30*time.Second && o.WriteTimeout == time.Minute &&
+				o.IdleTimeout == 2*time.Minute && o.MaxConnections == 4096
 		}},
 		{[]string{"--session-store-max-bytes", "1000000", "--session-ttl", "0"}, map[string]string{"ELLM_SESSION_TTL": "1h"}, func(o *Options) bool {
 			return o.SessionMaxBytes == 1000000 && o.SessionTTL == 0
@@ -33,6 +38,11 @@ func TestFlags(t *testing.T) {
 		{nil, map[string]string{"ELLM_SESSION_STORE_MAX_BYTES": "-1", "ELLM_SESSION_TTL": "90m"}, func(o *Options) bool {
 			return o.SessionMaxBytes == -1 && o.SessionTTL == 90*time.Minute
 		}},
+		{[]string{"--drain-timeout", "5s", "--read-timeout", "1s", "--write-timeout", "2s", "--idle-timeout", "3s", "--max-connections", "7"},
+			nil, func(o *Options) bool {
+				return o.DrainTimeout == 5*time.Second && o.ReadTimeout == time.Second && o.WriteTimeout == 2*time.Second &&
+					o.IdleTimeout == 3*time.Second && o.MaxConnections == 7
+			}},
 		{[]string{"--model-path", "/m", "--chunk-size", "64", "--sequence-length", "1024", "--batch-size", "8", "--port", "9000",
 			"--host", "127.0.0.1", "--api-key", "k", "--served-model-name", "qwen", "--queue-timeout", "2s", "--session-store", "/s", "--dtype", "int8"},
 			nil, func(o *Options) bool {
@@ -101,5 +111,83 @@ func TestServeRun(t *testing.T) {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
 		}
+	}
+}
+
+// startServe runs serveRun on the tiny model with a session store in dir;
+// stop cancels it (SIGTERM) and returns its result. The test ends with a stop.
+func startServe(t *testing.T, dir string, drain time.Duration) (base string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan net.Addr, 1)
+	opts := &Options{IO: cmdutil.IOStreams{Out: io.Discard, ErrOut: io.Discard}, Ctx: ctx, Version: "test",
+		EngineFlags: cmdutil.EngineFlags{ModelPath: tinyModel(t), DType: "bf16", KVDType: "bf16", Threads: 1, SequenceLength: 4096, BatchSize: 1},
+		Host:        "127.0.0.1", MaxQueue: 4, MaxBodyBytes: 1 << 20, SessionStore: dir, SessionTTL: time.Hour, DrainTimeout: drain,
+		Ready: func(a net.Addr) { addr <- a }}
+	done := make(chan error, 1)
+	go func() { done <- serveRun(opts) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	select {
+	case a := <-addr:
+		return "http://" + a.String(), stop
+	case err := <-done:
+		t.Fatalf("serveRun: %v", err)
+	}
+	return "", nil
+}
+
+// TestServeDrainsStreams: SIGTERM during a long stream on the real engine
+// ends it, once the drain timeout expires, with an error event and [DONE];
+// the session is saved and found by the next server on the same store.
+func TestServeDrainsStreams(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServe(t, dir, 300*time.Millisecond)
+	req, _ := http.NewRequest("POST", base+"/v1/chat/completions", strings.NewReader(
+		`{"messages":[{"role":"user","content":"Tell me a long story."}],"stream":true,"ignore_eos":true,"temperature":0}`))
+	req.Header.Set("X-Session-ID", "drained")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := bufio.NewReader(resp.Body)
+	if _, err := r.ReadString('\n'); err != nil { // the stream has begun
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- stop() }()
+	rest, _ := io.ReadAll(r)
+	events := strings.Split(strings.TrimSpace(string(rest)), "\n\n")
+	if n := len(events); n < 3 || events[n-1] != "data: [DONE]" ||
+		!strings.HasPrefix(events[n-2], `data: {"error":{`) || !strings.Contains(events[n-2], `"code":"server_shutting_down"`) {
+		t.Fatalf("the stream ended with %q", events[max(0, len(events)-2):])
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("serveRun: %v", err)
+	}
+
+	base, _ = startServe(t, dir, time.Second)
+	list, err := http.Get(base + "/v1/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer list.Body.Close()
+	var sessions struct {
+		Data []struct {
+			ID     string
+			Tokens int
+		}
+	}
+	if err := json.NewDecoder(list.Body).Decode(&sessions); err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions.Data) != 1 || sessions.Data[0].ID != "drained" || sessions.Data[0].Tokens < 20 {
+		t.Errorf("sessions after the restart: %+v", sessions.Data)
 	}
 }

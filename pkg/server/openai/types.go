@@ -36,6 +36,9 @@ type ChatCompletionRequest struct {
 	StreamOptions      *StreamOptions  `json:"stream_options,omitempty"`
 	ResponseFormat     *ResponseFormat `json:"response_format,omitempty"`
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs,omitempty"`
+	// ReasoningEffort switches Qwen3's thinking: none and minimal turn it
+	// off, low, medium, high and xhigh on.
+	ReasoningEffort *string `json:"reasoning_effort,omitempty"`
 	// SessionID names a transcript session (ellm extension; the
 	// X-Session-ID header does the same).
 	SessionID string            `json:"session_id,omitempty"`
@@ -55,11 +58,39 @@ type Sampling struct {
 	FrequencyPenalty  *float64 `json:"frequency_penalty,omitempty"`
 	RepetitionPenalty *float64 `json:"repetition_penalty,omitempty"`
 	Seed              *int64   `json:"seed,omitempty"`
+	// LogitBias maps token ids (as strings, OpenAI's shape) to a bias in
+	// [-100, 100] added to their logits.
+	LogitBias map[string]float64 `json:"logit_bias,omitempty"`
+	VLLMSampling
+}
+
+// VLLMSampling are vLLM's extra sampling and output fields, shared by chat
+// and text completions.
+type VLLMSampling struct {
+	// MinTokens suppresses the end tokens and stop strings until that many
+	// tokens are generated.
+	MinTokens *int `json:"min_tokens,omitempty"`
+	// IgnoreEOS keeps generating past the model's end tokens.
+	IgnoreEOS bool `json:"ignore_eos,omitempty"`
+	// StopTokenIDs end the generation like the model's end tokens.
+	StopTokenIDs []int32 `json:"stop_token_ids,omitempty"`
+	// SkipSpecialTokens (default true) leaves special tokens out of the text.
+	SkipSpecialTokens *bool `json:"skip_special_tokens,omitempty"`
+	// IncludeStopStrInOutput keeps the stop string that ended the text.
+	IncludeStopStrInOutput bool `json:"include_stop_str_in_output,omitempty"`
+	// GuidedJSON is a JSON schema (an object, or its text) the reply must
+	// satisfy: an alias of response_format json_schema.
+	GuidedJSON   json.RawMessage `json:"guided_json,omitempty"`
+	GuidedRegex  *string         `json:"guided_regex,omitempty"`
+	GuidedChoice []string        `json:"guided_choice,omitempty"`
 }
 
 // StreamOptions are the options of a streamed response.
 type StreamOptions struct {
 	IncludeUsage bool `json:"include_usage,omitempty"`
+	// ContinuousUsageStats (vLLM, with IncludeUsage) puts the usage so far
+	// in every chunk.
+	ContinuousUsageStats bool `json:"continuous_usage_stats,omitempty"`
 }
 
 // ResponseFormat asks for text, any JSON object, or JSON valid for a schema.
@@ -172,12 +203,13 @@ type TopLogprob struct {
 }
 
 // Usage counts a request's tokens; PromptTokensDetails.CachedTokens are the
-// prompt tokens that were not computed again.
+// prompt tokens that were not computed again (known once the request ends:
+// the usage in the chunks of a stream with continuous usage leaves them out).
 type Usage struct {
-	PromptTokens        int                 `json:"prompt_tokens"`
-	CompletionTokens    int                 `json:"completion_tokens"`
-	TotalTokens         int                 `json:"total_tokens"`
-	PromptTokensDetails PromptTokensDetails `json:"prompt_tokens_details"`
+	PromptTokens        int                  `json:"prompt_tokens"`
+	CompletionTokens    int                  `json:"completion_tokens"`
+	TotalTokens         int                  `json:"total_tokens"`
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
 }
 
 // PromptTokensDetails breaks down prompt tokens.

@@ -1,0 +1,253 @@
+package grammar
+
+import (
+	"fmt"
+	"regexp/syntax"
+)
+
+// A string's pattern (or format) runs as an NFA over its characters: Go's
+// regexp/syntax parses and compiles it, the automaton keeps the set of
+// program counters alive. The set is a fixed 128-bit value so that frames
+// stay small and comparable.
+
+// maxRegexInsts bounds a pattern's compiled program (the width of reSet).
+const maxRegexInsts = 128
+
+type reSet [2]uint64
+
+func (s reSet) has(pc uint32) bool { return s[pc/64]&(1<<(pc%64)) != 0 }
+func (s *reSet) add(pc uint32)     { s[pc/64] |= 1 << (pc % 64) }
+func (s reSet) empty() bool        { return s[0]|s[1] == 0 }
+func (s reSet) and(t reSet) reSet  { return reSet{s[0] & t[0], s[1] & t[1]} }
+
+func (r *regex) findLive() {
+	for changed := true; changed; {
+		changed = false
+		for pc := range uint32(len(r.prog.Inst)) {
+			if r.live.has(pc) {
+				continue
+			}
+			in := &r.prog.Inst[pc]
+			var ok bool
+			switch in.Op {
+			case syntax.InstMatch:
+				ok = true
+			case syntax.InstAlt, syntax.InstAltMatch:
+				ok = r.live.has(in.Out) || r.live.has(in.Arg)
+			case syntax.InstEmptyWidth:
+				ok = syntax.EmptyOp(in.Arg)&(syntax.EmptyBeginText|syntax.EmptyBeginLine) == 0 && r.live.has(in.Out)
+			case syntax.InstFail:
+			default:
+				ok = r.live.has(in.Out)
+			}
+			if ok {
+				r.live.add(pc)
+				changed = true
+			}
+		}
+	}
+}
+
+type regex struct {
+	prog  *syntax.Prog
+	start reSet
+	// live are the states from which a match is still reachable after at
+	// least one character: an unanchored pattern's leading .* stays
+	// alive forever otherwise, and ^ can no longer match.
+	live reSet
+	// dist is, per state, the fewest characters that lead to a match.
+	dist []int32
+}
+
+// compileRegex compiles a JSON Schema pattern. Patterns are unanchored as
+// JSON Schema says (a match anywhere in the string); ^ and $ anchor them.
+func compileRegex(pattern string) (*regex, error) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
+	}
+	if err := checkRegex(re); err != nil {
+		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
+	}
+	any := &syntax.Regexp{Op: syntax.OpStar, Sub: []*syntax.Regexp{{Op: syntax.OpAnyChar}}}
+	whole := &syntax.Regexp{Op: syntax.OpConcat, Sub: []*syntax.Regexp{any, stripCaptures(re), any}}
+	prog, err := syntax.Compile(whole.Simplify())
+	if err != nil {
+		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
+	}
+	if len(prog.Inst) > maxRegexInsts {
+		return nil, fmt.Errorf("pattern %q compiles to %d states: at most %d are supported", pattern, len(prog.Inst), maxRegexInsts)
+	}
+	r := &regex{prog: prog}
+	r.findLive()
+	r.findDist()
+	r.closure(&r.start, uint32(prog.Start), syntax.EmptyBeginText|syntax.EmptyBeginLine)
+	r.start = r.start.and(r.live)
+	return r, nil
+}
+
+// checkRegex rejects what the automaton does not run: word boundaries.
+func checkRegex(re *syntax.Regexp) error {
+	switch re.Op {
+	case syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		return fmt.Errorf(`\b and \B are not supported`)
+	}
+	for _, s := range re.Sub {
+		if err := checkRegex(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func stripCaptures(re *syntax.Regexp) *syntax.Regexp {
+	for re.Op == syntax.OpCapture {
+		re = re.Sub[0]
+	}
+	for i, s := range re.Sub {
+		re.Sub[i] = stripCaptures(s)
+	}
+	return re
+}
+
+// closure adds pc and what it reaches without reading a character, taking
+// the empty-width assertions in flags as true. Other assertions stay in the
+// set, unresolved, for accepts.
+func (r *regex) closure(s *reSet, pc uint32, flags syntax.EmptyOp) {
+	if s.has(pc) {
+		return
+	}
+	s.add(pc)
+	in := &r.prog.Inst[pc]
+	switch in.Op {
+	case syntax.InstAlt, syntax.InstAltMatch:
+		r.closure(s, in.Out, flags)
+		r.closure(s, in.Arg, flags)
+	case syntax.InstNop, syntax.InstCapture:
+		r.closure(s, in.Out, flags)
+	case syntax.InstEmptyWidth:
+		if syntax.EmptyOp(in.Arg)&^flags == 0 {
+			r.closure(s, in.Out, flags)
+		}
+	}
+}
+
+func (r *regex) begin() reSet { return r.start }
+
+// step advances s past character c.
+func (r *regex) step(s reSet, c rune) reSet {
+	var next reSet
+	for pc := range uint32(len(r.prog.Inst)) {
+		if !s.has(pc) {
+			continue
+		}
+		in := &r.prog.Inst[pc]
+		switch in.Op {
+		case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+			if in.MatchRune(c) {
+				r.closure(&next, in.Out, 0)
+			}
+		}
+	}
+	return next.and(r.live)
+}
+
+func (r *regex) findDist() {
+	const inf = 1 << 30
+	r.dist = make([]int32, len(r.prog.Inst))
+	for i := range r.dist {
+		r.dist[i] = inf
+	}
+	for changed := true; changed; {
+		changed = false
+		for pc := range r.prog.Inst {
+			in := &r.prog.Inst[pc]
+			d := int32(inf)
+			switch in.Op {
+			case syntax.InstMatch:
+				d = 0
+			case syntax.InstAlt, syntax.InstAltMatch:
+				d = min(r.dist[in.Out], r.dist[in.Arg])
+			case syntax.InstNop, syntax.InstCapture:
+				d = r.dist[in.Out]
+			case syntax.InstEmptyWidth:
+				if syntax.EmptyOp(in.Arg)&(syntax.EmptyBeginText|syntax.EmptyBeginLine) == 0 {
+					d = r.dist[in.Out]
+				}
+			case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+				d = min(r.dist[in.Out]+1, inf)
+			}
+			if d < r.dist[pc] {
+				r.dist[pc], changed = d, true
+			}
+		}
+	}
+}
+
+// minDist is the fewest characters after which s can match.
+func (r *regex) minDist(s reSet) int32 {
+	d := int32(1 << 30)
+	for pc := range uint32(len(r.prog.Inst)) {
+		if s.has(pc) {
+			d = min(d, r.dist[pc])
+		}
+	}
+	return d
+}
+
+// mayStep reports whether some character in [lo, hi] can follow s: a
+// character split across tokens is checked by its first bytes.
+func (r *regex) mayStep(s reSet, lo, hi rune) bool {
+	for pc := range uint32(len(r.prog.Inst)) {
+		if !s.has(pc) {
+			continue
+		}
+		in := &r.prog.Inst[pc]
+		switch in.Op {
+		case syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+			return true
+		case syntax.InstRune1:
+			if in.Rune[0] >= lo && in.Rune[0] <= hi {
+				return true
+			}
+		case syntax.InstRune:
+			if syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
+				return true // conservative
+			}
+			for i := 0; i+1 < len(in.Rune); i += 2 {
+				if in.Rune[i] <= hi && in.Rune[i+1] >= lo {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// accepts reports whether the text read so far matches.
+func (r *regex) accepts(s reSet) bool {
+	var end reSet
+	for pc := range uint32(len(r.prog.Inst)) {
+		if s.has(pc) {
+			r.closure(&end, pc, syntax.EmptyEndText|syntax.EmptyEndLine)
+		}
+	}
+	for pc := range uint32(len(r.prog.Inst)) {
+		if end.has(pc) && r.prog.Inst[pc].Op == syntax.InstMatch {
+			return true
+		}
+	}
+	return false
+}
+
+// formats are the string formats enforced, as patterns.
+var formats = map[string]string{
+	"date-time": `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$`,
+	"date":      `^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`,
+	"time":      `^([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?$`,
+	"uuid":      `^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`,
+	"email":     `^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$`,
+	"ipv4":      `^(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$`,
+	"uri":       `^[A-Za-z][A-Za-z0-9+.-]*:[^ \t\n\r"\\<>]+$`,
+	"hostname":  `^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$`,
+}
