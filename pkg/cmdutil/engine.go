@@ -23,6 +23,8 @@ type EngineFlags struct {
 	AllowLongContext bool
 	// NUMA is the placement over NUMA nodes: auto or off.
 	NUMA string
+	// PrefixCacheBytes: -1 = the engine's default, 0 = no prefix store.
+	PrefixCacheBytes int64
 }
 
 // AddFlags defines the flags on fl; the KV shape's defaults and help are the command's.
@@ -36,6 +38,8 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
 	AddAllowLongContextFlag(fl, &e.AllowLongContext)
 	fl.StringVar(&e.NUMA, "numa", "auto", "on several NUMA nodes: auto spreads pinned workers over them and interleaves weights and KV cache; off leaves it to the OS")
+	fl.Int64Var(&e.PrefixCacheBytes, "prefix-cache-bytes", -1,
+		"host memory keeping the KV of prompt prefixes evicted from the slots (0 = none, -1 = a quarter of the memory available at start-up)")
 }
 
 // AddAllowLongContextFlag defines --allow-long-context, which every command
@@ -48,7 +52,20 @@ func AddAllowLongContextFlag(fl *pflag.FlagSet, v *bool) {
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
 	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads, NoPin: !e.PinThreads,
-		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize, AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
+		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize,
+		PrefixCacheBytes: PrefixCacheOption(e.PrefixCacheBytes), AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
+}
+
+// PrefixCacheOption maps --prefix-cache-bytes (0 = none, negative = the
+// default) onto engine.Options.PrefixCacheBytes (0 = the default, negative = none).
+func PrefixCacheOption(flag int64) int64 {
+	switch {
+	case flag == 0:
+		return -1
+	case flag < 0:
+		return 0
+	}
+	return flag
 }
 
 // ThreadFlags size and place the compute threads; serve, run and bench share them.

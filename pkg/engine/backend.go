@@ -22,6 +22,14 @@ type backend interface {
 	// data is not this cache's).
 	exportSlot(w io.Writer, slot, n int) error
 	importSlot(r io.Reader, slot int) (int, error)
+	// copyPositions copies positions [from, from+n) of slot src into slot
+	// dst; savePositions and loadPositions move positions [from, from+n) of
+	// slot to and from positions [at, at+n) of a host buffer laid out for
+	// capacity positions of positionBytes each (kvcache.SavePositions).
+	copyPositions(dst, src, from, n int) error
+	positionBytes() int
+	savePositions(buf []byte, capacity, at, slot, from, n int) error
+	loadPositions(buf []byte, capacity, at, slot, from, n int) error
 }
 
 // modelBackend runs the real model over the static cache.
@@ -38,4 +46,14 @@ func (b *modelBackend) exportSlot(w io.Writer, slot, n int) error {
 }
 func (b *modelBackend) importSlot(r io.Reader, slot int) (int, error) {
 	return b.cache.Import(r, slot)
+}
+func (b *modelBackend) copyPositions(dst, src, from, n int) error {
+	return b.cache.CopyPositions(dst, src, from, n)
+}
+func (b *modelBackend) positionBytes() int { return b.cache.PositionBytes() }
+func (b *modelBackend) savePositions(buf []byte, capacity, at, slot, from, n int) error {
+	return b.cache.SavePositions(buf, capacity, at, slot, from, n)
+}
+func (b *modelBackend) loadPositions(buf []byte, capacity, at, slot, from, n int) error {
+	return b.cache.LoadPositions(buf, capacity, at, slot, from, n)
 }

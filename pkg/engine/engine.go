@@ -61,6 +61,12 @@ type Options struct {
 	// SessionStore is a directory where evicted sessions' KV and their
 	// clients' transcripts are kept; "" = none.
 	SessionStore string
+	// PrefixCacheBytes bounds the host memory of the prefix store, which
+	// keeps the KV of prefixes that left the slots: 0 = the default
+	// (DefaultPrefixCacheBytes), negative = no prefix store.
+	PrefixCacheBytes int64
+	// PrefixBlockTokens is the prefix store's block size (default 256).
+	PrefixBlockTokens int
 	// SessionStoreMaxBytes bounds the session store's directory: the least
 	// recently used sessions (and other files) are evicted beyond it.
 	// 0 = 10 % of the free space at start-up; negative = unbounded.
@@ -117,32 +123,43 @@ type Info struct {
 	// ModelIdentity hashes the model config and tokenizer: what a session
 	// transcript's token ids are valid for.
 	ModelIdentity string
-	LoadTime      time.Duration
+	// PrefixCacheBytes is the prefix store's capacity (0: none), in blocks
+	// of PrefixBlockTokens positions.
+	PrefixCacheBytes  int64
+	PrefixBlockTokens int
+	LoadTime          time.Duration
 }
 
 // Stats is a snapshot of the engine's state and counters.
 type Stats struct {
-	Slots, SlotsBusy     int
-	KVUsed, KVCapacity   int // positions holding KV (busy and idle slots), all positions
-	QueueDepth           int
-	Requests             int64 // finished, successfully or not
-	PrefixHits           int64 // requests that reused KV already in their slot
-	PrefixMisses         int64
-	ReusedTokens         int64 // prompt tokens not recomputed thanks to reuse
-	PrefilledTokens      int64 // prompt tokens computed
-	GeneratedTokens      int64
-	Steps                int64 // forward passes
-	Sessions             int   // sessions held in slots
-	SessionsStored       int   // sessions in the session store
-	SessionStoreBytes    int64 // files in the session store's directory
-	SessionStoreMaxBytes int64
-	SessionsDropped      int64 // stored sessions evicted to keep within SessionStoreMaxBytes
-	SessionsExpired      int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
-	SessionsEvicted      int64 // sessions moved out of a slot (to the store when there is one)
-	SessionsRestored     int64 // sessions read back from the store
-	SessionsRecomputed   int64 // stored sessions found unusable (corrupt, other model) and recomputed
-	LastStepDuration     time.Duration
-	MaxDecodeStepLatency time.Duration // longest step that advanced a decoding slot
+	Slots, SlotsBusy   int
+	KVUsed, KVCapacity int // positions holding KV (busy and idle slots), all positions
+	QueueDepth         int
+	Requests           int64 // finished, successfully or not
+	PrefixHits         int64 // requests that reused cached KV (in their slot, copied or restored)
+	PrefixMisses       int64
+	ReusedTokens       int64 // prompt tokens not recomputed thanks to reuse
+	CopiedTokens       int64 // of which copied from another slot
+	// The prefix store: requests that restored KV from it, requests that
+	// looked in it and found nothing longer than the slots had, positions
+	// restored from it and written to it, and its memory in use.
+	PrefixStoreHits, PrefixStoreMisses    int64
+	PrefixStoreRestored, PrefixStoreSaved int64
+	PrefixStoreBytes, PrefixStoreCapacity int64
+	PrefilledTokens                       int64 // prompt tokens computed
+	GeneratedTokens                       int64
+	Steps                                 int64 // forward passes
+	Sessions                              int   // sessions held in slots
+	SessionsStored                        int   // sessions in the session store
+	SessionStoreBytes                     int64 // files in the session store's directory
+	SessionStoreMaxBytes                  int64
+	SessionsDropped                       int64 // stored sessions evicted to keep within SessionStoreMaxBytes
+	SessionsExpired                       int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
+	SessionsEvicted                       int64 // sessions moved out of a slot (to the store when there is one)
+	SessionsRestored                      int64 // sessions read back from the store
+	SessionsRecomputed                    int64 // stored sessions found unusable (corrupt, other model) and recomputed
+	LastStepDuration                      time.Duration
+	MaxDecodeStepLatency                  time.Duration // longest step that advanced a decoding slot
 }
 
 // Request is one generation.
@@ -184,13 +201,15 @@ type Result struct {
 	FinishReason string
 	// Tokens is the transcript: prompt then generated tokens exactly as
 	// generated (a stop token included).
-	Tokens     []int32
-	TTFT       time.Duration // request arrival to first token
-	Total      time.Duration
-	QueueTime  time.Duration
-	Prefilled  int // prompt tokens computed (PromptTokens − CachedTokens)
-	Restored   bool
-	SessionHit bool // the session was found in a slot or the store
+	Tokens    []int32
+	TTFT      time.Duration // request arrival to first token
+	Total     time.Duration
+	QueueTime time.Duration
+	Prefilled int // prompt tokens computed (PromptTokens − CachedTokens)
+	// Of CachedTokens: copied from another slot, restored from the prefix store.
+	CopiedTokens, StoreTokens int
+	Restored                  bool
+	SessionHit                bool // the session was found in a slot or the store
 }
 
 var (
@@ -219,6 +238,7 @@ type Engine struct {
 	vocab       int
 	be          backend
 	store       *store
+	prefix      *prefixStore // nil: none
 	closers     []func() error
 	janitorDone chan struct{} // nil: no janitor
 
@@ -386,7 +406,7 @@ func New(opts Options) (*Engine, error) {
 		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,
 		"weights", info.DType, "weight_bytes", info.WeightBytes,
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
-		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes,
+		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes, "prefix_cache_bytes", e.info.PrefixCacheBytes,
 		"usable_memory", fit.Memory.Usable(), "max_sequence_length", fit.MaxSequenceLength,
 		"kernels", info.KernelPath, "threads", info.ThreadsWhy, "pinned", cpu.FormatCPUList(info.PinnedCPUs),
 		"load", e.info.LoadTime.Round(time.Millisecond))
@@ -456,6 +476,9 @@ func withDefaults(o Options) Options {
 	if o.MaxQueue <= 0 {
 		o.MaxQueue = 1024
 	}
+	if o.PrefixBlockTokens <= 0 {
+		o.PrefixBlockTokens = 256
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -510,6 +533,23 @@ func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, stor
 		opts.Logger.Info("session store", "dir", opts.SessionStore, "max_bytes", s.maxBytes, "max_bytes_from", bound,
 			"bytes", st.bytes, "sessions", st.sessions, "ttl", opts.SessionTTL)
 	}
+	if size := opts.PrefixCacheBytes; size >= 0 {
+		if size == 0 {
+			size = DefaultPrefixCacheBytes(info.WeightBytes)
+		}
+		p, err := newPrefixStore(be, size, opts.PrefixBlockTokens)
+		switch {
+		case err != nil && opts.PrefixCacheBytes > 0:
+			return nil, err
+		case err != nil: // the default size: run without the store rather than not at all
+			opts.Logger.Warn("no prefix cache", "err", err)
+		}
+		e.prefix = p
+	}
+	if e.prefix != nil {
+		e.info.PrefixCacheBytes, e.info.PrefixBlockTokens = e.prefix.capacity(), opts.PrefixBlockTokens
+		e.stats.PrefixStoreCapacity = e.prefix.capacity()
+	}
 	e.stats.Slots = opts.BatchSize
 	e.stats.KVCapacity = opts.BatchSize * opts.SequenceLength
 	go e.run()
@@ -550,6 +590,9 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.closers = nil
+	if err := e.prefix.close(); err != nil {
+		errs = append(errs, err)
+	}
 	e.closeErr = errors.Join(errs...)
 	return e.closeErr
 }

@@ -28,6 +28,8 @@ type fakeBackend struct {
 	kv       [][]int32 // per slot: tokens at computed positions (-1 = none)
 	rows     [][]float32
 	forwards [][]model.Segment // copies, for assertions
+	copies   [][4]int          // copyPositions calls: dst, src, from, n
+	loaded   int               // positions loaded from host buffers
 }
 
 func newFake(slots, seqLen, vocab int) *fakeBackend {
@@ -139,6 +141,67 @@ func (f *fakeBackend) importSlot(r io.Reader, slot int) (int, error) {
 	return int(n), nil
 }
 
+// The fake's KV of a position is its token id: 4 bytes.
+func (f *fakeBackend) positionBytes() int { return 4 }
+
+func (f *fakeBackend) checkRange(slot, from, n int) error {
+	if slot < 0 || slot >= len(f.kv) || from < 0 || n < 0 || from+n > f.seqLen {
+		return fmt.Errorf("fake: slot %d positions [%d, %d+%d) out of range", slot, from, from, n)
+	}
+	return nil
+}
+
+func (f *fakeBackend) checkBuffer(buf []byte, capacity, at, slot, from, n int) error {
+	if err := f.checkRange(slot, from, n); err != nil || at < 0 || at+n > capacity || len(buf) < 4*capacity {
+		return errors.Join(err, errors.New("fake: buffer range"))
+	}
+	return nil
+}
+
+func (f *fakeBackend) copyPositions(dst, src, from, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := errors.Join(f.checkRange(dst, from, n), f.checkRange(src, from, n)); err != nil {
+		return err
+	}
+	for p := from; p < from+n; p++ {
+		if f.kv[src][p] < 0 {
+			return fmt.Errorf("fake: copy of slot %d position %d, never computed", src, p)
+		}
+	}
+	copy(f.kv[dst][from:from+n], f.kv[src][from:from+n])
+	f.copies = append(f.copies, [4]int{dst, src, from, n})
+	return nil
+}
+
+func (f *fakeBackend) savePositions(buf []byte, capacity, at, slot, from, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.checkBuffer(buf, capacity, at, slot, from, n); err != nil {
+		return err
+	}
+	for i := range n {
+		if f.kv[slot][from+i] < 0 {
+			return fmt.Errorf("fake: save of slot %d position %d, never computed", slot, from+i)
+		}
+		binary.LittleEndian.PutUint32(buf[4*(at+i):], uint32(f.kv[slot][from+i]))
+	}
+	return nil
+}
+
+func (f *fakeBackend) loadPositions(buf []byte, capacity, at, slot, from, n int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.checkBuffer(buf, capacity, at, slot, from, n); err != nil {
+		return err
+	}
+	for i := range n {
+		f.kv[slot][from+i] = int32(binary.LittleEndian.Uint32(buf[4*(at+i):]))
+	}
+	f.loaded += n
+	return nil
+}
+
 // prefilled counts the prompt tokens of forwards after the first skip.
 func (f *fakeBackend) segments() [][]model.Segment {
 	f.mu.Lock()
@@ -195,6 +258,20 @@ func newFakeEngine(t *testing.T, fo fakeOpts) (*Engine, *fakeBackend) {
 	}
 	t.Cleanup(func() { e.Close() })
 	return e, be
+}
+
+// background runs req on its own goroutine and returns once its first token
+// is out (or it failed); wait waits for its end.
+func background(e *Engine, req Request) (wait func()) {
+	started, done := make(chan struct{}), make(chan struct{})
+	once := sync.OnceFunc(func() { close(started) })
+	go func() {
+		defer close(done)
+		defer once()
+		e.Generate(context.Background(), req, func(Event) error { once(); return nil })
+	}()
+	<-started
+	return func() { <-done }
 }
 
 // collect runs a request and returns the streamed tokens.

@@ -125,7 +125,9 @@ func TestModelSessionStore(t *testing.T) {
 func testModelSessionStore(t *testing.T, kv kvcache.DType) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	store := t.TempDir()
-	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store, KVDType: string(kv)})
+	// No prefix store: it would hold session b's prefix too, and this test
+	// is about what the session store does with a corrupt file.
+	e := newModelEngine(t, dir, Options{BatchSize: 1, SessionStore: store, KVDType: string(kv), PrefixCacheBytes: -1})
 	cfg, err := modelcfg.Load(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -172,5 +174,127 @@ func testModelSessionStore(t *testing.T, kv kvcache.DType) {
 	}
 	if want := runnerGreedy(t, dir, kv, turn2, 6); !slices.Equal(got, want) {
 		t.Errorf("recomputed session: %v, runner: %v", got, want)
+	}
+}
+
+// A prefix copied from another slot, or saved to a host buffer and loaded
+// back, then extended gives exactly the logits of prefilling the whole
+// prompt: KV depends only on the tokens before it (row invariance).
+func TestModelCopiedPrefixIsBitIdentical(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	m, err := model.Load(dir, model.LoadOptions{DType: "bf16"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
+		t.Run(string(kv), func(t *testing.T) { copiedPrefixIsBitIdentical(t, m, kv) })
+	}
+}
+
+func copiedPrefixIsBitIdentical(t *testing.T, m *model.Model, kv kvcache.DType) {
+	cache, err := kvcache.New(m.Config, 3, 256, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	r, err := m.NewRunner(cache, model.RunnerOptions{MaxTokens: 256, MaxLogits: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	prompt := make([]int32, 150)
+	for i := range prompt {
+		prompt[i] = int32((i*37 + 11) % m.Config.VocabSize)
+	}
+	forward := func(slot, start int) []float32 {
+		t.Helper()
+		if err := r.Forward([]model.Segment{{Slot: slot, Start: start, Tokens: prompt[start:], Logits: model.LogitsLast}}); err != nil {
+			t.Fatal(err)
+		}
+		return slices.Clone(r.Logits(0))
+	}
+	want := forward(0, 0)
+	// Slot 1 holds other tokens first, so a copy that missed a position shows.
+	other := slices.Clone(prompt)
+	slices.Reverse(other)
+	if err := r.Forward([]model.Segment{{Slot: 1, Start: 0, Tokens: other, Logits: model.LogitsNone}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{1, 63, 64, 100, 149} {
+		if err := cache.CopyPositions(1, 0, 0, k); err != nil {
+			t.Fatal(err)
+		}
+		if got := forward(1, k); !slices.Equal(got, want) {
+			t.Errorf("%d positions copied from another slot, then prefilled: logits differ from a full prefill", k)
+		}
+		buf := make([]byte, cache.BufferBytes(160))
+		if err := cache.SavePositions(buf, 160, 5, 0, 0, k); err != nil {
+			t.Fatal(err)
+		}
+		if err := cache.LoadPositions(buf, 160, 5, 2, 0, k); err != nil {
+			t.Fatal(err)
+		}
+		if got := forward(2, k); !slices.Equal(got, want) {
+			t.Errorf("%d positions restored from a host buffer, then prefilled: logits differ from a full prefill", k)
+		}
+	}
+}
+
+// The engine's prefix copies and prefix store give the tokens and log
+// probabilities of an engine that computes every prompt from scratch.
+func TestModelEnginePrefixSharingMatchesScratch(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	scratch := newModelEngine(t, dir, Options{BatchSize: 1, PrefixCacheBytes: -1})
+	tok := scratch.Tokenizer()
+	system := tok.Encode("You are a careful assistant. You answer questions about foxes, dogs and the weather in short sentences. ")
+	a := append(slices.Clone(system), tok.Encode("The quick brown fox jumps over the lazy dog, again and again, every single morning of the year.")...)
+	b := append(slices.Clone(system), tok.Encode("Is it raining?")...)
+	type out struct {
+		tokens   []int32
+		logprobs []float32
+	}
+	run := func(e *Engine, p []int32) (out, Result) {
+		t.Helper()
+		var o out
+		res, err := e.Generate(context.Background(), Request{Tokens: p, MaxTokens: 6, StopTokens: []int32{}, TopLogprobs: 5},
+			func(ev Event) error {
+				o.tokens = append(o.tokens, ev.Token)
+				for _, tl := range ev.Top {
+					o.logprobs = append(o.logprobs, tl.Logprob)
+				}
+				return nil
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o, res
+	}
+	wantB, _ := run(scratch, b)
+
+	// Two slots: b copies the system prompt from a's slot.
+	e := newModelEngine(t, dir, Options{BatchSize: 2})
+	run(e, a)
+	got, res := run(e, b)
+	if res.CopiedTokens != len(system) {
+		t.Errorf("b copied %d tokens, want the %d of the system prompt", res.CopiedTokens, len(system))
+	}
+	if !slices.Equal(got.tokens, wantB.tokens) || !slices.Equal(got.logprobs, wantB.logprobs) {
+		t.Errorf("after a copy: %v %v, from scratch: %v %v", got.tokens, got.logprobs, wantB.tokens, wantB.logprobs)
+	}
+
+	// One slot and small blocks: a leaves for b and comes back from the prefix store.
+	e = newModelEngine(t, dir, Options{BatchSize: 1, PrefixBlockTokens: 16})
+	_, ra := run(e, a)
+	run(e, b)
+	a2 := append(slices.Clone(ra.Tokens), tok.Encode(" And then?")...)
+	wantA2, _ := run(scratch, a2)
+	got, res = run(e, a2)
+	if res.StoreTokens != len(ra.Tokens)-len(system) || res.CachedTokens != len(ra.Tokens) {
+		t.Errorf("a's second turn: %d restored, %d cached; want %d and %d", res.StoreTokens, res.CachedTokens,
+			len(ra.Tokens)-len(system), len(ra.Tokens))
+	}
+	if !slices.Equal(got.tokens, wantA2.tokens) || !slices.Equal(got.logprobs, wantA2.logprobs) {
+		t.Errorf("restored from the prefix store: %v %v, from scratch: %v %v", got.tokens, got.logprobs, wantA2.tokens, wantA2.logprobs)
 	}
 }

@@ -208,10 +208,13 @@ func (e *Engine) admit() {
 	e.mu.Unlock()
 }
 
-// pickSlot chooses j's slot: its session's slot; else the idle unpinned slot
-// holding the longest common prefix, else the least recently used idle
-// unpinned slot; else the least recently used idle session is evicted.
-// nil means j must wait.
+// pickSlot chooses j's slot: its session's slot; else, among the idle
+// unpinned slots, the one j continues (it keeps at least as much of the
+// slot's content as it discards; the longest such), else an empty slot, else
+// the least recently used one — but not the one holding j's longest prefix
+// while another will do: that prefix is copied instead (start), and stays
+// where it is for the prompts that continue it. When every idle slot is
+// pinned, the least recently used idle session is evicted. nil: j waits.
 func (e *Engine) pickSlot(j *job) *slot {
 	sid := j.req.SessionID
 	if sid != "" {
@@ -225,25 +228,42 @@ func (e *Engine) pickSlot(j *job) *slot {
 		}
 	}
 	stored := sid != "" && e.store != nil && e.store.has(sid)
-	var best, lru *slot
-	bestN := 0
+	var hit, longest, empty, lru, lruOther *slot
+	hitN, longN := 0, 0
 	for _, s := range e.slots {
 		if s.job != nil || s.session != "" {
 			continue
 		}
+		n := 0
 		if !stored {
-			if n := commonPrefix(s.tokens[:s.kv], j.req.Tokens); n > bestN {
-				best, bestN = s, n
-			}
+			n = commonPrefix(s.tokens[:s.kv], j.req.Tokens)
+		}
+		if n > 0 && 2*n >= s.kv && n > hitN {
+			hit, hitN = s, n
+		}
+		if n > longN {
+			longest, longN = s, n
+		}
+		if empty == nil && s.kv == 0 && !s.tail {
+			empty = s
 		}
 		if lru == nil || s.used < lru.used {
 			lru = s
 		}
 	}
-	if best != nil {
-		return best
+	for _, s := range e.slots {
+		if s.job == nil && s.session == "" && s != longest && (lruOther == nil || s.used < lruOther.used) {
+			lruOther = s
+		}
 	}
-	if lru != nil {
+	switch {
+	case hit != nil:
+		return hit
+	case empty != nil:
+		return empty
+	case lruOther != nil:
+		return lruOther
+	case lru != nil:
 		return lru
 	}
 	for _, s := range e.slots {
@@ -267,17 +287,29 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// start binds j to s: restores j's session from the store if needed, and
-// keeps the longest prefix of the prompt the slot already holds.
+// start binds j to s: restores j's session from the store if needed, keeps
+// the longest prefix of the prompt the slot already holds, and extends it
+// from another slot or the prefix store when they hold more.
 func (e *Engine) start(j *job, s *slot) {
 	prompt := j.req.Tokens
 	sid := j.req.SessionID
+	// A request that arrives before its slot's last step has run computes
+	// the previous generation's last token first, so the counts below never
+	// depend on that timing.
+	e.flushTail(s)
+	continues := sid != "" && s.session == sid
+	restoring := !continues && sid != "" && e.store != nil && e.store.has(sid)
+	if keep := commonPrefix(s.tokens[:s.kv], prompt); !continues && (restoring || 2*keep < s.kv) {
+		// The slot's content is replaced, not continued: keep it for the
+		// prompts that will continue it.
+		e.savePrefix(s)
+	}
 	switch {
 	case sid == "":
-	case s.session == sid:
+	case continues:
 		j.res.SessionHit = true
 	default:
-		if e.store != nil && e.store.has(sid) {
+		if restoring {
 			e.restore(s, sid)
 			j.res.Restored = s.kv > 0
 			j.res.SessionHit = j.res.Restored
@@ -286,13 +318,11 @@ func (e *Engine) start(j *job, s *slot) {
 	}
 	// At least the last prompt token is recomputed: its logits give the
 	// first generated token.
-	// A request that arrives before its slot's last step has run computes
-	// the previous generation's last token first, so the counts below never
-	// depend on that timing.
-	e.flushTail(s)
-	reuse := min(commonPrefix(s.tokens[:s.kv], prompt), len(prompt)-1)
+	limit := len(prompt) - 1
+	own := min(commonPrefix(s.tokens[:s.kv], prompt), limit)
+	s.tokens = append(s.tokens[:own], prompt[own:]...)
+	reuse := e.extendPrefix(j, s, own, limit)
 	s.kv = reuse
-	s.tokens = append(s.tokens[:reuse], prompt[reuse:]...)
 	s.job = j
 	seed := e.rng.Uint64()
 	s.sampler.Reset(j.req.Sampling, prompt, j.req.Constraint, seed)
@@ -308,6 +338,73 @@ func (e *Engine) start(j *job, s *slot) {
 		e.stats.PrefixMisses++
 	}
 	e.updateSlotStats()
+	e.mu.Unlock()
+}
+
+// extendPrefix brings positions [reuse, n) of j's prompt into s when another
+// slot (busy or not: its computed positions do not change while it runs) or
+// the prefix store holds a longer prefix than s, up to limit. Same tokens
+// give the same KV bits, so a copy stands for a prefill exactly. It returns
+// the new reuse.
+func (e *Engine) extendPrefix(j *job, s *slot, reuse, limit int) int {
+	prompt := j.req.Tokens
+	var src *slot
+	srcN := reuse
+	for _, o := range e.slots {
+		if o == s {
+			continue
+		}
+		if n := min(commonPrefix(o.tokens[:o.kv], prompt), limit); n > srcN {
+			src, srcN = o, n
+		}
+	}
+	storeN := 0
+	if e.prefix != nil && reuse < limit {
+		storeN = min(e.prefix.match(prompt), limit)
+	}
+	n, fromStore := reuse, false
+	switch {
+	case src != nil && srcN >= storeN:
+		if err := e.be.copyPositions(s.id, src.id, reuse, srcN-reuse); err != nil {
+			e.log.Warn("cannot copy a prefix between slots", "from", src.id, "to", s.id, "err", err)
+			break
+		}
+		e.tick++
+		src.used = e.tick // its prefix is in demand: evict it last
+		j.res.CopiedTokens, n = srcN-reuse, srcN
+	case storeN > reuse:
+		if err := e.prefix.restore(s.id, reuse, storeN); err != nil {
+			e.log.Warn("cannot restore a prefix", "slot", s.id, "err", err)
+			break
+		}
+		j.res.StoreTokens, n, fromStore = storeN-reuse, storeN, true
+	}
+	e.mu.Lock()
+	e.stats.CopiedTokens += int64(j.res.CopiedTokens)
+	if e.prefix != nil && reuse < limit {
+		if fromStore {
+			e.stats.PrefixStoreHits++
+			e.stats.PrefixStoreRestored += int64(j.res.StoreTokens)
+		} else {
+			e.stats.PrefixStoreMisses++
+		}
+	}
+	e.mu.Unlock()
+	return n
+}
+
+// savePrefix writes s's content to the prefix store before it is replaced.
+func (e *Engine) savePrefix(s *slot) {
+	if e.prefix == nil || s.kv == 0 {
+		return
+	}
+	n, err := e.prefix.insert(s.tokens[:s.kv], s.id)
+	if err != nil {
+		e.log.Warn("cannot save a prefix", "slot", s.id, "err", err)
+	}
+	e.mu.Lock()
+	e.stats.PrefixStoreSaved += int64(n)
+	e.stats.PrefixStoreBytes = e.prefix.used()
 	e.mu.Unlock()
 }
 

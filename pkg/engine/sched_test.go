@@ -286,15 +286,7 @@ func TestTooLongAndInvalid(t *testing.T) {
 
 func TestQueueFull(t *testing.T) {
 	e, _ := newFakeEngine(t, fakeOpts{slots: 1, delay: 5 * time.Millisecond, opts: Options{MaxQueue: 1, QueueTimeout: 30 * time.Millisecond}})
-	started := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		once := sync.OnceFunc(func() { close(started) })
-		e.Generate(context.Background(), Request{Tokens: seqTokens(0, 5), MaxTokens: 40}, func(Event) error { once(); return nil })
-	}()
-	<-started
+	wait := background(e, Request{Tokens: seqTokens(0, 5), MaxTokens: 40})
 	// The slot is busy for ~200ms: a waiting request times out, and while
 	// it waits the queue (one place) refuses another at once.
 	waiting := make(chan error, 1)
@@ -313,23 +305,15 @@ func TestQueueFull(t *testing.T) {
 	if err := <-waiting; !errors.Is(err, ErrQueueFull) {
 		t.Errorf("waiting request: err %v, want ErrQueueFull (timeout)", err)
 	}
-	wg.Wait()
+	wait()
 }
 
 func TestStallBoundWhileDecoding(t *testing.T) {
 	e, be := newFakeEngine(t, fakeOpts{slots: 2, seqLen: 256, delay: time.Millisecond, opts: Options{StallTokens: 16}})
-	started := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		once := sync.OnceFunc(func() { close(started) })
-		collectFn(e, Request{Tokens: seqTokens(0, 5), MaxTokens: 60}, once)
-	}()
-	<-started
+	wait := background(e, Request{Tokens: seqTokens(0, 5), MaxTokens: 60})
 	long := seqTokens(3, 150)
 	got, _ := collect(t, e, Request{Tokens: long, MaxTokens: 4})
-	wg.Wait()
+	wait()
 	if want := greedyRef(long, 4, 97, nil); !slices.Equal(got, want) {
 		t.Errorf("chunked prompt: %v, want %v", got, want)
 	}
@@ -355,10 +339,6 @@ func TestStallBoundWhileDecoding(t *testing.T) {
 	if mixed < 150/16 {
 		t.Errorf("only %d steps mixed prefill with decoding", mixed)
 	}
-}
-
-func collectFn(e *Engine, req Request, each func()) {
-	e.Generate(context.Background(), req, func(Event) error { each(); return nil })
 }
 
 func TestLogprobs(t *testing.T) {
@@ -400,6 +380,14 @@ func (b *rowBackend) forward([]model.Segment) error          { return nil }
 func (b *rowBackend) logits(int) []float32                   { return b.row }
 func (b *rowBackend) exportSlot(io.Writer, int, int) error   { return nil }
 func (b *rowBackend) importSlot(io.Reader, int) (int, error) { return 0, nil }
+func (b *rowBackend) copyPositions(int, int, int, int) error { return nil }
+func (b *rowBackend) positionBytes() int                     { return 1 }
+func (b *rowBackend) savePositions([]byte, int, int, int, int, int) error {
+	return nil
+}
+func (b *rowBackend) loadPositions([]byte, int, int, int, int, int) error {
+	return nil
+}
 
 func TestDecodeStepAllocatesNothing(t *testing.T) {
 	const vocab = 151936

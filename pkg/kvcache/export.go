@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"unsafe"
 
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
@@ -63,8 +62,8 @@ func (c *Cache) Export(w io.Writer, slot, n int) error {
 	if err := binary.Write(mw, binary.LittleEndian, c.header(n)); err != nil {
 		return fmt.Errorf("kv export: %w", err)
 	}
-	err := c.eachRun(slot, n, func(b []byte) error {
-		_, err := mw.Write(b)
+	err := c.eachSpan(0, n, func(sp *span) error {
+		_, err := mw.Write(sp.bytes(slot))
 		return err
 	})
 	if err != nil {
@@ -113,8 +112,8 @@ func (c *Cache) Import(r io.Reader, slot int) (int, error) {
 		return 0, fmt.Errorf("kv import: %d positions, slots hold %d: %w", h.NPos, c.SeqLen, ErrMismatch)
 	}
 	n := int(h.NPos)
-	if err := c.eachRun(slot, n, func(b []byte) error {
-		_, err := io.ReadFull(tr, b)
+	if err := c.eachSpan(0, n, func(sp *span) error {
+		_, err := io.ReadFull(tr, sp.bytes(slot))
 		return err
 	}); err != nil {
 		return 0, fmt.Errorf("kv import: data: %w", err)
@@ -128,47 +127,4 @@ func (c *Cache) Import(r io.Reader, slot int) (int, error) {
 		return 0, fmt.Errorf("kv import: checksum %08x, data hashes to %08x: file is corrupt", got, sum)
 	}
 	return n, nil
-}
-
-// eachRun calls f with the bytes of positions [0, n) of every (layer, K|V, head)
-// of slot, in a fixed order; for int8 each head's values are followed by
-// their n f32 scales. The bytes alias the cache (little-endian, as the file
-// format is: ellm runs on amd64 and arm64 only).
-func (c *Cache) eachRun(slot, n int, f func([]byte) error) error {
-	if n == 0 {
-		return nil
-	}
-	es := c.DType.size()
-	for l := range c.layers {
-		ly := &c.layers[l]
-		for kv := 0; kv < 2; kv++ {
-			for h := 0; h < c.KVHeads; h++ {
-				o := c.offset(slot, h, 0)
-				var p, sp unsafe.Pointer
-				switch {
-				case c.DType == F32 && kv == 0:
-					p = unsafe.Pointer(&ly.K32[o])
-				case c.DType == F32:
-					p = unsafe.Pointer(&ly.V32[o])
-				case c.DType == Int8 && kv == 0:
-					p, sp = unsafe.Pointer(&ly.K8[o]), unsafe.Pointer(&ly.KS[o/c.HeadDim])
-				case c.DType == Int8:
-					p, sp = unsafe.Pointer(&ly.V8[o]), unsafe.Pointer(&ly.VS[o/c.HeadDim])
-				case kv == 0:
-					p = unsafe.Pointer(&ly.K16[o])
-				default:
-					p = unsafe.Pointer(&ly.V16[o])
-				}
-				if err := f(unsafe.Slice((*byte)(p), n*c.HeadDim*es)); err != nil {
-					return err
-				}
-				if sp != nil {
-					if err := f(unsafe.Slice((*byte)(sp), n*c.DType.scaleSize())); err != nil {
-						return err
-					}
-				}
-			}
-		}
-	}
-	return nil
 }

@@ -188,3 +188,127 @@ func FuzzImport(f *testing.F) {
 		}
 	})
 }
+
+// samePositions reports whether positions [from, from+n) of slot a in c and
+// of slot b in d hold the same bits in every layer.
+func samePositions(c *Cache, a int, d *Cache, b, from, n int) bool {
+	for l := 0; l < c.Layers; l++ {
+		x, y := c.Layer(l), d.Layer(l)
+		for h := 0; h < c.KVHeads; h++ {
+			for p := from; p < from+n; p++ {
+				for i := 0; i < c.HeadDim; i++ {
+					oa, ob := c.offset(a, h, p)+i, d.offset(b, h, p)+i
+					if c.DType == F32 && (x.K32[oa] != y.K32[ob] || x.V32[oa] != y.V32[ob]) ||
+						c.DType == BF16 && (x.K16[oa] != y.K16[ob] || x.V16[oa] != y.V16[ob]) ||
+						c.DType == Int8 && (x.K8[oa] != y.K8[ob] || x.V8[oa] != y.V8[ob]) {
+						return false
+					}
+					if c.DType == Int8 && (x.KS[oa/c.HeadDim] != y.KS[ob/c.HeadDim] || x.VS[oa/c.HeadDim] != y.VS[ob/c.HeadDim]) {
+						return false
+					}
+				}
+			}
+		}
+	}
+	return true
+}
+
+func TestCopyAndBufferPositions(t *testing.T) {
+	for _, dt := range []DType{BF16, F32, Int8} {
+		t.Run(string(dt), func(t *testing.T) {
+			cfg := testConfig(t)
+			c, err := New(cfg, 3, 8, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			per, err := BytesPerPosition(cfg, dt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := 2 * 2 * 2 * (4*dt.size() + dt.scaleSize()); c.PositionBytes() != want || int64(want) != per {
+				t.Fatalf("PositionBytes = %d, want %d (BytesPerPosition %d)", c.PositionBytes(), want, per)
+			}
+			fill(c, 0, 7, 0.25)
+			fill(c, 1, 8, 9)
+			if err := c.CopyPositions(1, 0, 2, 3); err != nil {
+				t.Fatal(err)
+			}
+			if !samePositions(c, 1, c, 0, 2, 3) {
+				t.Error("copied positions differ from the source")
+			}
+			if samePositions(c, 1, c, 0, 0, 2) || samePositions(c, 1, c, 0, 5, 1) {
+				t.Error("positions outside the copied range changed")
+			}
+
+			// Positions 1..4 of slot 0 go to buffer positions 3..6 of an
+			// 8-position buffer and back into slot 2.
+			buf := make([]byte, c.BufferBytes(8))
+			if err := c.SavePositions(buf, 8, 3, 0, 1, 4); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.LoadPositions(buf, 8, 3, 2, 1, 4); err != nil {
+				t.Fatal(err)
+			}
+			if !samePositions(c, 2, c, 0, 1, 4) {
+				t.Error("positions saved to a buffer and loaded back differ")
+			}
+			// A second range in the same buffer leaves the first intact.
+			if err := c.SavePositions(buf, 8, 0, 1, 6, 2); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.LoadPositions(buf, 8, 3, 2, 1, 4); err != nil || !samePositions(c, 2, c, 0, 1, 4) {
+				t.Errorf("buffer positions 3..6 overwritten by a save to 0..1 (%v)", err)
+			}
+
+			bad := []error{
+				c.CopyPositions(3, 0, 0, 1),
+				c.CopyPositions(1, 0, 6, 3),
+				c.CopyPositions(1, 0, -1, 1),
+				c.SavePositions(buf, 8, 6, 0, 0, 3),
+				c.SavePositions(buf[:len(buf)-1], 8, 0, 0, 0, 1),
+				c.LoadPositions(buf, 8, 0, 0, 7, 2),
+			}
+			for i, err := range bad {
+				if err == nil {
+					t.Errorf("out-of-range call %d accepted", i)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPositions moves 512 positions of a Qwen3-0.6B-shaped cache (112
+// KiB each with bf16): between slots, and to and from a host buffer, the
+// prefix cache's three moves.
+func BenchmarkPositions(b *testing.B) {
+	cfg, err := modelcfg.Preset("qwen3-0.6b")
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 512
+	c, err := New(cfg, 2, n, BF16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, c.BufferBytes(n))
+	for _, bc := range []struct {
+		name string
+		f    func() error
+	}{
+		{"copy", func() error { return c.CopyPositions(1, 0, 0, n) }},
+		{"save", func() error { return c.SavePositions(buf, n, 0, 0, 0, n) }},
+		{"load", func() error { return c.LoadPositions(buf, n, 0, 1, 0, n) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(n * c.PositionBytes()))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.f(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -34,7 +34,10 @@ func (a engineAdapter) Stats() Stats {
 	s := a.e.Stats()
 	return Stats{SlotsBusy: s.SlotsBusy, Slots: s.Slots, KVUsed: s.KVUsed, KVCapacity: s.KVCapacity,
 		QueueDepth: s.QueueDepth, PrefixHits: s.PrefixHits, PrefixMisses: s.PrefixMisses,
-		ReusedTokens: s.ReusedTokens, SessionsStored: s.SessionsStored, SessionStoreBytes: s.SessionStoreBytes,
+		ReusedTokens: s.ReusedTokens, CopiedTokens: s.CopiedTokens, PrefixStoreHits: s.PrefixStoreHits,
+		PrefixStoreMisses: s.PrefixStoreMisses, PrefixStoreRestored: s.PrefixStoreRestored,
+		PrefixStoreBytes: s.PrefixStoreBytes, PrefixStoreCapacity: s.PrefixStoreCapacity,
+		SessionsStored: s.SessionsStored, SessionStoreBytes: s.SessionStoreBytes,
 		SessionStoreMaxBytes: s.SessionStoreMaxBytes, SessionsDropped: s.SessionsDropped, SessionsExpired: s.SessionsExpired}
 }
 

@@ -108,6 +108,10 @@ type Stats struct {
 	KVUsed, KVCapacity                      int
 	QueueDepth                              int
 	PrefixHits, PrefixMisses, ReusedTokens  int64
+	CopiedTokens                            int64 // reused by copying from another slot
+	PrefixStoreHits, PrefixStoreMisses      int64
+	PrefixStoreRestored                     int64 // tokens restored from the prefix store
+	PrefixStoreBytes, PrefixStoreCapacity   int64
 	SessionsStored                          int
 	SessionStoreBytes, SessionStoreMaxBytes int64
 	SessionsDropped, SessionsExpired        int64

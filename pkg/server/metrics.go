@@ -67,6 +67,12 @@ func newMetrics(eng Engine) *metrics {
 	cfunc("prefix_cache_hits_total", "Requests that reused a cached prefix.", func(s Stats) float64 { return float64(s.PrefixHits) })
 	cfunc("prefix_cache_misses_total", "Requests that reused nothing.", func(s Stats) float64 { return float64(s.PrefixMisses) })
 	cfunc("prefix_cache_reused_tokens_total", "Prompt tokens reused by the engine's prefix cache.", func(s Stats) float64 { return float64(s.ReusedTokens) })
+	cfunc("prefix_cache_copied_tokens_total", "Reused prompt tokens copied from another slot's KV.", func(s Stats) float64 { return float64(s.CopiedTokens) })
+	cfunc("prefix_store_hits_total", "Requests that restored KV from the host-memory prefix store.", func(s Stats) float64 { return float64(s.PrefixStoreHits) })
+	cfunc("prefix_store_misses_total", "Requests that found nothing longer in the prefix store than in the slots.", func(s Stats) float64 { return float64(s.PrefixStoreMisses) })
+	cfunc("prefix_store_restored_tokens_total", "Prompt tokens restored from the prefix store.", func(s Stats) float64 { return float64(s.PrefixStoreRestored) })
+	gauge("prefix_store_bytes", "Host memory holding evicted prefixes' KV.", func(s Stats) float64 { return float64(s.PrefixStoreBytes) })
+	gauge("prefix_store_capacity_bytes", "The prefix store's bound (--prefix-cache-bytes).", func(s Stats) float64 { return float64(s.PrefixStoreCapacity) })
 	return m
 }
 

@@ -36,21 +36,23 @@ type Common struct {
 	NUMA string
 	// NoCeilings skips measuring the machine's peaks (fractions are then 0).
 	NoCeilings bool
+	// prefixCacheBytes is engine.Options.PrefixCacheBytes (0: the default).
+	prefixCacheBytes int64
 }
 
 // NewCmdBench returns `ellm bench` with its subcommands.
 func NewCmdBench(f *cmdutil.Factory, _ func(*Common) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
-		Short: "Measure prefill TTFT, decode TPOT, sessions, serving and kernels",
+		Short: "Measure prefill TTFT, decode TPOT, sessions, agent traffic, serving and kernels",
 		Long: `Benchmarks that run at real model shapes with no download: --preset NAME
 instantiates a shape from configs/presets with synthetic weights (cached), --layers N
 keeps only the first N layers of a deep model (times are scaled to the full depth and
 labelled so). Every result is also given as a fraction of this machine's own ceilings
 (FMA / VDPBF16PS / VPDPBUSD peak, DRAM read bandwidth) measured in the same run.`,
 	}
-	cmd.AddCommand(newCmdPrefill(f, nil), newCmdDecode(f, nil), newCmdSession(f, nil), newCmdServe(f, nil), newCmdKernels(f, nil),
-		newCmdLlamaCpp(f, nil))
+	cmd.AddCommand(newCmdPrefill(f, nil), newCmdDecode(f, nil), newCmdSession(f, nil), newCmdAgent(f, nil), newCmdServe(f, nil),
+		newCmdKernels(f, nil), newCmdLlamaCpp(f, nil))
 	return cmd
 }
 
@@ -130,7 +132,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	}
 	model.DType, model.KVDType = c.DType, c.KVDType
 	model.Scaled = model.FullLayers > 0
-	eo.ModelPath = dir
+	eo.ModelPath, eo.PrefixCacheBytes = dir, c.prefixCacheBytes
 	e, err := engine.New(eo)
 	if err != nil {
 		return nil, err
