@@ -79,11 +79,11 @@ func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *Llama
 	llama := make([][]float64, len(opts.Points))
 	for round := range rounds {
 		for i, p := range opts.Points {
-			// A new seed per measurement: fresh prompts, so nothing comes from ellm's prefix cache.
-			seed := opts.Seed + uint64(round*len(opts.Points)+i)*7919
+			// Fresh prompts per measurement, so nothing comes from ellm's prefix cache.
+			measurement := round*len(opts.Points) + i
 			measure := []func() error{
 				func() error {
-					v, err := ellmRate(ctx, g, cfg, p, opts, seed)
+					v, err := ellmRate(ctx, g, cfg, p, opts, measurement)
 					ellm[i] = append(ellm[i], v)
 					return err
 				},
@@ -114,9 +114,11 @@ func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *Llama
 	return out, nil
 }
 
-func ellmRate(ctx context.Context, g Generator, cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, seed uint64) (float64, error) {
+func ellmRate(ctx context.Context, g Generator, cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, measurement int) (float64, error) {
+	seed := opts.Seed + uint64(measurement)*7919
 	if p.Prefill > 0 {
-		res, err := RunPrefill(ctx, g, cfg, PrefillOptions{Lengths: []int{p.Prefill}, Repeat: 1, Seed: seed, Scale: 1}, nil)
+		// A warm-up and a measured prompt per call: two first tokens of its own.
+		res, err := RunPrefill(ctx, g, cfg, PrefillOptions{Lengths: []int{p.Prefill}, Repeat: 1, Seed: seed, Salt: int32(2 * measurement), Scale: 1}, nil)
 		if err != nil {
 			return 0, err
 		}

@@ -43,6 +43,7 @@ type clockGen struct {
 	order      *[]string
 	mu         sync.Mutex
 	now        time.Time
+	firsts     map[int32]int // first tokens of prompts without a session
 }
 
 func (g *clockGen) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
@@ -50,6 +51,12 @@ func (g *clockGen) Generate(ctx context.Context, req engine.Request, fn func(eng
 		*g.order = append(*g.order, "ellm")
 	}
 	g.mu.Lock()
+	if req.SessionID == "" {
+		if g.firsts == nil {
+			g.firsts = map[int32]int{}
+		}
+		g.firsts[req.Tokens[0]]++
+	}
 	if req.MaxTokens == 1 { // a prefill or a priming: the batch's decodes start together after it
 		g.now = g.now.Add(time.Hour)
 	}
@@ -78,6 +85,11 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	}
 	if len(res) != 3 {
 		t.Fatalf("%d results", len(res))
+	}
+	for tok, n := range g.firsts {
+		if n > 1 {
+			t.Errorf("%d prefill prompts start with token %d: the engine's prefix cache could serve them", n, tok)
+		}
 	}
 	// Prefill: 16 tokens in 8 ms = 2000 tok/s against llama.cpp's 1000.
 	if r := res[0]; math.Abs(r.Ratio-2) > 1e-9 || r.Test != "prefill 16" || r.EllmFraction <= 0 || r.LlamaFraction <= 0 {

@@ -54,6 +54,10 @@ type PrefillOptions struct {
 	Repeat    int
 	ChunkSize int // recorded in the results; the engine was built with it
 	Seed      uint64
+	// Salt offsets the prompts' first tokens: callers that run RunPrefill
+	// several times on one engine give each run its own range, so no
+	// prompt shares even its first token with an earlier run's.
+	Salt int32
 	// Peak is the FLOP/s ceiling of the path prefill runs on (0: no fraction).
 	Peak float64
 	// Scale multiplies times for a layer-truncated model (1 otherwise).
@@ -69,7 +73,7 @@ var noStop = []int32{-1}
 // in the run, so no prefix is reused.
 func RunPrefill(ctx context.Context, g Generator, cfg *modelcfg.Config, opts PrefillOptions, progress *Progress) (PrefillResults, error) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 1))
-	salt := int32(0)
+	salt := opts.Salt
 	var out PrefillResults
 	for _, n := range opts.Lengths {
 		var ttfts []float64
