@@ -160,15 +160,9 @@ func (p *Pool) Run(t Task) {
 // await returns when every worker has finished the current task: it spins
 // for spinWait, then blocks until the last worker wakes it.
 func (p *Pool) await() {
-	var deadline time.Time
-	for spins := 1; p.pending.Load() != 0; spins++ {
-		if spins%spinCheck != 0 {
-			continue
-		}
-		if now := time.Now(); deadline.IsZero() {
-			deadline = now.Add(spinWait)
-			continue
-		} else if now.Before(deadline) {
+	var s spin
+	for p.pending.Load() != 0 {
+		if !s.over() {
 			continue
 		}
 		// Set waiting before each look at pending: a worker that clears it
@@ -183,6 +177,26 @@ func (p *Pool) await() {
 		p.waiting.Store(0)
 		return
 	}
+}
+
+// spin bounds a busy-wait: over, called once per iteration, reports
+// whether spinWait has passed since the first call (reading the clock only
+// every spinCheck iterations).
+type spin struct {
+	n        int
+	deadline time.Time
+}
+
+func (s *spin) over() bool {
+	if s.n++; s.n%spinCheck != 0 {
+		return false
+	}
+	now := time.Now()
+	if s.deadline.IsZero() {
+		s.deadline = now.Add(spinWait)
+		return false
+	}
+	return !now.Before(s.deadline)
 }
 
 // finished is a worker's end of a task; the last one wakes a blocked Run.
@@ -241,18 +255,12 @@ func (p *Pool) loop(i, cpu int) {
 	w := &p.workers[i]
 	var seen uint64 // New starts workers before the first Run, whose generation is 1
 	for {
-		var deadline time.Time
-		for spins := 1; p.gen.Load() == seen; spins++ {
+		var s spin
+		for p.gen.Load() == seen {
 			if p.closed.Load() {
 				return
 			}
-			if spins%spinCheck != 0 {
-				continue
-			}
-			if now := time.Now(); deadline.IsZero() {
-				deadline = now.Add(spinWait)
-				continue
-			} else if now.Before(deadline) {
+			if !s.over() {
 				continue
 			}
 			w.parked.Store(1)
@@ -260,7 +268,7 @@ func (p *Pool) loop(i, cpu int) {
 				futexWait(&w.parked, 1) // returns at once if Run or Close has cleared it
 			}
 			w.parked.Store(0)
-			deadline = time.Time{}
+			s = spin{}
 		}
 		seen = p.gen.Load()
 		p.runOne(p.task, i)
