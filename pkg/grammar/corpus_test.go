@@ -319,16 +319,7 @@ func runMasked(t *testing.T, toks [][]byte, v *Vocab, mg maskedGrammar, choices 
 	mask := make([]uint64, (len(toks)+63)/64)
 	var out []byte
 	for i := 0; ; i++ {
-		for j := range mask {
-			mask[j] = ^uint64(0)
-		}
-		c.Mask(mask)
-		var allowed []int32
-		for id := range int32(len(toks)) {
-			if mask[id/64]&(1<<(id%64)) != 0 {
-				allowed = append(allowed, id)
-			}
-		}
+		allowed := allowedTokens(c, mask, len(toks))
 		if len(allowed) == 0 {
 			t.Fatalf("dead end after %q", out)
 		}

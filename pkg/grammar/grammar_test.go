@@ -532,16 +532,7 @@ func TestRandomWalksValidate(t *testing.T) {
 			var out []byte
 			mask := make([]uint64, (len(toks)+63)/64)
 			for len(out) < 400 {
-				for j := range mask {
-					mask[j] = ^uint64(0)
-				}
-				c.Mask(mask)
-				var allowed []int32
-				for id := range int32(len(toks)) {
-					if mask[id/64]&(1<<(id%64)) != 0 {
-						allowed = append(allowed, id)
-					}
-				}
+				allowed := allowedTokens(c, mask, len(toks))
 				if len(allowed) == 0 {
 					t.Fatalf("schema %d: dead end after %q", i, out)
 				}
@@ -595,4 +586,20 @@ func TestConcurrentConstraints(t *testing.T) {
 	if g.cachedMasks() == 0 {
 		t.Error("no mask cached")
 	}
+}
+
+// allowedTokens lists the ids among the first n that c's mask allows, using
+// mask (sized for n) as scratch.
+func allowedTokens(c *Constraint, mask []uint64, n int) []int32 {
+	for j := range mask {
+		mask[j] = ^uint64(0)
+	}
+	c.Mask(mask)
+	var allowed []int32
+	for id := range int32(n) {
+		if mask[id/64]&(1<<(id%64)) != 0 {
+			allowed = append(allowed, id)
+		}
+	}
+	return allowed
 }
