@@ -1,6 +1,10 @@
 package gemm
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // Memory is the packed weight's main buffer as bytes (the panels the
 // kernels stream), for placing its pages (pkg/numa); the small per-channel
@@ -19,4 +23,44 @@ func (w *Weight) Memory() []byte {
 		return nil
 	}
 	return unsafe.Slice((*byte)(p), n)
+}
+
+// hugePage is the size of a transparent huge page on amd64 and arm64 (4 KiB
+// base pages).
+const hugePage = 2 << 20
+
+// packed allocates a packed weight's buffer of n elements: zeroed, 64-byte
+// aligned, and from a huge page up aligned to 2 MiB and advised to be backed
+// by transparent huge pages (MADV_HUGEPAGE, which the common THP setting
+// "madvise" requires) before the packing first writes it, so that its page
+// faults map huge pages. A decode step streams every weight once: on 4 KiB
+// pages that is a TLB miss per 4 KiB, and in a virtual machine each miss
+// walks the guest's and the host's page tables. The kernels/ceiling read
+// buffer the decode is compared with is advised the same way. Aligning the
+// start puts all of a Qwen3 projection (a multiple of 2 MiB) on huge pages;
+// the padding before it is never touched. The advice is a hint: where THP is
+// off the weights stay on base pages and nothing else changes.
+func packed[T uint32 | float32](n int) []T {
+	const size = 4 // bytes of a T
+	if n*size < hugePage {
+		return aligned[T](n, 64)
+	}
+	b := aligned[T](n, hugePage)
+	_ = unix.Madvise(wholeHugePages(unsafe.Pointer(&b[0]), n*size), unix.MADV_HUGEPAGE)
+	return b
+}
+
+// settle collapses what of a packed buffer is still on base pages into huge
+// pages, once it is written (MADV_COLLAPSE, Linux 6.1 and later; a no-op
+// error before). The Go heap hands out memory it already used, and zeroed,
+// on base pages: MADV_HUGEPAGE covers only pages not yet touched.
+func settle(b []byte) {
+	if len(b) >= hugePage {
+		_ = unix.Madvise(wholeHugePages(unsafe.Pointer(&b[0]), len(b)), unix.MADV_COLLAPSE)
+	}
+}
+
+// wholeHugePages is the huge pages starting at p (2 MiB aligned) within n bytes.
+func wholeHugePages(p unsafe.Pointer, n int) []byte {
+	return unsafe.Slice((*byte)(p), n&^(hugePage-1))
 }

@@ -56,7 +56,7 @@ func checkShape(what string, have, n, k int) {
 func FromBF16(w []uint16, n, k int) *Weight {
 	checkShape("FromBF16", len(w), n, k)
 	p := &Weight{N: n, K: k, kind: kindBF16, panels: ceilDiv(n, panelWidth), steps: ceilDiv(k, 2)}
-	p.pairs = alignedU32(p.panels * p.steps * panelWidth)
+	p.pairs = packed[uint32](p.panels * p.steps * panelWidth)
 	parallelPanels(p.panels, func(panel int) {
 		dst := p.pairs[panel*p.steps*panelWidth : (panel+1)*p.steps*panelWidth]
 		chans := min(panelWidth, n-panel*panelWidth)
@@ -83,6 +83,7 @@ func FromBF16(w []uint16, n, k int) *Weight {
 			}
 		}
 	})
+	settle(p.Memory())
 	return p
 }
 
@@ -92,7 +93,7 @@ func FromBF16(w []uint16, n, k int) *Weight {
 func FromF32(w []float32, n, k int) *Weight {
 	checkShape("FromF32", len(w), n, k)
 	p := &Weight{N: n, K: k, kind: kindF32, panels: ceilDiv(n, panelWidth), steps: k}
-	p.f32 = alignedF32(p.panels * k * panelWidth)
+	p.f32 = packed[float32](p.panels * k * panelWidth)
 	parallelPanels(p.panels, func(panel int) {
 		dst := p.f32[panel*k*panelWidth : (panel+1)*k*panelWidth]
 		for c := range min(panelWidth, n-panel*panelWidth) {
@@ -101,6 +102,7 @@ func FromF32(w []float32, n, k int) *Weight {
 			}
 		}
 	})
+	settle(p.Memory())
 	return p
 }
 
@@ -109,7 +111,7 @@ func FromF32(w []float32, n, k int) *Weight {
 func QuantizeInt8(w []uint16, n, k int) *Weight {
 	checkShape("QuantizeInt8", len(w), n, k)
 	p := &Weight{N: n, K: k, kind: kindInt8, panels: ceilDiv(n, panelWidth), steps: ceilDiv(k, 4)}
-	p.quads = alignedU32(p.panels * p.steps * panelWidth)
+	p.quads = packed[uint32](p.panels * p.steps * panelWidth)
 	p.scale = make([]float32, p.panels*panelWidth)
 	p.corr = make([]int32, p.panels*panelWidth)
 	parallelPanels(p.panels, func(panel int) {
@@ -140,6 +142,7 @@ func QuantizeInt8(w []uint16, n, k int) *Weight {
 			p.corr[ch] = 128 * sum
 		}
 	})
+	settle(p.Memory())
 	return p
 }
 
@@ -185,19 +188,17 @@ func (w *Weight) base() unsafe.Pointer {
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
 
-// alignedU32 returns a zeroed slice starting on a 64-byte boundary, so that
-// every panel row is one cache line.
-func alignedU32(n int) []uint32 {
-	b := make([]uint32, n+16)
-	off := int((64 - uintptr(unsafe.Pointer(&b[0]))%64) % 64 / 4)
+// aligned returns n zeroed elements starting on an align-byte boundary (a
+// power of two): 64 makes every panel row one cache line.
+func aligned[T uint32 | float32](n int, align uintptr) []T {
+	b := make([]T, n+int(align/4))
+	off := int((align - uintptr(unsafe.Pointer(&b[0]))%align) % align / 4)
 	return b[off : off+n : off+n]
 }
 
-func alignedF32(n int) []float32 {
-	b := make([]float32, n+16)
-	off := int((64 - uintptr(unsafe.Pointer(&b[0]))%64) % 64 / 4)
-	return b[off : off+n : off+n]
-}
+func alignedU32(n int) []uint32 { return aligned[uint32](n, 64) }
+
+func alignedF32(n int) []float32 { return aligned[float32](n, 64) }
 
 func bf16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
 
