@@ -3,11 +3,14 @@ package model
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ellm-dev/ellm/kernels/ceiling"
+	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/synth"
@@ -181,4 +184,94 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkDecodeVsDRAM alternates, round by round on one pinned pool (as
+// the engine runs it, the caller being worker 0), a decode step of the
+// checkpoint in ELLM_BENCH_MODEL with bf16 weights, one with int8 weights,
+// and kernels/ceiling's DRAM read loop over 1 GiB. Each round's decode rates
+// (packed weight bytes per step over its wall time) are divided by the same
+// round's read rate: on a shared machine or VM the absolute rates drift
+// with other tenants, the ratios less, which is how docs/performance.md
+// tells a spread the machine causes from one the engine does. It also
+// estimates a step's fixed cost (barriers, per-row ops, attention at depth
+// 0), apart from the streaming: int8 reads half of bf16's bytes, so at one
+// rate fixed = 2·t(int8) − t(bf16).
+//
+//	ELLM_BENCH_MODEL=DIR go test ./pkg/model -run '^$' -bench DecodeVsDRAM -benchtime 60x
+func BenchmarkDecodeVsDRAM(b *testing.B) {
+	dir := os.Getenv("ELLM_BENCH_MODEL")
+	if dir == "" {
+		b.Skip("ELLM_BENCH_MODEL is not set")
+	}
+	pool := threads.New(0, true)
+	defer pool.Close()
+	defer pool.PinCaller()()
+	meter, err := ceiling.NewMeter(pool, ceiling.Options{Reps: 1, WallClock: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer meter.Close()
+	type engine struct {
+		name  string
+		r     *Runner
+		bytes float64
+		rate  []float64 // GB/s per round
+	}
+	var es []*engine
+	for _, dtype := range []string{"bf16", "int8"} {
+		m, err := Load(dir, LoadOptions{DType: dtype})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		cache, err := kvcache.New(m.Config, 1, 64, kvcache.BF16)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cache.Close()
+		r, err := m.NewRunner(cache, RunnerOptions{MaxTokens: 1, Pool: pool})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer r.Close()
+		e := &engine{name: dtype, r: r}
+		for _, mem := range m.WeightMemory() {
+			e.bytes += float64(len(mem))
+		}
+		es = append(es, e)
+	}
+	seg := []Segment{{Tokens: []int32{1}, Logits: LogitsLast}}
+	var dram []float64
+	for range b.N {
+		dram = append(dram, meter.DRAM().All)
+		for _, e := range es {
+			start := time.Now()
+			if err := e.r.Forward(seg); err != nil {
+				b.Fatal(err)
+			}
+			e.rate = append(e.rate, e.bytes/time.Since(start).Seconds()/1e9)
+		}
+	}
+	median := func(v []float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	spread := func(v []float64) float64 { return 100 * (slices.Max(v) - slices.Min(v)) / median(v) }
+	b.ReportMetric(median(dram), "dram-GB/s")
+	b.ReportMetric(spread(dram), "dram-spread-%")
+	step := map[string]float64{}
+	for _, e := range es {
+		ratio := make([]float64, len(dram))
+		for i := range dram {
+			ratio[i] = e.rate[i] / dram[i]
+		}
+		b.ReportMetric(median(e.rate), e.name+"-GB/s")
+		b.ReportMetric(spread(e.rate), e.name+"-spread-%")
+		b.ReportMetric(100*median(ratio), e.name+"-%dram")
+		b.ReportMetric(spread(ratio), e.name+"-%dram-spread-%")
+		step[e.name] = e.bytes / median(e.rate) / 1e6 // ms
+	}
+	b.ReportMetric(2*step["int8"]-step["bf16"], "fixed-ms/step")
 }
