@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 
@@ -17,6 +20,9 @@ type DecodeOptions struct {
 	Depths  string
 	Batches string
 	Tokens  int
+	// CPUProfile, if set, receives a CPU profile of the timed decoding only
+	// (not the model's load or the ceilings), for go tool pprof.
+	CPUProfile string
 }
 
 func newCmdDecode(f *cmdutil.Factory, runF func(*DecodeOptions) error) *cobra.Command {
@@ -36,6 +42,7 @@ func newCmdDecode(f *cmdutil.Factory, runF func(*DecodeOptions) error) *cobra.Co
 	cmd.Flags().StringVar(&opts.Depths, "depths", "0,1024,8192", "context depths (tokens already in the KV cache)")
 	cmd.Flags().StringVar(&opts.Batches, "batch", "1,2,4", "numbers of sequences decoding together")
 	cmd.Flags().IntVar(&opts.Tokens, "tokens", 32, "decode steps timed per measurement")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the decoding (load and ceilings excluded) to this file, for go tool pprof")
 	return cmd
 }
 
@@ -60,12 +67,19 @@ func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
 		return err
 	}
 	defer s.engine.Close()
+	stopProfile, err := startCPUProfile(opts.CPUProfile)
+	if err != nil {
+		return err
+	}
 	p := opts.progress(len(depths)*len(batches)*max(opts.Repeat, 1), "decode")
 	res, err := bench.RunDecode(cmd.Context(), s.engine, s.cfg, bench.DecodeOptions{
 		Depths: depths, Batches: batches, Tokens: opts.Tokens, Warmup: decodeWarmup, Repeat: opts.Repeat,
 		Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes, DRAM: dramBytes(s.machine.Ceilings), Scale: s.scale,
 	}, p)
 	p.Done()
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
@@ -85,4 +99,27 @@ func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
 		}
 	}
 	return opts.write(bench.Report{Kind: "decode", Machine: s.machine, Model: s.model, Results: res})
+}
+
+// startCPUProfile starts a CPU profile into path (nothing when path is
+// empty); the returned function stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("cpu profile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
