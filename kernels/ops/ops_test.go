@@ -10,30 +10,30 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 )
 
-// eachPath runs f once per kernel path this CPU can run, with that path forced.
-func eachPath(t *testing.T, f func(t *testing.T)) {
+// eachPath runs f once per kernel path this CPU can run, with the set a
+// caller built under that path binds.
+func eachPath(t *testing.T, f func(t *testing.T, k *Kernels)) {
 	t.Helper()
 	for _, p := range kernels.Available() {
-		t.Run(p.String(), func(t *testing.T) {
-			prev, err := kernels.Force(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer kernels.Force(prev)
-			f(t)
-		})
+		t.Run(p.String(), func(t *testing.T) { withPath(t, p, func(k *Kernels) { f(t, k) }) })
 	}
 }
 
-// withPath runs f with path p forced.
-func withPath(t testing.TB, p kernels.Path, f func()) {
+// withPath runs f with path p forced and the set that a caller built then
+// binds (For(kernels.Active()), as the model's runner does), checking that
+// it is p's: a test meant to run every path must not run one path twice.
+func withPath(t testing.TB, p kernels.Path, f func(k *Kernels)) {
 	t.Helper()
 	prev, err := kernels.Force(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kernels.Force(prev)
-	f()
+	k := For(kernels.Active())
+	if k.Path() != p {
+		t.Fatalf("forced %s, bound %s", p, k.Path())
+	}
+	f(k)
 }
 
 func randVec(r *rand.Rand, n int, scale float64) []float32 {
@@ -100,9 +100,9 @@ func TestRMSNormMatchesFloat64(t *testing.T) {
 				want[row*n+i] = float64(x[row*n+i]) * s * float64(w[i])
 			}
 		}
-		eachPath(t, func(t *testing.T) {
+		eachPath(t, func(t *testing.T, k *Kernels) {
 			out, all := guarded(3 * n)
-			if err := RMSNorm(out, x, w, 1e-6); err != nil {
+			if err := k.RMSNorm(out, x, w, 1e-6); err != nil {
 				t.Fatal(err)
 			}
 			checkGuard(t, all, 3*n)
@@ -112,7 +112,7 @@ func TestRMSNormMatchesFloat64(t *testing.T) {
 				}
 			}
 			inPlace := slices.Clone(x)
-			if err := RMSNorm(inPlace, inPlace, w, 1e-6); err != nil {
+			if err := k.RMSNorm(inPlace, inPlace, w, 1e-6); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(inPlace, out) {
@@ -123,6 +123,7 @@ func TestRMSNormMatchesFloat64(t *testing.T) {
 }
 
 func TestNormShapeErrors(t *testing.T) {
+	k := For(kernels.Generic)
 	w := make([]float32, 4)
 	for _, c := range []struct {
 		name   string
@@ -131,18 +132,15 @@ func TestNormShapeErrors(t *testing.T) {
 		{"ragged", make([]float32, 6), make([]float32, 6)},
 		{"short out", make([]float32, 4), make([]float32, 8)},
 	} {
-		if err := RMSNorm(c.out, c.x, w, 1e-6); err == nil {
+		if err := k.RMSNorm(c.out, c.x, w, 1e-6); err == nil {
 			t.Errorf("%s: RMSNorm accepted", c.name)
 		}
-		if err := AddRMSNorm(c.out, slices.Clone(c.x), c.x, w, 1e-6); err == nil {
+		if err := k.AddRMSNorm(c.out, slices.Clone(c.x), c.x, w, 1e-6); err == nil {
 			t.Errorf("%s: AddRMSNorm accepted", c.name)
 		}
 	}
-	if err := AddRMSNorm(make([]float32, 8), make([]float32, 4), make([]float32, 8), w, 1e-6); err == nil {
+	if err := k.AddRMSNorm(make([]float32, 8), make([]float32, 4), make([]float32, 8), w, 1e-6); err == nil {
 		t.Error("AddRMSNorm accepted a short residual")
-	}
-	if err := SiLUMul(make([]float32, 3), make([]float32, 8), 4); err == nil {
-		t.Error("SiLUMul accepted a short out")
 	}
 }
 
@@ -168,14 +166,14 @@ func TestPathsBitIdentical(t *testing.T) {
 		var ref result
 		for _, p := range kernels.Available() {
 			var got result
-			withPath(t, p, func() {
+			withPath(t, p, func(k *Kernels) {
 				got.norm = make([]float32, 4*n)
-				if err := RMSNorm(got.norm, x, w, 1e-6); err != nil {
+				if err := k.RMSNorm(got.norm, x, w, 1e-6); err != nil {
 					t.Fatal(err)
 				}
 				got.res = slices.Clone(x)
 				got.add = make([]float32, 4*n)
-				if err := AddRMSNorm(got.add, got.res, y, w, 1e-6); err != nil {
+				if err := k.AddRMSNorm(got.add, got.res, y, w, 1e-6); err != nil {
 					t.Fatal(err)
 				}
 				if n%2 == 0 && 4*n%64 == 0 {
@@ -185,21 +183,19 @@ func TestPathsBitIdentical(t *testing.T) {
 					for i := range pos {
 						pos[i] = int32(r2.IntN(64))
 					}
-					if err := rope.Apply(got.rot, 1, pos); err != nil {
+					if err := k.ApplyRope(rope, got.rot, 1, pos); err != nil {
 						t.Fatal(err)
 					}
 				}
-				got.silu = make([]float32, 2*n)
-				if err := SiLUMul(got.silu, x, n); err != nil {
-					t.Fatal(err)
-				}
+				got.silu = make([]float32, 4*n)
+				k.SiLUMul(got.silu, x, y)
 				got.soft = slices.Clone(x)
-				Softmax(got.soft)
+				k.Softmax(got.soft)
 				got.wide = make([]float32, 4*n)
-				ToF32(got.wide, bits)
+				k.ToF32(got.wide, bits)
 				got.narrow = make([]uint16, 4*n)
-				ToBF16(got.narrow, x)
-				got.arg = Argmax(x)
+				k.ToBF16(got.narrow, x)
+				got.arg = k.Argmax(x)
 			})
 			if p == kernels.Generic {
 				ref = got
@@ -260,11 +256,11 @@ func TestBF16(t *testing.T) {
 	for i := range all {
 		all[i] = uint16(i)
 	}
-	eachPath(t, func(t *testing.T) {
+	eachPath(t, func(t *testing.T, k *Kernels) {
 		wide := make([]float32, len(all))
-		ToF32(wide, all)
+		k.ToF32(wide, all)
 		back := make([]uint16, len(all))
-		ToBF16(back, wide)
+		k.ToBF16(back, wide)
 		for i, h := range back {
 			want := uint16(i)
 			if i&0x7fff > 0x7f80 {
@@ -278,15 +274,16 @@ func TestBF16(t *testing.T) {
 }
 
 func TestEmbed(t *testing.T) {
+	k := For(kernels.Active())
 	table := []uint16{0x3f80, 0x4000, 0x4040, 0x4080, 0xbf80, 0}
 	out := make([]float32, 6)
-	if err := Embed(out, table, 2, []int32{2, 0, 1}); err != nil {
+	if err := k.Embed(out, table, 2, []int32{2, 0, 1}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []float32{-1, 0, 1, 2, 3, 4}; !slices.Equal(out, want) {
 		t.Errorf("Embed = %v, want %v", out, want)
 	}
-	if err := Embed(out[:2], table, 2, []int32{3}); err == nil {
+	if err := k.Embed(out[:2], table, 2, []int32{3}); err == nil {
 		t.Error("Embed accepted id 3 of a 3-row table")
 	}
 }
@@ -327,9 +324,9 @@ func TestArgmax(t *testing.T) {
 		{[]float32{nan, -1, 2, 2}, 2},
 		{[]float32{float32(math.Inf(-1)), float32(math.Inf(-1))}, 0},
 	} {
-		eachPath(t, func(t *testing.T) {
-			if got := Argmax(c.x); got != c.want {
-				t.Errorf("Argmax(%v) = %d, want %d", c.x, got, c.want)
+		eachPath(t, func(t *testing.T, k *Kernels) {
+			if got := k.Argmax(c.x); got != c.want {
+				t.Errorf("k.Argmax(%v) = %d, want %d", c.x, got, c.want)
 			}
 		})
 	}
@@ -341,8 +338,8 @@ func TestArgmax(t *testing.T) {
 			if at+5 < n {
 				x[at+5] = 7
 			}
-			eachPath(t, func(t *testing.T) {
-				if got := Argmax(x); got != at {
+			eachPath(t, func(t *testing.T, k *Kernels) {
+				if got := k.Argmax(x); got != at {
 					t.Errorf("n=%d: Argmax = %d, want %d", n, got, at)
 				}
 			})
@@ -355,15 +352,17 @@ func TestArgmax(t *testing.T) {
 }
 
 func TestSoftmax(t *testing.T) {
-	x := []float32{1, 2, 3, -1000}
-	Softmax(x)
-	e := []float64{math.Exp(-2), math.Exp(-1), 1, 0}
-	s := e[0] + e[1] + e[2]
-	for i := range x {
-		if math.Abs(float64(x[i])-e[i]/s) > 1e-7 {
-			t.Errorf("softmax[%d] = %v, want %v", i, x[i], e[i]/s)
+	eachPath(t, func(t *testing.T, k *Kernels) {
+		x := []float32{1, 2, 3, -1000}
+		k.Softmax(x)
+		e := []float64{math.Exp(-2), math.Exp(-1), 1, 0}
+		s := e[0] + e[1] + e[2]
+		for i := range x {
+			if math.Abs(float64(x[i])-e[i]/s) > 1e-7 {
+				t.Errorf("softmax[%d] = %v, want %v", i, x[i], e[i]/s)
+			}
 		}
-	}
+	})
 }
 
 // Bit patterns of every kind (ties, subnormals, NaNs, infinities, huge and
@@ -394,19 +393,16 @@ func TestPathsBitIdenticalOnRawBits(t *testing.T) {
 		gate[i] = float32(math.Mod(float64(gate[i]), 120)) // across exp's whole range
 	}
 	gate[7], gate[100] = float32(math.NaN()), float32(math.Inf(-1))
-	xu := append(slices.Clone(gate), up...)
 	var refB []uint16
 	var refS, refE []float32
 	for _, p := range kernels.Available() {
-		withPath(t, p, func() {
+		withPath(t, p, func(k *Kernels) {
 			b := make([]uint16, n)
-			ToBF16(b, x)
+			k.ToBF16(b, x)
 			s := make([]float32, n)
-			if err := SiLUMul(s, xu, n); err != nil {
-				t.Fatal(err)
-			}
+			k.SiLUMul(s, gate, up)
 			e := make([]float32, n)
-			sum := ExpSum(e, gate, 10)
+			sum := k.ExpSum(e, gate, 10)
 			e = append(e, sum)
 			if p == kernels.Generic {
 				refB, refS, refE = b, s, e
