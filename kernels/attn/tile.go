@@ -11,7 +11,6 @@ import (
 // path has no grouped or in-place kernels.
 type kernelSet struct {
 	path     kernels.Path
-	ops      *ops.Kernels
 	tile     func(ml, acc, q, k, v, s []float32, n int, scale float32)
 	group    func(w *scratch, i int, k, v []float32, n, hd int, scale float32) int
 	direct   func(w *scratch, c *Cache, o, n int, scale float32) bool
@@ -32,7 +31,7 @@ type dequantFunc func(dst []float32, src []int8, scale []float32, rows, hd int) 
 func bindKernels(p kernels.Path, hd int) kernelSet {
 	o := ops.For(p)
 	s := kernelSet{
-		path: p, ops: o,
+		path: p,
 		tile: func(ml, acc, q, k, v, s []float32, n int, scale float32) { tileGo(o, ml, acc, q, k, v, s, n, scale) },
 		widenK: func(dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
 			if src32 != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
-// The tile kernel's exponential is a copy of kernels/ops' (assembly cannot
-// share macros across packages): it must stay bit-identical to ops.Exp32.
+// The tile kernels' exponential is kernels/ops' EXP512 macro (exp_amd64.h,
+// written by kernels/internal/asmgen): it must stay bit-identical to ops.Exp32.
 func TestExpMatchesOps(t *testing.T) {
 	if !kernels.CPU().Supports(kernels.AVX512) {
 		t.Skip("no AVX-512")

@@ -31,6 +31,10 @@ func BenchmarkOps(b *testing.B) {
 	benchPaths(b, "rmsnorm-4096", 4*3*hidden, func(k *Kernels) { k.RMSNorm(out, x, w, 1e-6) })
 	benchPaths(b, "add-rmsnorm-4096", 4*5*hidden, func(k *Kernels) { k.AddRMSNorm(out, res, x, w, 1e-6) })
 
+	// one kv head's k_norm, the smallest call a decode step makes: what a
+	// call costs beyond its elements shows here
+	benchPaths(b, "head-rmsnorm-128", 4*3*hd, func(k *Kernels) { k.HeadRMSNorm(x[:hd], w[:hd], 1e-6) })
+
 	rope, err := NewRope(hd, 4096, 1e6, nil)
 	if err != nil {
 		b.Fatal(err)
