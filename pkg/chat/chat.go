@@ -224,43 +224,6 @@ func (t *Template) render(data map[string]jinja.Value) (out string, err error) {
 	return out, nil
 }
 
-// ErrNotPrefix is returned by RenderAdded when the template renders the
-// earlier messages differently once later ones follow (Qwen3 drops the
-// reasoning of assistant turns before the last user query, for instance).
-var ErrNotPrefix = errors.New("chat template: the earlier messages render differently once later messages follow")
-
-// RenderAdded renders in, and in cut after its first n messages without a
-// generation prompt, and returns the full text and the text that the
-// messages from n on (and the generation prompt) add to the cut one. It is
-// how a server finds what a conversation's new messages append to a prompt
-// it has already processed. When the cut rendering is not a prefix of the
-// full one, or the template rejects the cut conversation, it returns the full
-// text and an error wrapping ErrNotPrefix.
-func (t *Template) RenderAdded(in Input, n int) (full, added string, err error) {
-	full, err = t.Render(in)
-	if err != nil {
-		return "", "", err
-	}
-	data, err := t.context(in)
-	if err != nil {
-		return "", "", err
-	}
-	msgs := data["messages"].AsList().Items
-	if n < 0 || n > len(msgs) {
-		return "", "", &Error{Msg: fmt.Sprintf("cut after %d messages of %d", n, len(msgs))}
-	}
-	data["messages"] = jinja.NewList(msgs[:n])
-	data["add_generation_prompt"] = jinja.NewBool(false)
-	prefix, err := t.render(data)
-	if err != nil { // the template may reject a conversation cut short
-		return full, "", fmt.Errorf("%w: the first %d messages alone: %v", ErrNotPrefix, n, err)
-	}
-	if !strings.HasPrefix(full, prefix) {
-		return full, "", ErrNotPrefix
-	}
-	return full, full[len(prefix):], nil
-}
-
 // context builds the template variables as apply_chat_template does:
 // special tokens, then kwargs (which may override them), then messages,
 // tools, documents and add_generation_prompt.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ellm-dev/ellm/pkg/conversation"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 )
 
@@ -108,12 +109,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 	defer cancel()
 	if !req.Stream {
 		var b strings.Builder
-		res, err := s.generate(ctx, gen, out, func(text string, ev *Event) error {
+		res, err := s.generate(ctx, gen, s.chat.NewStream(out), func(d conversation.Delta, ev *Event) error {
 			if ev != nil && lps != nil {
 				addLogprob(lps, *ev)
 			}
-			b.WriteString(text)
-			offset += len(text)
+			b.WriteString(d.Content)
+			offset += len(d.Content)
 			return nil
 		})
 		if err != nil {
@@ -125,7 +126,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		return nil
 	}
 	ev := newEventStream(w)
-	res, err := s.generate(ctx, gen, out, func(text string, e *Event) error {
+	res, err := s.generate(ctx, gen, s.chat.NewStream(out), func(d conversation.Delta, e *Event) error {
+		text := d.Content
 		var lp *openai.CompletionLogprobs
 		if e != nil {
 			u.completion++

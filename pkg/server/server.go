@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/conversation"
 	"github.com/ellm-dev/ellm/pkg/grammar"
 )
 
@@ -62,13 +62,13 @@ type Options struct {
 
 // Server serves one engine.
 type Server struct {
-	eng      Engine
-	tok      Tokenizer
-	tmpl     *chat.Template
+	eng Engine
+	// chat renders prompts, resolves sampling and streams replies.
+	chat     *conversation.Model
+	tok      conversation.Tokenizer
 	opts     Options
 	model    string
 	created  int64
-	endIDs   []int32
 	metrics  *metrics
 	sessions *sessionStore
 
@@ -115,12 +115,12 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{eng: eng, tok: eng.Tokenizer(), tmpl: eng.ChatTemplate(), opts: opts, created: time.Now().Unix(), jsonStyle: style}
+	cm := &conversation.Model{Tokenizer: eng.Tokenizer(), Template: eng.ChatTemplate(), Generation: eng.GenerationDefaults(), EOS: eng.EOS()}
+	s := &Server{eng: eng, chat: cm, tok: cm.Tokenizer, opts: opts, created: time.Now().Unix(), jsonStyle: style}
 	s.model = opts.ModelName
 	if s.model == "" {
 		s.model = eng.Info().ModelName
 	}
-	s.endIDs = eng.EOS()
 	s.metrics = newMetrics(eng)
 	s.sessions = newSessionStore(eng, opts.MaxSessions, opts.SessionTTL, opts.Clock, opts.Logger)
 	if opts.APIKey == "" {
