@@ -10,6 +10,7 @@ import (
 
 	"github.com/ellm-dev/ellm/pkg/chat"
 	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/reasoning"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 	"github.com/ellm-dev/ellm/pkg/toolcall"
@@ -21,7 +22,7 @@ type chatPlan struct {
 	conv   conversation.Chat
 	prompt []int32
 	tools  []openai.Tool
-	gen    Request
+	gen    engine.Request
 	// out says how the reply is streamed: stop strings, reasoning, tool calls.
 	out      conversation.StreamOptions
 	logprobs bool
@@ -164,7 +165,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		calls                  []openai.ToolCall
 		lps                    []openai.TokenLogprob
 	)
-	res, err := s.generate(ctx, p.gen, s.chat.NewStream(p.out), func(d conversation.Delta, ev *Event) error {
+	res, err := s.generate(ctx, p.gen, s.chat.NewStream(p.out), func(d conversation.Delta, ev *engine.Event) error {
 		if ev != nil && p.logprobs {
 			lps = append(lps, s.tokenLogprob(*ev))
 		}
@@ -224,7 +225,7 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 		empty := ""
 		return ev.send(chunk(openai.Delta{Role: "assistant", Content: &empty}, nil, nil))
 	}
-	res, err := s.generate(ctx, p.gen, s.chat.NewStream(p.out), func(d conversation.Delta, e *Event) error {
+	res, err := s.generate(ctx, p.gen, s.chat.NewStream(p.out), func(d conversation.Delta, e *engine.Event) error {
 		if err := begin(); err != nil {
 			return err
 		}
@@ -295,20 +296,20 @@ func (u *streamUsage) chunk() *openai.Usage {
 	return &openai.Usage{PromptTokens: u.prompt, CompletionTokens: u.completion, TotalTokens: u.prompt + u.completion}
 }
 
-func finishReason(res Result, calls bool) string {
+func finishReason(res engine.Result, calls bool) string {
 	if calls && res.FinishReason == "stop" {
 		return "tool_calls"
 	}
 	return res.FinishReason
 }
 
-func usage(res Result) *openai.Usage {
+func usage(res engine.Result) *openai.Usage {
 	return &openai.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens,
 		TotalTokens:         res.PromptTokens + res.CompletionTokens,
 		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: res.CachedTokens}}
 }
 
-func (s *Server) tokenLogprob(ev Event) openai.TokenLogprob {
+func (s *Server) tokenLogprob(ev engine.Event) openai.TokenLogprob {
 	text, bs := s.tokenText(ev.Token)
 	lp := openai.TokenLogprob{Token: text, Logprob: float64(ev.Logprob), Bytes: bs, TopLogprobs: []openai.TopLogprob{}}
 	for _, t := range ev.Top {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 )
 
@@ -57,7 +58,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 	if len(prompt) == 0 {
 		return invalid("prompt", "prompt is empty")
 	}
-	gen := Request{Tokens: prompt}
+	gen := engine.Request{Tokens: prompt}
 	out, err := s.generation(req.Sampling, req.Stop, &gen)
 	if err != nil {
 		return err
@@ -88,7 +89,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		lps = &openai.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	}
 	offset := 0
-	addLogprob := func(dst *openai.CompletionLogprobs, ev Event) {
+	addLogprob := func(dst *openai.CompletionLogprobs, ev engine.Event) {
 		t, _ := s.tokenText(ev.Token)
 		top := map[string]float64{}
 		for _, alt := range ev.Top {
@@ -109,7 +110,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 	defer cancel()
 	if !req.Stream {
 		var b strings.Builder
-		res, err := s.generate(ctx, gen, s.chat.NewStream(out), func(d conversation.Delta, ev *Event) error {
+		res, err := s.generate(ctx, gen, s.chat.NewStream(out), func(d conversation.Delta, ev *engine.Event) error {
 			if ev != nil && lps != nil {
 				addLogprob(lps, *ev)
 			}
@@ -126,7 +127,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		return nil
 	}
 	ev := newEventStream(w)
-	res, err := s.generate(ctx, gen, s.chat.NewStream(out), func(d conversation.Delta, e *Event) error {
+	res, err := s.generate(ctx, gen, s.chat.NewStream(out), func(d conversation.Delta, e *engine.Event) error {
 		text := d.Content
 		var lp *openai.CompletionLogprobs
 		if e != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
 // generate runs req and calls onDelta with what each token adds to the
@@ -14,14 +15,14 @@ import (
 // the event that produced it, then with what the stream held back (ev ==
 // nil), unless the generation failed. When it fails part way, the result
 // still holds the transcript so far.
-func (s *Server) generate(ctx context.Context, req Request, stream *conversation.Stream, onDelta func(d conversation.Delta, ev *Event) error) (Result, error) {
-	res, err := s.eng.Generate(ctx, req, func(ev Event) error {
+func (s *Server) generate(ctx context.Context, req engine.Request, stream *conversation.Stream, onDelta func(d conversation.Delta, ev *engine.Event) error) (engine.Result, error) {
+	res, err := s.eng.Generate(ctx, req, func(ev engine.Event) error {
 		d, stop := stream.Token(ev.Token)
 		if err := onDelta(d, &ev); err != nil {
 			return err
 		}
 		if stop {
-			return ErrStop
+			return engine.ErrStop
 		}
 		return nil
 	})
@@ -48,12 +49,14 @@ const retryAfter = 1
 // engineError maps the engine's errors to API errors.
 func engineError(err error) error {
 	switch {
-	case errors.Is(err, ErrTooLong):
+	case errors.Is(err, engine.ErrTooLong):
 		return &apiError{status: http.StatusBadRequest, typ: "invalid_request_error", param: "max_tokens", code: "context_length_exceeded", msg: err.Error()}
-	case errors.Is(err, ErrQueueFull):
+	case errors.Is(err, engine.ErrQueueFull):
 		return &apiError{status: http.StatusTooManyRequests, typ: "server_overloaded", code: "queue_full", msg: err.Error(), retryAfter: retryAfter}
-	case errors.Is(err, ErrClosed):
+	case errors.Is(err, engine.ErrClosed):
 		return &apiError{status: http.StatusServiceUnavailable, typ: "server_error", code: "server_shutting_down", msg: err.Error()}
+	case errors.Is(err, engine.ErrInvalid):
+		return invalid("", "%v", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{status: 499, typ: "cancelled", msg: "request cancelled"}
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/sample"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 )
@@ -57,7 +58,7 @@ func (s *Server) logitBias(m map[string]float64) ([]sample.TokenBias, error) {
 
 // generation resolves the fields chat and text completions share: sampling
 // (gen.Sampling), end tokens (gen.StopTokens) and how tokens become text.
-func (s *Server) generation(r openai.Sampling, stop json.RawMessage, gen *Request) (conversation.StreamOptions, error) {
+func (s *Server) generation(r openai.Sampling, stop json.RawMessage, gen *engine.Request) (conversation.StreamOptions, error) {
 	var out conversation.StreamOptions
 	var err error
 	if gen.Sampling, err = s.samplingParams(r); err != nil {
@@ -89,7 +90,7 @@ func (s *Server) generation(r openai.Sampling, stop json.RawMessage, gen *Reques
 
 // applyMinTokens checks min_tokens against the resolved max_tokens and, when
 // it is set, keeps the end tokens from being sampled until it is reached.
-func (s *Server) applyMinTokens(gen *Request, out conversation.StreamOptions) error {
+func (s *Server) applyMinTokens(gen *engine.Request, out conversation.StreamOptions) error {
 	if out.MinTokens == 0 {
 		return nil
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/grammar"
 )
 
@@ -85,8 +86,9 @@ type Server struct {
 	handlers  sync.WaitGroup // requests being handled
 }
 
-// New returns a server for eng.
-func New(eng Engine, opts Options) (*Server, error) {
+// New returns a server for eng, which serves the model whose tokenizer,
+// chat template and defaults m holds.
+func New(eng Engine, m *conversation.Model, opts Options) (*Server, error) {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
@@ -115,8 +117,7 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cm := &conversation.Model{Tokenizer: eng.Tokenizer(), Template: eng.ChatTemplate(), Generation: eng.GenerationDefaults(), EOS: eng.EOS()}
-	s := &Server{eng: eng, chat: cm, tok: cm.Tokenizer, opts: opts, created: time.Now().Unix(), jsonStyle: style}
+	s := &Server{eng: eng, chat: m, tok: m.Tokenizer, opts: opts, created: time.Now().Unix(), jsonStyle: style}
 	s.model = opts.ModelName
 	if s.model == "" {
 		s.model = eng.Info().ModelName
@@ -273,7 +274,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Transcripts are written as each request ends (a cut one included);
 	// the KV the engine holds in slots is written now (a closed engine
 	// wrote it as it closed).
-	if err := s.SaveSessions(); err != nil && !errors.Is(err, ErrClosed) {
+	if err := s.SaveSessions(); err != nil && !errors.Is(err, engine.ErrClosed) {
 		drainErr = errors.Join(drainErr, fmt.Errorf("save sessions: %w", err))
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
 // chatPrompt renders the conversation and tokenizes it. When sessionID names
@@ -36,7 +37,7 @@ func (s *Server) chatPrompt(c conversation.Chat, sessionID string) (prompt []int
 // remember records a chat request in its session, also when it was cut
 // short (drain, disconnect, error) once it had generated something: the
 // transcript is what the model saw and wrote.
-func (s *Server) remember(p *chatPlan, res Result) {
+func (s *Server) remember(p *chatPlan, res engine.Result) {
 	if p.session == "" || len(res.Tokens) <= res.PromptTokens {
 		return
 	}
@@ -107,7 +108,7 @@ func (st *sessionStore) put(id string, sess *conversation.Session) error {
 	if err != nil {
 		return err
 	}
-	return st.eng.SaveTranscript(id, Transcript{Tokens: sess.Transcript, Data: data})
+	return st.eng.SaveTranscript(id, engine.Transcript{Tokens: sess.Transcript, Data: data})
 }
 
 // keep puts a session in memory, forgetting the least recently used one
@@ -141,17 +142,17 @@ func (st *sessionStore) forget(id string) bool {
 }
 
 // list returns the sessions held in memory that have not expired.
-func (st *sessionStore) list() []SessionInfo {
+func (st *sessionStore) list() []engine.SessionInfo {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := st.now()
-	var out []SessionInfo
+	var out []engine.SessionInfo
 	for e := st.lru.Front(); e != nil; e = e.Next() {
 		ent := e.Value.(*entry)
 		if st.ttl > 0 && now.Sub(ent.used) > st.ttl {
 			continue
 		}
-		out = append(out, SessionInfo{ID: ent.id, Tokens: len(ent.sess.Transcript), LastUsed: ent.used})
+		out = append(out, engine.SessionInfo{ID: ent.id, Tokens: len(ent.sess.Transcript), LastUsed: ent.used})
 	}
 	return out
 }

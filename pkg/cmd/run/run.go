@@ -137,7 +137,11 @@ func runRun(opts *Options) error {
 		if err := cmdutil.ChooseKernels(opts.Version, eo.Logger); err != nil {
 			return err
 		}
-		eng, err := engine.New(eo)
+		md, err := cmdutil.OpenModel(opts.ModelPath, eo.Logger)
+		if err != nil {
+			return err
+		}
+		eng, err := engine.New(md, eo)
 		if err != nil {
 			return err
 		}
@@ -178,18 +182,17 @@ type message struct {
 }
 
 func newLocal(opts *Options, eng *engine.Engine, terminal bool) (*local, error) {
-	c := &local{opts: opts, eng: eng, terminal: terminal, chat: &conversation.Model{Tokenizer: eng.Tokenizer(),
-		Generation: eng.GenerationDefaults(), EOS: eng.EOS()}}
-	if !opts.Raw {
-		t := eng.ChatTemplate()
-		if t == nil {
-			return nil, errors.New("the model has no chat template: use --raw")
-		}
-		c.chat.Template = t
+	c := &local{opts: opts, eng: eng, terminal: terminal, chat: eng.Model().Conversation()}
+	switch {
+	case opts.Raw:
+		c.chat.Template = nil
+	case c.chat.Template == nil:
+		return nil, errors.New("the model has no chat template: use --raw")
+	default:
 		c.kwargs, _ = json.Marshal(map[string]bool{"enable_thinking": opts.thinking()})
 	}
 	c.start()
-	p, err := samplingParams(opts, eng.GenerationDefaults())
+	p, err := samplingParams(opts, c.chat.Generation)
 	if err != nil {
 		return nil, err
 	}

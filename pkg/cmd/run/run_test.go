@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -290,12 +291,16 @@ func TestErrors(t *testing.T) {
 
 func TestRemote(t *testing.T) {
 	local, _, _ := testOptions(t, "")
-	eng, err := engine.New(engine.Options{ModelPath: local.ModelPath, Threads: 2, SequenceLength: 512})
+	md, err := cmdutil.OpenModel(local.ModelPath, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(md, engine.Options{Threads: 2, SequenceLength: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	srv, err := server.New(server.FromEngine(eng), server.Options{})
+	srv, err := server.New(eng, md.Conversation(), server.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
