@@ -83,8 +83,8 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 		p.gen.Logprobs = true
 	}
 	if req.TopLogprobs != nil {
-		if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
-			return nil, invalid("top_logprobs", "top_logprobs %d: must be in [0, 20]", *req.TopLogprobs)
+		if err := checkTopLogprobs("top_logprobs", *req.TopLogprobs); err != nil {
+			return nil, err
 		}
 		if !p.logprobs && *req.TopLogprobs > 0 {
 			return nil, invalid("top_logprobs", "top_logprobs needs logprobs: true")

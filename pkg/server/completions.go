@@ -77,8 +77,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if req.Logprobs != nil {
-		if *req.Logprobs < 0 || *req.Logprobs > 20 {
-			return invalid("logprobs", "logprobs %d: must be in [0, 20]", *req.Logprobs)
+		if err := checkTopLogprobs("logprobs", *req.Logprobs); err != nil {
+			return err
 		}
 		gen.Logprobs, gen.TopLogprobs = true, *req.Logprobs
 	}

@@ -135,6 +135,15 @@ func tooLong(param string, prompt int, maxTokens *int, seq int) error {
 	return &apiError{status: 400, typ: "invalid_request_error", param: param, code: "context_length_exceeded", msg: msg}
 }
 
+// checkTopLogprobs checks the alternatives asked for per token against the
+// engine's limit, naming the request's field.
+func checkTopLogprobs(param string, n int) error {
+	if n < 0 || n > engine.MaxTopLogprobs {
+		return invalid(param, "%s %d: must be in [0, %d]", param, n, engine.MaxTopLogprobs)
+	}
+	return nil
+}
+
 func checkN(n *int) error {
 	if n != nil && *n != 1 {
 		return invalid("n", "n %d: only n = 1 is supported", *n)

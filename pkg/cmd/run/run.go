@@ -78,7 +78,11 @@ Commands in the chat: /help, /reset (new conversation), /save [FILE] (the
 conversation as JSON), /stats (tokens, cached tokens, time to first token
 and tokens/s of the last answer), /exit. Ctrl-C stops the current answer;
 Ctrl-C at the prompt, Ctrl-D or /exit ends the chat. Without --model-path
-the built-in synthetic model (random weights) is used.`,
+the built-in synthetic model (random weights) is used.
+
+Sampling is resolved as the server does: each sampling flag that is set
+wins, else the model's generation_config.json (penalties included), else
+temperature 1, top-p 1, top-k off, min-p 0 and no penalties.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ctx = cmd.Context()
