@@ -15,6 +15,7 @@ import (
 
 	"github.com/ellm-dev/ellm/pkg/chat"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/reasoning"
 )
 
 // Tokenizer is what a conversation uses of pkg/tokenizer.
@@ -67,6 +68,36 @@ func (m *Model) Render(c Chat, addGenerationPrompt bool) (string, error) {
 	}
 	return m.Template.Render(chat.Input{Messages: msgs, Tools: c.Tools, AddGenerationPrompt: addGenerationPrompt,
 		Kwargs: c.Kwargs, OpenAI: true})
+}
+
+// Prompt is a chat rendered and tokenized, ready to generate.
+type Prompt struct {
+	Tokens []int32
+	// Text is the full rendering, generation prompt included.
+	Text string
+	// Thinking: the rendering leaves a <think> block open, so the reply
+	// starts as reasoning (StreamOptions.Thinking).
+	Thinking bool
+	// Continued: Tokens continue the session's transcript (Continue).
+	Continued bool
+}
+
+// Prompt renders c with the generation prompt and tokenizes it: the
+// continuation of prev's transcript when c extends it (Continue), else the
+// whole rendering. prev is nil outside a session.
+func (m *Model) Prompt(prev *Session, c Chat) (Prompt, error) {
+	text, err := m.Render(c, true)
+	if err != nil {
+		return Prompt{}, err
+	}
+	p := Prompt{Text: text, Thinking: reasoning.PromptOpensThinking(text)}
+	if prev != nil {
+		p.Tokens, p.Continued = m.Continue(*prev, c, text)
+	}
+	if !p.Continued {
+		p.Tokens = m.Tokenizer.Encode(text)
+	}
+	return p, nil
 }
 
 // Continue returns the prompt that continues prev's transcript with c, whose

@@ -141,3 +141,37 @@ func TestRenderWithoutTemplate(t *testing.T) {
 		t.Errorf("err = %v, want ErrNoTemplate", err)
 	}
 }
+
+func TestPrompt(t *testing.T) {
+	m := qwen3Model(t, "qwen3-tokenizer")
+	first := Chat{Messages: msgs(t, `[{"role": "user", "content": "q1"}]`)}
+	p, err := m.Prompt(nil, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Continued || p.Thinking || !slices.Equal(p.Tokens, m.Tokenizer.Encode(p.Text)) ||
+		p.Text != "<|im_start|>user\nq1<|im_end|>\n<|im_start|>assistant\n" {
+		t.Errorf("first turn: %+v", p)
+	}
+	sess := Session{Chat: first, Transcript: m.Tokenizer.Encode(p.Text + "a1<|im_end|>")}
+	next := Chat{Messages: msgs(t, `[{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"}, {"role": "user", "content": "q2"}]`)}
+	p, err = m.Prompt(&sess, next)
+	if err != nil || !p.Continued || !slices.Equal(p.Tokens[:len(sess.Transcript)], sess.Transcript) {
+		t.Errorf("second turn: %+v, %v", p, err)
+	}
+
+	// A template whose generation prompt opens the <think> block (as the
+	// Qwen3 thinking-2507 ones do): the reply starts as reasoning.
+	opens, err := chat.New(`{% for m in messages %}{{ m.content }}{% endfor %}<think>`+"\n", chat.SpecialTokens{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Template = opens
+	if p, err = m.Prompt(nil, first); err != nil || !p.Thinking {
+		t.Errorf("template opening <think>: %+v, %v", p, err)
+	}
+	m.Template = nil
+	if _, err = m.Prompt(nil, first); err != ErrNoTemplate {
+		t.Errorf("no template: %v", err)
+	}
+}

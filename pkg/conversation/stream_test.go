@@ -6,52 +6,13 @@ import (
 	"testing"
 
 	"github.com/ellm-dev/ellm/pkg/reasoning"
+	"github.com/ellm-dev/ellm/pkg/tokenizer/tokentest"
 	"github.com/ellm-dev/ellm/pkg/toolcall"
 )
 
-// byteTokenizer is byte-level: ids 0–255 are bytes, the added tokens
-// follow (special ones are not text unless kept).
-type byteTokenizer struct{}
-
-var added = []struct {
-	text    string
-	special bool
-}{{"<|im_end|>", true}, {"<think>", false}, {"</think>", false}}
-
-func (byteTokenizer) Encode(text string) []int32 {
-	var ids []int32
-	for len(text) > 0 {
-		id := int32(text[0])
-		n := 1
-		for i, a := range added {
-			if strings.HasPrefix(text, a.text) {
-				id, n = int32(256+i), len(a.text)
-				break
-			}
-		}
-		ids = append(ids, id)
-		text = text[n:]
-	}
-	return ids
-}
-
-func (b byteTokenizer) Decode(ids []int32) string {
-	var s []byte
-	for _, id := range ids {
-		s = append(s, b.TokenBytes(id)...)
-	}
-	return string(s)
-}
-
-func (byteTokenizer) TokenBytes(id int32) []byte {
-	if id < 256 {
-		return []byte{byte(id)}
-	}
-	return []byte(added[id-256].text)
-}
-
-func (byteTokenizer) IsSpecial(id int32) bool { return id >= 256 && added[id-256].special }
-func (byteTokenizer) VocabSize() int          { return 256 + len(added) }
+// byteTokenizer is byte-level, so that every character and tag is split
+// across tokens.
+type byteTokenizer = tokentest.Bytes
 
 // reply is a Stream's output: each Token call's delta, then Flush's.
 type reply struct {

@@ -11,7 +11,6 @@ import (
 	"github.com/ellm-dev/ellm/pkg/chat"
 	"github.com/ellm-dev/ellm/pkg/conversation"
 	"github.com/ellm-dev/ellm/pkg/engine"
-	"github.com/ellm-dev/ellm/pkg/reasoning"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 	"github.com/ellm-dev/ellm/pkg/toolcall"
 )
@@ -107,12 +106,11 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	var text string
-	p.prompt, text, err = s.chatPrompt(p.conv, p.session)
+	prompt, err := s.chatPrompt(p.conv, p.session)
 	if err != nil {
 		return nil, err
 	}
-	p.out.Thinking = reasoning.PromptOpensThinking(text)
+	p.prompt, p.out.Thinking = prompt.Tokens, prompt.Thinking
 	maxParam, maxTok := "max_tokens", req.MaxTokens
 	if req.MaxCompletionTokens != nil {
 		maxParam, maxTok = "max_completion_tokens", req.MaxCompletionTokens
@@ -130,18 +128,23 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 
 var errNoTemplate = invalid("messages", "this model has no chat template: use /v1/completions")
 
-// render renders a conversation with the model's chat template; what the
-// template rejects is the client's error.
+// render renders a conversation with the model's chat template.
 func (s *Server) render(c conversation.Chat, addGenerationPrompt bool) (string, error) {
 	text, err := s.chat.Render(c, addGenerationPrompt)
+	return text, renderError(err)
+}
+
+// renderError maps a rendering error: what the template rejects is the
+// client's error.
+func renderError(err error) error {
 	var ce *chat.Error
 	switch {
 	case errors.Is(err, conversation.ErrNoTemplate):
-		return "", errNoTemplate
+		return errNoTemplate
 	case errors.As(err, &ce):
-		return "", invalid("messages", "%v", err)
+		return invalid("messages", "%v", err)
 	}
-	return text, err
+	return err
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {

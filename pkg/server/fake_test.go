@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,56 +13,11 @@ import (
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/sample"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
+	"github.com/ellm-dev/ellm/pkg/tokenizer/tokentest"
 )
 
 // fakeTokenizer is byte-level: ids 0–255 are bytes, the added tokens follow.
-type fakeTokenizer struct{}
-
-var fakeAdded = []struct {
-	text    string
-	special bool
-}{
-	{"<|im_end|>", true}, {"<|endoftext|>", true}, {"<|im_start|>", true},
-	{"<think>", false}, {"</think>", false}, {"<tool_call>", false}, {"</tool_call>", false},
-}
-
-func (fakeTokenizer) Encode(text string) []int32 {
-	var ids []int32
-	for len(text) > 0 {
-		matched := false
-		for i, a := range fakeAdded {
-			if strings.HasPrefix(text, a.text) {
-				ids = append(ids, int32(256+i))
-				text = text[len(a.text):]
-				matched = true
-				break
-			}
-		}
-		if !matched {
-			ids = append(ids, int32(text[0]))
-			text = text[1:]
-		}
-	}
-	return ids
-}
-
-func (f fakeTokenizer) Decode(ids []int32) string {
-	var b []byte
-	for _, id := range ids {
-		b = append(b, f.TokenBytes(id)...)
-	}
-	return string(b)
-}
-
-func (fakeTokenizer) TokenBytes(id int32) []byte {
-	if id < 256 {
-		return []byte{byte(id)}
-	}
-	return []byte(fakeAdded[id-256].text)
-}
-
-func (fakeTokenizer) IsSpecial(id int32) bool { return id >= 256 && fakeAdded[id-256].special }
-func (fakeTokenizer) VocabSize() int          { return 256 + len(fakeAdded) }
+type fakeTokenizer = tokentest.Bytes
 
 const fakeEnd = 256 // <|im_end|>
 

@@ -15,23 +15,23 @@ import (
 // a session whose conversation the new one extends by the model's reply and
 // new messages, the prompt is the session's transcript followed by the
 // tokens of the new messages only (conversation.Model.Continue), so that the
-// engine prefills just those. text is the full rendering either way.
-func (s *Server) chatPrompt(c conversation.Chat, sessionID string) (prompt []int32, text string, err error) {
-	text, err = s.render(c, true)
-	if err != nil {
-		return nil, "", err
-	}
+// engine prefills just those.
+func (s *Server) chatPrompt(c conversation.Chat, sessionID string) (conversation.Prompt, error) {
+	var prev *conversation.Session
 	if sessionID != "" {
-		if sess, ok := s.sessions.get(sessionID); ok {
-			if prompt, ok := s.chat.Continue(*sess, c, text); ok {
-				s.metrics.sessionHits.Inc()
-				s.metrics.sessionReused.Add(float64(len(sess.Transcript)))
-				return prompt, text, nil
-			}
-		}
+		prev, _ = s.sessions.get(sessionID)
+	}
+	p, err := s.chat.Prompt(prev, c)
+	switch {
+	case err != nil:
+		return p, renderError(err)
+	case p.Continued:
+		s.metrics.sessionHits.Inc()
+		s.metrics.sessionReused.Add(float64(len(prev.Transcript)))
+	case sessionID != "":
 		s.metrics.sessionMisses.Inc()
 	}
-	return s.tok.Encode(text), text, nil
+	return p, nil
 }
 
 // remember records a chat request in its session, also when it was cut

@@ -23,7 +23,6 @@ import (
 	"github.com/ellm-dev/ellm/pkg/conversation"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
-	"github.com/ellm-dev/ellm/pkg/reasoning"
 	"github.com/ellm-dev/ellm/pkg/sample"
 )
 
@@ -295,43 +294,37 @@ func samplingParams(o *Options, g modelcfg.GenerationConfig) (sample.Params, err
 	return p, nil
 }
 
-// prompt returns the request with the user's new message and its tokens.
-// After the first turn they are the previous transcript, exactly as the
-// model saw and wrote it, followed by what the new message adds
-// (conversation.Model.Continue): the engine's session holds all but that.
+// prompt returns the request with the user's new message and its prompt.
+// After the first turn the tokens are the previous transcript, exactly as
+// the model saw and wrote it, followed by what the new message adds
+// (conversation.Model.Prompt): the engine's session holds all but that.
 // (Templates that re-render history differently, such as Qwen3's dropping
 // past reasoning, would otherwise force a full prefill.)
-func (c *local) prompt(user string) (conversation.Chat, []int32, bool, error) {
+func (c *local) prompt(user string) (conversation.Chat, conversation.Prompt, error) {
 	if c.chat.Template == nil {
-		return conversation.Chat{}, append(slices.Clone(c.prev.Transcript), c.chat.Tokenizer.Encode(user)...), false, nil
+		return conversation.Chat{}, conversation.Prompt{Tokens: append(slices.Clone(c.prev.Transcript), c.chat.Tokenizer.Encode(user)...)}, nil
 	}
 	req := conversation.Chat{Kwargs: c.kwargs}
 	for _, m := range append(slices.Clone(c.history), message{Role: "user", Content: user}) {
 		b, err := json.Marshal(m)
 		if err != nil {
-			return req, nil, false, err
+			return req, conversation.Prompt{}, err
 		}
 		req.Messages = append(req.Messages, b)
 	}
-	text, err := c.chat.Render(req, true)
-	if err != nil {
-		return req, nil, false, err
-	}
-	opens := reasoning.PromptOpensThinking(text)
-	if ids, ok := c.chat.Continue(c.prev, req, text); ok {
-		return req, ids, opens, nil
-	}
-	return req, c.chat.Tokenizer.Encode(text), opens, nil
+	p, err := c.chat.Prompt(&c.prev, req)
+	return req, p, err
 }
 
 // turn answers one user message, streaming the answer to Out.
 func (c *local) turn(ctx context.Context, user string) error {
-	req, ids, opens, err := c.prompt(user)
+	req, prompt, err := c.prompt(user)
 	if err != nil {
 		return err
 	}
+	ids := prompt.Tokens
 	p := &printer{out: c.opts.IO.Out, terminal: c.terminal}
-	stream := c.chat.NewStream(conversation.StreamOptions{Reasoning: c.chat.Template != nil, Thinking: opens})
+	stream := c.chat.NewStream(conversation.StreamOptions{Reasoning: c.chat.Template != nil, Thinking: prompt.Thinking})
 	res, err := c.eng.Generate(ctx, engine.Request{
 		Tokens: ids, SessionID: c.session, MaxTokens: c.maxTokens(len(ids)), Sampling: c.params,
 	}, func(ev engine.Event) error {
