@@ -113,6 +113,9 @@ func New(eng Engine, m *conversation.Model, opts Options) (*Server, error) {
 	if opts.JSONStyle == "" {
 		opts.JSONStyle = grammar.Spaced.Name
 	}
+	if m == nil || m.Tokenizer == nil {
+		return nil, errors.New("server: no model (tokenizer)")
+	}
 	style, err := grammar.StyleByName(opts.JSONStyle)
 	if err != nil {
 		return nil, err

@@ -62,6 +62,28 @@ type Options struct {
 
 func (o *Options) thinking() bool { return o.Think && !o.NoThink }
 
+// overrides are the sampling flags that are set (not negative): a local
+// model resolves them over its generation_config, a server over its own.
+func (o *Options) overrides() conversation.Overrides {
+	var r conversation.Overrides
+	set := func(flag float32) *float64 {
+		if flag < 0 {
+			return nil
+		}
+		v := float64(flag)
+		return &v
+	}
+	r.Temperature, r.TopP, r.MinP, r.RepetitionPenalty = set(o.Temperature), set(o.TopP), set(o.MinP), set(o.RepetitionPenalty)
+	if o.TopK >= 0 {
+		r.TopK = &o.TopK
+	}
+	if o.Seed >= 0 {
+		s := uint64(o.Seed)
+		r.Seed = &s
+	}
+	return r
+}
+
 // NewCmdRun returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Version: f.Version}
@@ -271,23 +293,7 @@ func (c *local) stats() (turnInfo, bool, string) {
 // model's generation_config default, else the documented default
 // (conversation.Sampling: the server's rule).
 func samplingParams(o *Options, g modelcfg.GenerationConfig) (sample.Params, error) {
-	var r conversation.Overrides
-	set := func(flag float32) *float64 {
-		if flag < 0 {
-			return nil
-		}
-		v := float64(flag)
-		return &v
-	}
-	r.Temperature, r.TopP, r.MinP, r.RepetitionPenalty = set(o.Temperature), set(o.TopP), set(o.MinP), set(o.RepetitionPenalty)
-	if o.TopK >= 0 {
-		r.TopK = &o.TopK
-	}
-	if o.Seed >= 0 {
-		s := uint64(o.Seed)
-		r.Seed = &s
-	}
-	p, err := conversation.Sampling(g, r)
+	p, err := conversation.Sampling(g, o.overrides())
 	if err != nil {
 		return p, fmt.Errorf("sampling: %w", err)
 	}
