@@ -49,8 +49,8 @@ type Chat struct {
 // Session is a conversation's last request and the exact tokens the model
 // saw and generated for it.
 type Session struct {
-	Chat       Chat    `json:"conversation"`
-	Transcript []int32 `json:"transcript"`
+	Chat       Chat
+	Transcript []int32
 }
 
 // ErrNoTemplate is returned by Render for a model without a chat template.
