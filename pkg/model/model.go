@@ -79,9 +79,9 @@ type table struct {
 }
 
 // gather writes the embedding rows of ids into out [len(ids), dim].
-func (t *table) gather(out []float32, ids []int32) error {
+func (t *table) gather(k *ops.Kernels, out []float32, ids []int32) error {
 	if t.bf16 != nil {
-		return ops.Embed(out, t.bf16, t.dim, ids)
+		return k.Embed(out, t.bf16, t.dim, ids)
 	}
 	vocab := len(t.f32) / t.dim
 	for i, id := range ids {
@@ -100,6 +100,11 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
+	return LoadWith(cfg, dir, opts)
+}
+
+// LoadWith is Load with config.json already read as cfg.
+func LoadWith(cfg *modelcfg.Config, dir string, opts LoadOptions) (*Model, error) {
 	ck, err := safetensors.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", dir, err)
