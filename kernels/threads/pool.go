@@ -34,13 +34,17 @@ func (f TaskFunc) Run(worker, workers int) { f(worker, workers) }
 // spinWait bounds how long a waiting thread busy-waits before it blocks:
 // an idle worker for the next task, Run's caller for the last worker to
 // finish. Within a decode step the gaps between kernels and the imbalance at
-// their ends are a few µs, far below it, so a step runs without a single
-// sleep or wake; a thread whose partner the OS has descheduled (another
-// process wants the core: a time slice is milliseconds) stops burning the
-// core after it, instead of spinning or calling runtime.Gosched, which
-// cannot give the core back to the OS and costs a scheduler round trip with
-// locks each time. Measured in docs/performance.md.
-var spinWait = 20 * time.Microsecond
+// their ends are a few µs to a few dozen (a partner preempted for a short
+// slice, a kv head of imbalance), below it, so a step runs with few sleeps
+// and wakes; each costs a futex round trip, the Go scheduler's hand-off of
+// the blocked thread's P, and in a virtual machine an inter-processor
+// interrupt, and a decode step at 20 µs took ~30 of them. A thread whose
+// partner the OS has descheduled for a whole time slice (milliseconds)
+// still stops burning the core after it, instead of spinning or calling
+// runtime.Gosched, which cannot give the core back to the OS and costs a
+// scheduler round trip with locks each time. Measured in
+// docs/performance.md (20 µs then 100 µs).
+var spinWait = 100 * time.Microsecond
 
 // spinCheck is how many spins pass between two looks at the clock.
 const spinCheck = 256
