@@ -752,4 +752,3 @@ func complete(f *frame) bool {
 		f = f.up
 	}
 }
-

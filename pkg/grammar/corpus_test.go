@@ -267,7 +267,7 @@ type maskedGrammar struct {
 	schema any            // a document's schema
 	tools  map[string]any // a call's arguments' schema, by tool name
 	format toolcall.Format
-	max    int              // calls
+	max    int               // calls
 	text   func([]byte) bool // a plain-text grammar's check of a whole output
 }
 

@@ -19,7 +19,9 @@ func (s *Server) guidedGrammar(v openai.VLLMSampling) (g *grammar.Grammar, param
 		}
 	}
 	refuse := func(param, why string) func(string) (*grammar.Grammar, error) {
-		return func(string) (*grammar.Grammar, error) { return nil, invalid(param, "%s is not supported: %s", param, why) }
+		return func(string) (*grammar.Grammar, error) {
+			return nil, invalid(param, "%s is not supported: %s", param, why)
+		}
 	}
 	const (
 		noCFG    = "ellm constrains output by JSON schema, regex or choice, not by context-free grammar"
