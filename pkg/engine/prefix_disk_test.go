@@ -14,7 +14,6 @@ import (
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
-
 // newTestDiskStore is a prefix store of blocks blocks of 8 positions over
 // be, with a disk tier in dir for the model tid and KV identity kid.
 func newTestDiskStore(t *testing.T, be backend, dir, tid, kid string, blocks int, maxBytes int64) (*prefixStore, error) {
