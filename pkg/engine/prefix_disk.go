@@ -15,8 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // prefixDisk is the prefix store's disk tier (--prefix-cache-dir): a block
@@ -100,15 +98,9 @@ func openPrefixDisk(c prefixDiskConfig, blockTokens, blockBytes int) (*prefixDis
 	if d.now == nil {
 		d.now = time.Now
 	}
-	switch {
-	case c.maxBytes > 0:
-		d.maxBytes = c.maxBytes
-	case c.maxBytes == 0:
-		var st unix.Statfs_t
-		if err := unix.Statfs(c.dir, &st); err != nil {
-			return nil, fmt.Errorf("prefix cache dir: free space of %s: %w", c.dir, err)
-		}
-		d.maxBytes = max(int64(st.Bavail)*int64(st.Bsize)/defaultStoreShare, 1)
+	var err error
+	if d.maxBytes, err = dirBound(c.dir, c.maxBytes); err != nil {
+		return nil, fmt.Errorf("prefix cache dir: %w", err)
 	}
 	lock, err := lockDir(filepath.Join(c.dir, "prefix-"+c.tid+".lock"), "prefix cache dir")
 	if err != nil {
@@ -153,16 +145,7 @@ func (d *prefixDisk) path(hash uint64) string {
 
 // readMeta reads and checks a block file's metadata (not its buffer).
 func (d *prefixDisk) readMeta(path, hashHex string) (*diskBlock, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	meta, err := d.checkMeta(f, st.Size())
+	meta, size, mtime, err := d.readBlockFile(path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +153,36 @@ func (d *prefixDisk) readMeta(path, hashHex string) (*diskBlock, error) {
 	if err != nil || chain(meta.Parent, meta.Tokens) != hash {
 		return nil, errors.New("tokens do not hash to the file's name")
 	}
-	return &diskBlock{hash: hash, parent: meta.Parent, tokens: meta.Tokens, start: meta.Start, size: st.Size(), used: st.ModTime()}, nil
+	return &diskBlock{hash: hash, parent: meta.Parent, tokens: meta.Tokens, start: meta.Start, size: size, used: mtime}, nil
+}
+
+// readBlockFile reads a block file's metadata and checks it (checkMeta),
+// then, when buf is not nil, reads its KV buffer into buf and checks its
+// CRC. It returns the file's size and modification time too.
+func (d *prefixDisk) readBlockFile(path string, buf []byte) (*prefixBlockMeta, int64, time.Time, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	meta, err := d.checkMeta(r, st.Size())
+	if err != nil {
+		return nil, 0, time.Time{}, err
+	}
+	if buf != nil {
+		if _, err := io.ReadFull(r, buf[:meta.Bytes]); err != nil {
+			return nil, 0, time.Time{}, fmt.Errorf("buffer: %w", err)
+		}
+		if crc32.Checksum(buf[:meta.Bytes], castagnoli) != meta.CRC {
+			return nil, 0, time.Time{}, errors.New("buffer checksum mismatch: file is corrupt")
+		}
+	}
+	return meta, st.Size(), st.ModTime(), nil
 }
 
 // checkMeta reads the header of a block file of size bytes and checks that
@@ -288,32 +300,10 @@ func (d *prefixDisk) put(parent uint64, tokens []int32, start int, buf []byte) e
 // load reads b's buffer into buf, checking the file again (it may have
 // changed since it was indexed). An unusable file is deleted.
 func (d *prefixDisk) load(b *diskBlock, buf []byte) error {
-	err := func() error {
-		f, err := os.Open(d.path(b.hash))
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		r := bufio.NewReaderSize(f, 1<<20)
-		meta, err := d.checkMeta(r, st.Size())
-		if err != nil {
-			return err
-		}
-		if meta.Parent != b.parent || !slices.Equal(meta.Tokens, b.tokens) {
-			return errors.New("the file holds another block")
-		}
-		if _, err := io.ReadFull(r, buf[:meta.Bytes]); err != nil {
-			return fmt.Errorf("buffer: %w", err)
-		}
-		if crc32.Checksum(buf[:meta.Bytes], castagnoli) != meta.CRC {
-			return errors.New("buffer checksum mismatch: file is corrupt")
-		}
-		return nil
-	}()
+	meta, _, _, err := d.readBlockFile(d.path(b.hash), buf)
+	if err == nil && (meta.Parent != b.parent || !slices.Equal(meta.Tokens, b.tokens)) {
+		err = errors.New("the file holds another block")
+	}
 	if err != nil {
 		d.unlink(b)
 		d.discard(d.path(b.hash), err)

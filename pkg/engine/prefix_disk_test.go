@@ -195,6 +195,33 @@ func TestPrefixDiskBound(t *testing.T) {
 	}
 }
 
+// topTokens are a generation's tokens and, per token, the log
+// probabilities of its 5 most likely alternatives.
+type topTokens struct {
+	tokens   []int32
+	logprobs []float32
+}
+
+// generateTop generates 6 tokens of p greedily (the zero Sampling)
+// (no end token), keeping the top-5 log probabilities: two engines that
+// hold the same KV give the same bits.
+func generateTop(t *testing.T, e *Engine, p []int32) (topTokens, Result) {
+	t.Helper()
+	var o topTokens
+	res, err := e.Generate(context.Background(), Request{Tokens: p, MaxTokens: 6, StopTokens: []int32{}, TopLogprobs: 5},
+		func(ev Event) error {
+			o.tokens = append(o.tokens, ev.Token)
+			for _, tl := range ev.Top {
+				o.logprobs = append(o.logprobs, tl.Logprob)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, res
+}
+
 // TestModelPrefixDiskRestartIsBitIdentical: a prompt's blocks are evicted
 // from the prefix store's memory to disk, the engine restarts, and the
 // prompt's next turn restores them from disk: its tokens and log
@@ -211,26 +238,7 @@ func TestModelPrefixDiskRestartIsBitIdentical(t *testing.T) {
 	}
 	scratch := newModelEngine(t, dir, Options{BatchSize: 1, PrefixCacheBytes: -1})
 	tok := scratch.Tokenizer()
-	type out struct {
-		tokens   []int32
-		logprobs []float32
-	}
-	run := func(e *Engine, p []int32) (out, Result) {
-		t.Helper()
-		var o out
-		res, err := e.Generate(context.Background(), Request{Tokens: p, MaxTokens: 6, StopTokens: []int32{}, TopLogprobs: 5},
-			func(ev Event) error {
-				o.tokens = append(o.tokens, ev.Token)
-				for _, tl := range ev.Top {
-					o.logprobs = append(o.logprobs, tl.Logprob)
-				}
-				return nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o, res
-	}
+	run := func(e *Engine, p []int32) (topTokens, Result) { return generateTop(t, e, p) }
 	a := tok.Encode("The quick brown fox jumps over the lazy dog, again and again, every single morning.")
 	b := tok.Encode("Completely unrelated: what is the weather like in Lisbon in May?")
 	c := tok.Encode("A third prompt, to push the second one out of the slot.")

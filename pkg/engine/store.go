@@ -184,15 +184,9 @@ func openStore(c storeConfig) (*store, error) {
 	}
 	s := &store{dir: c.dir, tid: c.tid, kid: c.kid, vocab: c.vocab, ttl: c.ttl, now: c.now, log: c.log,
 		index: map[string]*storeEntry{}, foreign: map[string]foreignFile{}}
-	switch {
-	case c.maxBytes > 0:
-		s.maxBytes = c.maxBytes
-	case c.maxBytes == 0:
-		var st unix.Statfs_t
-		if err := unix.Statfs(c.dir, &st); err != nil {
-			return nil, fmt.Errorf("session store: free space of %s: %w", c.dir, err)
-		}
-		s.maxBytes = max(int64(st.Bavail)*int64(st.Bsize)/defaultStoreShare, 1)
+	var err error
+	if s.maxBytes, err = dirBound(c.dir, c.maxBytes); err != nil {
+		return nil, fmt.Errorf("session store: %w", err)
 	}
 	lock, err := lockDir(s.lockPath(), "session store")
 	if err != nil {
@@ -213,6 +207,23 @@ func openStore(c storeConfig) (*store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// dirBound resolves a directory's byte bound: set (> 0), the default
+// (0: defaultStoreShare % of its file system's free space now) or none
+// (< 0, returned as 0).
+func dirBound(dir string, maxBytes int64) (int64, error) {
+	switch {
+	case maxBytes > 0:
+		return maxBytes, nil
+	case maxBytes < 0:
+		return 0, nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("free space of %s: %w", dir, err)
+	}
+	return max(int64(st.Bavail)*int64(st.Bsize)/defaultStoreShare, 1), nil
 }
 
 // lockDir takes an exclusive lock on path (created if needed) for as long

@@ -21,63 +21,56 @@ func (s *reSet) add(pc uint32)     { s[pc/64] |= 1 << (pc % 64) }
 func (s reSet) empty() bool        { return s[0]|s[1] == 0 }
 func (s reSet) and(t reSet) reSet  { return reSet{s[0] & t[0], s[1] & t[1]} }
 
+// fixpoint adds to s every state for which holds(in, s) is true, until
+// none is added.
+func (r *regex) fixpoint(s *reSet, holds func(in *syntax.Inst, s *reSet) bool) {
+	for changed := true; changed; {
+		changed = false
+		for pc := range uint32(len(r.prog.Inst)) {
+			if !s.has(pc) && holds(&r.prog.Inst[pc], s) {
+				s.add(pc)
+				changed = true
+			}
+		}
+	}
+}
+
 func (r *regex) findLive() {
 	// empty are the states that reach a match at the end of the text
 	// without reading a character: after $, only they can still match.
 	var empty reSet
-	for changed := true; changed; {
-		changed = false
-		for pc := range uint32(len(r.prog.Inst)) {
-			in := &r.prog.Inst[pc]
-			var ok bool
-			switch in.Op {
-			case syntax.InstMatch:
-				ok = true
-			case syntax.InstAlt, syntax.InstAltMatch:
-				ok = empty.has(in.Out) || empty.has(in.Arg)
-			case syntax.InstNop, syntax.InstCapture:
-				ok = empty.has(in.Out)
-			case syntax.InstEmptyWidth:
-				ok = syntax.EmptyOp(in.Arg)&syntax.EmptyBeginText == 0 && empty.has(in.Out)
-			}
-			if ok && !empty.has(pc) {
-				empty.add(pc)
-				changed = true
-			}
+	r.fixpoint(&empty, func(in *syntax.Inst, s *reSet) bool {
+		switch in.Op {
+		case syntax.InstMatch:
+			return true
+		case syntax.InstAlt, syntax.InstAltMatch:
+			return s.has(in.Out) || s.has(in.Arg)
+		case syntax.InstNop, syntax.InstCapture:
+			return s.has(in.Out)
+		case syntax.InstEmptyWidth:
+			return syntax.EmptyOp(in.Arg)&syntax.EmptyBeginText == 0 && s.has(in.Out)
 		}
-	}
-	for changed := true; changed; {
-		changed = false
-		for pc := range uint32(len(r.prog.Inst)) {
-			if r.live.has(pc) {
-				continue
+		return false
+	})
+	r.fixpoint(&r.live, func(in *syntax.Inst, s *reSet) bool {
+		switch in.Op {
+		case syntax.InstMatch:
+			return true
+		case syntax.InstAlt, syntax.InstAltMatch:
+			return s.has(in.Out) || s.has(in.Arg)
+		case syntax.InstEmptyWidth:
+			switch op := syntax.EmptyOp(in.Arg); {
+			case op&syntax.EmptyBeginText != 0:
+				return false // never true after a character
+			case op&syntax.EmptyEndText != 0:
+				return empty.has(in.Out)
 			}
-			in := &r.prog.Inst[pc]
-			var ok bool
-			switch in.Op {
-			case syntax.InstMatch:
-				ok = true
-			case syntax.InstAlt, syntax.InstAltMatch:
-				ok = r.live.has(in.Out) || r.live.has(in.Arg)
-			case syntax.InstEmptyWidth:
-				switch op := syntax.EmptyOp(in.Arg); {
-				case op&syntax.EmptyBeginText != 0:
-					// never true after a character
-				case op&syntax.EmptyEndText != 0:
-					ok = empty.has(in.Out)
-				default: // line anchors hold next to a newline
-					ok = r.live.has(in.Out)
-				}
-			case syntax.InstFail:
-			default:
-				ok = r.live.has(in.Out)
-			}
-			if ok {
-				r.live.add(pc)
-				changed = true
-			}
+			return s.has(in.Out) // line anchors hold next to a newline
+		case syntax.InstFail:
+			return false
 		}
-	}
+		return s.has(in.Out)
+	})
 }
 
 type regex struct {
