@@ -37,7 +37,10 @@ func (a engineAdapter) Stats() Stats {
 		ReusedTokens: s.ReusedTokens, CopiedTokens: s.CopiedTokens, PrefixStoreHits: s.PrefixStoreHits,
 		PrefixStoreMisses: s.PrefixStoreMisses, PrefixStoreRestored: s.PrefixStoreRestored,
 		PrefixStoreBytes: s.PrefixStoreBytes, PrefixStoreCapacity: s.PrefixStoreCapacity,
-		SessionsStored: s.SessionsStored, SessionStoreBytes: s.SessionStoreBytes,
+		PrefixDiskBytes: s.PrefixDiskBytes, PrefixDiskCapacity: s.PrefixDiskCapacity, PrefixDiskBlocks: s.PrefixDiskBlocks,
+		PrefixDiskWritten: s.PrefixDiskWritten, PrefixDiskRead: s.PrefixDiskRead, PrefixDiskEvicted: s.PrefixDiskEvicted,
+		PrefixDiskDiscarded: s.PrefixDiskDiscarded,
+		SessionsStored:      s.SessionsStored, SessionStoreBytes: s.SessionStoreBytes,
 		SessionStoreMaxBytes: s.SessionStoreMaxBytes, SessionsDropped: s.SessionsDropped, SessionsExpired: s.SessionsExpired}
 }
 

@@ -104,17 +104,21 @@ type Info struct {
 
 // Stats is the engine's live state.
 type Stats struct {
-	SlotsBusy, Slots                        int
-	KVUsed, KVCapacity                      int
-	QueueDepth                              int
-	PrefixHits, PrefixMisses, ReusedTokens  int64
-	CopiedTokens                            int64 // reused by copying from another slot
-	PrefixStoreHits, PrefixStoreMisses      int64
-	PrefixStoreRestored                     int64 // tokens restored from the prefix store
-	PrefixStoreBytes, PrefixStoreCapacity   int64
-	SessionsStored                          int
-	SessionStoreBytes, SessionStoreMaxBytes int64
-	SessionsDropped, SessionsExpired        int64
+	SlotsBusy, Slots                       int
+	KVUsed, KVCapacity                     int
+	QueueDepth                             int
+	PrefixHits, PrefixMisses, ReusedTokens int64
+	CopiedTokens                           int64 // reused by copying from another slot
+	PrefixStoreHits, PrefixStoreMisses     int64
+	PrefixStoreRestored                    int64 // tokens restored from the prefix store
+	PrefixStoreBytes, PrefixStoreCapacity  int64
+	// The prefix store's disk tier (engine.Stats has the same names).
+	PrefixDiskBytes, PrefixDiskCapacity                                       int64
+	PrefixDiskBlocks                                                          int
+	PrefixDiskWritten, PrefixDiskRead, PrefixDiskEvicted, PrefixDiskDiscarded int64
+	SessionsStored                                                            int
+	SessionStoreBytes, SessionStoreMaxBytes                                   int64
+	SessionsDropped, SessionsExpired                                          int64
 }
 
 // The engine's sentinel errors, as the server sees them.
