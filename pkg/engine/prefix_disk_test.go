@@ -237,7 +237,7 @@ func TestModelPrefixDiskRestartIsBitIdentical(t *testing.T) {
 		t.Fatal(err)
 	}
 	scratch := newModelEngine(t, dir, Options{BatchSize: 1, PrefixCacheBytes: -1})
-	tok := scratch.Tokenizer()
+	tok := scratch.Model().Tokenizer
 	run := func(e *Engine, p []int32) (topTokens, Result) { return generateTop(t, e, p) }
 	a := tok.Encode("The quick brown fox jumps over the lazy dog, again and again, every single morning.")
 	b := tok.Encode("Completely unrelated: what is the weather like in Lisbon in May?")

@@ -79,7 +79,7 @@ func TestGuidedText(t *testing.T) {
 func TestRealEngineGuidedText(t *testing.T) {
 	e := tinyEngine(t, engine.Options{BatchSize: 2, SequenceLength: 1024})
 	defer e.Close()
-	_, base := startServer(t, FromEngine(e), Options{})
+	_, base := startServer(t, e, Options{})
 	c := newClient(base)
 	choices := []string{"positive", "negative", "neutral", "pos", "n/a", "très bien"}
 	cases := []struct {

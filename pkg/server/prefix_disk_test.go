@@ -40,7 +40,7 @@ func TestRealEnginePrefixDiskMetrics(t *testing.T) {
 	e := tinyEngine(t, engine.Options{BatchSize: 1, PrefixBlockTokens: block, PrefixCacheBytes: 16 * block * perPos,
 		PrefixCacheDir: t.TempDir(), PrefixCacheDiskBytes: -1})
 	defer e.Close()
-	_, base := startServer(t, FromEngine(e), Options{})
+	_, base := startServer(t, e, Options{})
 	c := newClient(base)
 	var cached, prompt []int
 	for _, p := range []openai.ChatCompletionNewParams{l1, l2, l1} {
