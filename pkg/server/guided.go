@@ -10,7 +10,7 @@ import (
 // guidedGrammar compiles vLLM's structured-output fields, guided_* or
 // structured_outputs: json (a schema, or its JSON text) is response_format
 // json_schema under another name, regex and choice constrain the reply's
-// plain text (see guided.go). param names the field used.
+// plain text (pkg/grammar's Regex and Choice). param names the field used.
 func (s *Server) guidedGrammar(v openai.VLLMSampling) (g *grammar.Grammar, param string, err error) {
 	var asks []guidedAsk
 	add := func(param string, set bool, build func(param string) (*grammar.Grammar, error)) {
