@@ -1,13 +1,8 @@
 package server
 
 import (
-	"context"
-	"fmt"
 	"strconv"
-	"strings"
 	"testing"
-
-	"github.com/openai/openai-go/v3"
 
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
@@ -15,10 +10,10 @@ import (
 )
 
 // TestRealEnginePrefixDiskMetrics: with a prefix store memory that holds
-// one long prompt and a disk tier, the agent pattern (a long prompt, another, the
-// long one again, one slot) sends the long prompt's blocks to disk and
-// reads them back: the third request is cached but for its last token, and
-// /metrics counts the blocks written and read.
+// one long prompt and a disk tier, the agent pattern (one slot) sends one
+// of the long prompt's blocks to disk and reads it back: the third request
+// is cached but for its last token, and /metrics counts the blocks written
+// and read.
 func TestRealEnginePrefixDiskMetrics(t *testing.T) {
 	cfg, err := modelcfg.Load(tinyModel(t))
 	if err != nil {
@@ -28,12 +23,6 @@ func TestRealEnginePrefixDiskMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var long strings.Builder
-	for i := range 60 {
-		fmt.Fprintf(&long, "Rule %d: keep the answer short and cite file %d. ", i, i*7)
-	}
-	l1 := greedyChat(openai.SystemMessage(long.String()), openai.UserMessage("List the files."))
-	l2 := greedyChat(openai.SystemMessage("Extract memory items from the conversation, one per line, as short as you can."), openai.UserMessage("Go."))
 	// Memory for the long prompt and its reply (16 blocks), not more: the
 	// other prompt's block pushes one of the long prompt's to disk.
 	const block = 64
@@ -41,16 +30,7 @@ func TestRealEnginePrefixDiskMetrics(t *testing.T) {
 		PrefixCacheDir: t.TempDir(), PrefixCacheDiskBytes: -1})
 	defer e.Close()
 	_, base := startServer(t, e, Options{})
-	c := newClient(base)
-	var cached, prompt []int
-	for _, p := range []openai.ChatCompletionNewParams{l1, l2, l1} {
-		resp, err := c.Chat.Completions.New(context.Background(), p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cached = append(cached, int(resp.Usage.PromptTokensDetails.CachedTokens))
-		prompt = append(prompt, int(resp.Usage.PromptTokens))
-	}
+	prompt, cached := agentPattern(t, base)
 	if prompt[0] < 10*block || cached[2] != prompt[2]-1 {
 		t.Errorf("prompt tokens %v, cached %v: want the long prompt cached but for its last token", prompt, cached)
 	}
