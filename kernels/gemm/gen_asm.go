@@ -15,6 +15,8 @@ import (
 	"log"
 	"os"
 	"strings"
+
+	"github.com/ellm-dev/ellm/kernels/internal/asmgen"
 )
 
 type family struct {
@@ -52,11 +54,11 @@ var families = []family{
 type gen struct {
 	f    family
 	r, p int
-	buf  bytes.Buffer
+	buf  asmgen.File
 	vecs int // vector registers in use by accumulators
 }
 
-func (g *gen) in(format string, args ...any) { fmt.Fprintf(&g.buf, "\t"+format+"\n", args...) }
+func (g *gen) in(format string, args ...any) { g.buf.I(format, args...) }
 
 // halves is the number of vector registers per panel of 16 channels.
 func (g *gen) halves() int {

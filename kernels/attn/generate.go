@@ -1,0 +1,3 @@
+package attn
+
+//go:generate go run gen_tile.go
