@@ -32,15 +32,19 @@ type kernel struct {
 	name, prefix string
 	queries      int // 2 or 4
 	src          source
+	// prefill: the score loop unrolled for head_dim 128 and the queries'
+	// corrections computed in one exponential (the widened-tile kernels,
+	// which prefill runs; decode's in-place ones wait on memory instead).
+	prefill bool
 }
 
 var kernels = []kernel{
-	{"tile4AVX512", "t4", 4, srcF32},
-	{"tile2AVX512", "t2", 2, srcF32},
-	{"tile2BF16AVX512", "d2", 2, srcBF16},
-	{"tile4BF16AVX512", "q4", 4, srcBF16},
-	{"tile2I8AVX512", "id2", 2, srcI8},
-	{"tile4I8AVX512", "iq4", 4, srcI8},
+	{"tile4AVX512", "t4", 4, srcF32, true},
+	{"tile2AVX512", "t2", 2, srcF32, true},
+	{"tile2BF16AVX512", "d2", 2, srcBF16, false},
+	{"tile4BF16AVX512", "q4", 4, srcBF16, false},
+	{"tile2I8AVX512", "id2", 2, srcI8, false},
+	{"tile4I8AVX512", "iq4", 4, srcI8, false},
 }
 
 type gen struct {
@@ -185,6 +189,28 @@ func (g *gen) scores() {
 		}
 		step = fmt.Sprintf("ADDQ $%d, R12\n\tADDQ $%d, DI", 16*g.elem(), 16*g.elem())
 	}
+	chunk := func(c int) {
+		for i, r := range qp {
+			g.I("VMOVUPS %d(%s), Z%d", 64*c, r, 16+i)
+		}
+		for j := range kb {
+			g.I("VMOVUPS %d(R12), Z%d", 4096*c+64*j, 20+j) // chunk-major f32 tile
+		}
+		for i := range q {
+			for j := range kb {
+				g.I("VFMADD231PS Z%d, Z%d, Z%d", 20+j, 16+i, i*kb+j)
+			}
+		}
+	}
+	if g.prefill {
+		g.I("CMPQ R14, $128")
+		g.I("JNE  %sloop", g.prefix)
+		for c := range 8 {
+			chunk(c)
+		}
+		g.I("JMP  %sfold", g.prefix)
+		g.label("loop")
+	}
 	g.I("MOVQ R14, CX")
 	g.I("SHRQ $4, CX")
 	g.label("chunk")
@@ -214,6 +240,9 @@ func (g *gen) scores() {
 	g.I("DECQ CX")
 	g.I("JNZ  %schunk", g.prefix)
 	g.I("")
+	if g.prefill {
+		g.label("fold")
+	}
 	g.fold()
 	g.I("VPERMPS Z0, Z28, Z0     // lane %dq+j: query q, key BX+j", kb)
 	g.I("VMULPS Z29, Z0, Z0")
@@ -286,19 +315,49 @@ func (g *gen) softmax() {
 	}
 	g.I("")
 	g.Comment("Per query, as tileAVX512: m', corr (kept in the qref), p, l.")
+	// corr holds the current query's e^(m−m') in lane 0 in the loop below.
+	corr := "X19"
+	if g.prefill {
+		// All queries' m' and corrections at once: the lanes of query q
+		// (its 128-bit lane, or 256-bit half for two) get exactly the
+		// scalar steps' values, with one exponential instead of one each.
+		// Z22, Z23: m' and e^(m−m'), rotated to the next query's after each.
+		corr = "X23"
+		for i := range g.queries {
+			g.I("MOVQ %d(AX), R15", qref(i, "ml"))
+			switch {
+			case i == 0:
+				g.I("VBROADCASTSS (R15), Z21")
+			case g.queries == 4:
+				g.I("VBROADCASTSS (R15), X20")
+				g.I("VINSERTF32X4 $%d, X20, Z21, Z21", i)
+			default:
+				g.I("VBROADCASTSS (R15), Y20")
+				g.I("VINSERTF32X8 $%d, Y20, Z21, Z21", i)
+			}
+		}
+		g.I("VMAXPS Z21, Z30, Z22     // m' = max(tile max, m)")
+		g.I("VSUBPS Z22, Z21, Z23")
+		g.Exp512("Z23", "Z0", "Z1", "Z2")
+	}
 	g.I("MOVQ AX, R9")
 	g.I("MOVQ $%d, R10", g.queries)
 	g.label("q")
 	g.I("MOVQ 0(R9), R15         // ml")
-	g.I("VMOVAPS X30, X1")
-	g.I("VMOVSS (R15), X3")
-	g.I("VMAXSS X3, X1, X1")
-	g.I("VMOVSS X1, (R15)")
-	g.I("VSUBSS X1, X3, X3")
-	g.I("VBROADCASTSS X1, Z18")
-	g.I("VBROADCASTSS X3, Z19")
-	g.Exp512("Z19", "Z0", "Z1", "Z2")
-	g.I("VMOVSS X19, %d(R9)", qref(0, "corr"))
+	if g.prefill {
+		g.I("VMOVSS X22, (R15)")
+		g.I("VBROADCASTSS X22, Z18")
+	} else {
+		g.I("VMOVAPS X30, X1")
+		g.I("VMOVSS (R15), X3")
+		g.I("VMAXSS X3, X1, X1")
+		g.I("VMOVSS X1, (R15)")
+		g.I("VSUBSS X1, X3, X3")
+		g.I("VBROADCASTSS X1, Z18")
+		g.I("VBROADCASTSS X3, Z19")
+		g.Exp512("Z19", "Z0", "Z1", "Z2")
+	}
+	g.I("VMOVSS %s, %d(R9)", corr, qref(0, "corr"))
 	g.I("MOVQ %d(R9), DI         // s", qref(0, "s"))
 	g.I("VPXORD Z17, Z17, Z17")
 	g.I("XORQ R11, R11")
@@ -325,13 +384,15 @@ func (g *gen) softmax() {
 	g.I("VMOVSHDUP X1, X2")
 	g.I("VADDSS X2, X1, X1")
 	g.I("VMOVSS 4(R15), X2")
-	g.I("VMULSS X19, X2, X2")
+	g.I("VMULSS %s, X2, X2", corr)
 	g.I("VADDSS X1, X2, X2")
 	g.I("VMOVSS X2, 4(R15)")
-	if g.queries == 4 {
-		g.I("VSHUFF32X4 $0x39, Z30, Z30, Z30 // next query's max into lane 0")
+	rot := map[int]string{4: "$0x39", 2: "$0x4E"}[g.queries] // the next query's lanes to lane 0
+	if g.prefill {
+		g.I("VSHUFF32X4 %s, Z22, Z22, Z22", rot)
+		g.I("VSHUFF32X4 %s, Z23, Z23, Z23", rot)
 	} else {
-		g.I("VSHUFF32X4 $0x4E, Z30, Z30, Z30 // the other query's max into lane 0")
+		g.I("VSHUFF32X4 %s, Z30, Z30, Z30", rot)
 	}
 	g.I("ADDQ $40, R9")
 	g.I("DECQ R10")
