@@ -245,6 +245,15 @@ const (
 // (weights from L2) than on L1-resident data.
 const prefetch = 1024
 
+// Tall tiles (prefill) also prefetch their activations actPrefetch bytes
+// ahead: a long prompt's activations (M·K·2 bytes: 8 MiB for o_proj at
+// 2048 tokens) do not stay in L2 between the chunks of panels that reuse
+// them, and the broadcast loads then waited on L3.
+const (
+	actPrefetchRows = 5
+	actPrefetch     = 512
+)
+
 func (g *gen) kernel() {
 	fmt.Fprintf(&g.buf, "\n// func %s(a *kargs)\nTEXT ·%s(SB), NOSPLIT, $0-8\n", g.name(), g.name())
 	g.in("MOVQ a+0(FP), AX")
@@ -286,6 +295,9 @@ func (g *gen) kernel() {
 	fmt.Fprintf(&g.buf, "loop:\n")
 	for j := range g.p {
 		g.in("PREFETCHT0 %s", panel(j, prefetch))
+	}
+	if g.r >= actPrefetchRows {
+		g.in("PREFETCHT0 %d(SI)", actPrefetch)
 	}
 	g.f.body(g)
 	g.in("ADDQ $%d, SI", g.r*g.f.xstep)
