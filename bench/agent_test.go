@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
@@ -80,7 +81,11 @@ func TestRunAgentOnTheEngine(t *testing.T) {
 	opts := AgentOptions{Turns: 3, SystemTokens: 300, MemoryTokens: 120, TurnTokens: 40, ReplyTokens: 6, MemoryReplyTokens: 3, Seed: 2, Scale: 1}
 	for _, slots := range []int{1, 2} {
 		t.Run(fmt.Sprint("slots=", slots), func(t *testing.T) {
-			e, err := engine.New(engine.Options{ModelPath: dir, Threads: 1, BatchSize: slots, SequenceLength: AgentSequenceLength(opts), PrefixBlockTokens: 64})
+			md, err := modeldir.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := engine.New(md, engine.Options{Threads: 1, BatchSize: slots, SequenceLength: AgentSequenceLength(opts), PrefixBlockTokens: 64})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/ardanlabs/jinja"
@@ -84,25 +83,37 @@ func New(source string, special SpecialTokens) (*Template, error) {
 // chat_template.jinja when present, else tokenizer_config.json's
 // chat_template. Special tokens come from tokenizer_config.json.
 func Load(dir string) (*Template, error) {
-	cfg, err := readTokenizerConfig(dir)
-	if err != nil {
-		return nil, err
+	var files [2][]byte
+	for i, name := range []string{"tokenizer_config.json", "chat_template.jinja"} {
+		b, err := hfdir.ReadFile(dir, name)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("load chat template: %w", err)
+		}
+		files[i] = b
 	}
-	source := cfg.template
-	b, err := hfdir.ReadFile(dir, "chat_template.jinja")
-	switch {
-	case err == nil:
-		source = string(b)
-	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("load chat template: %w", err)
-	case source == "":
-		return nil, fmt.Errorf("load chat template: %s has neither chat_template.jinja nor a chat_template in tokenizer_config.json", dir)
-	}
-	t, err := New(source, cfg.special)
+	t, err := FromFiles(files[0], files[1])
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", dir, err)
 	}
 	return t, nil
+}
+
+// FromFiles builds the template of a model directory from the contents of
+// its tokenizer_config.json and chat_template.jinja (nil: absent), which
+// takes precedence over the config's chat_template, as in transformers.
+func FromFiles(tokenizerConfig, jinja []byte) (*Template, error) {
+	cfg, err := parseTokenizerConfig(tokenizerConfig)
+	if err != nil {
+		return nil, err
+	}
+	source := cfg.template
+	switch {
+	case jinja != nil:
+		source = string(jinja)
+	case source == "":
+		return nil, errors.New("chat template: neither chat_template.jinja nor a chat_template in tokenizer_config.json")
+	}
+	return New(source, cfg.special)
 }
 
 type tokenizerConfig struct {
@@ -110,16 +121,11 @@ type tokenizerConfig struct {
 	special  SpecialTokens
 }
 
-// readTokenizerConfig reads the template and special tokens of dir's
-// tokenizer_config.json; a missing file yields an empty config.
-func readTokenizerConfig(dir string) (tokenizerConfig, error) {
-	path := filepath.Join(dir, "tokenizer_config.json")
-	b, err := hfdir.ReadFile(dir, "tokenizer_config.json")
-	if errors.Is(err, os.ErrNotExist) {
+// parseTokenizerConfig reads the template and special tokens of
+// tokenizer_config.json; nil yields an empty config.
+func parseTokenizerConfig(b []byte) (tokenizerConfig, error) {
+	if b == nil {
 		return tokenizerConfig{}, nil
-	}
-	if err != nil {
-		return tokenizerConfig{}, fmt.Errorf("load chat template: %w", err)
 	}
 	var raw struct {
 		ChatTemplate json.RawMessage `json:"chat_template"`
@@ -129,11 +135,12 @@ func readTokenizerConfig(dir string) (tokenizerConfig, error) {
 		UNK          json.RawMessage `json:"unk_token"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
-		return tokenizerConfig{}, fmt.Errorf("load chat template: %s: %w", path, err)
+		return tokenizerConfig{}, fmt.Errorf("tokenizer_config.json: %w", err)
 	}
 	var cfg tokenizerConfig
+	var err error
 	if cfg.template, err = templateSource(raw.ChatTemplate); err != nil {
-		return tokenizerConfig{}, fmt.Errorf("load chat template: %s: %w", path, err)
+		return tokenizerConfig{}, fmt.Errorf("tokenizer_config.json: %w", err)
 	}
 	for _, f := range []struct {
 		raw json.RawMessage
@@ -222,43 +229,6 @@ func (t *Template) render(data map[string]jinja.Value) (out string, err error) {
 		return "", &Error{Msg: err.Error()}
 	}
 	return out, nil
-}
-
-// ErrNotPrefix is returned by RenderAdded when the template renders the
-// earlier messages differently once later ones follow (Qwen3 drops the
-// reasoning of assistant turns before the last user query, for instance).
-var ErrNotPrefix = errors.New("chat template: the earlier messages render differently once later messages follow")
-
-// RenderAdded renders in, and in cut after its first n messages without a
-// generation prompt, and returns the full text and the text that the
-// messages from n on (and the generation prompt) add to the cut one. It is
-// how a server finds what a conversation's new messages append to a prompt
-// it has already processed. When the cut rendering is not a prefix of the
-// full one, or the template rejects the cut conversation, it returns the full
-// text and an error wrapping ErrNotPrefix.
-func (t *Template) RenderAdded(in Input, n int) (full, added string, err error) {
-	full, err = t.Render(in)
-	if err != nil {
-		return "", "", err
-	}
-	data, err := t.context(in)
-	if err != nil {
-		return "", "", err
-	}
-	msgs := data["messages"].AsList().Items
-	if n < 0 || n > len(msgs) {
-		return "", "", &Error{Msg: fmt.Sprintf("cut after %d messages of %d", n, len(msgs))}
-	}
-	data["messages"] = jinja.NewList(msgs[:n])
-	data["add_generation_prompt"] = jinja.NewBool(false)
-	prefix, err := t.render(data)
-	if err != nil { // the template may reject a conversation cut short
-		return full, "", fmt.Errorf("%w: the first %d messages alone: %v", ErrNotPrefix, n, err)
-	}
-	if !strings.HasPrefix(full, prefix) {
-		return full, "", ErrNotPrefix
-	}
-	return full, full[len(prefix):], nil
 }
 
 // context builds the template variables as apply_chat_template does:

@@ -137,66 +137,8 @@ func TestLoadShared(t *testing.T) {
 	}
 }
 
-func TestRenderAddedQwen3(t *testing.T) {
-	tmpl, err := Load(sharedtest.Path(t, "qwen3-tokenizer"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools := json.RawMessage(`[{"type": "function", "function": {"name": "f", "parameters": {}}}]`)
-	t.Run("turns appended after a user message", func(t *testing.T) {
-		in := Input{
-			Messages: json.RawMessage(`[{"role": "user", "content": "q"},
-				{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]},
-				{"role": "tool", "content": "r1"}, {"role": "tool", "content": "r2"}]`),
-			Tools: tools, AddGenerationPrompt: true,
-		}
-		full, added, err := tmpl.RenderAdded(in, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := "<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n</tool_call><|im_end|>\n" +
-			"<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
-		if added != want || !strings.HasSuffix(full, want) {
-			t.Errorf("added %q, want %q", added, want)
-		}
-	})
-	t.Run("cut after the assistant turn: its empty think block goes", func(t *testing.T) {
-		in := Input{
-			Messages: json.RawMessage(`[{"role": "user", "content": "q"},
-				{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]},
-				{"role": "tool", "content": "r1"}]`),
-			Tools: tools, AddGenerationPrompt: true,
-		}
-		if _, _, err := tmpl.RenderAdded(in, 2); !errors.Is(err, ErrNotPrefix) {
-			t.Fatalf("err = %v, want ErrNotPrefix", err)
-		}
-	})
-	t.Run("reasoning of an earlier turn dropped", func(t *testing.T) {
-		in := Input{
-			Messages: json.RawMessage(`[{"role": "user", "content": "q1"},
-				{"role": "assistant", "content": "a1", "reasoning_content": "r"},
-				{"role": "user", "content": "q2"}]`),
-			AddGenerationPrompt: true,
-		}
-		full, _, err := tmpl.RenderAdded(in, 2)
-		if !errors.Is(err, ErrNotPrefix) {
-			t.Fatalf("err = %v, want ErrNotPrefix", err)
-		}
-		if want, _ := tmpl.Render(in); full != want {
-			t.Errorf("full %q, want the plain rendering %q", full, want)
-		}
-	})
-	t.Run("cut out of range", func(t *testing.T) {
-		_, _, err := tmpl.RenderAdded(Input{Messages: json.RawMessage(`[{"role": "user", "content": "q"}]`)}, 2)
-		var te *Error
-		if !errors.As(err, &te) {
-			t.Fatalf("err = %v, want *Error", err)
-		}
-	})
-}
-
 // BenchmarkRenderQwen3 renders a 12-message conversation with tools: the
-// cost a server pays per request (twice with RenderAdded).
+// cost a server pays per request (twice when it continues a session).
 func BenchmarkRenderQwen3(b *testing.B) {
 	tmpl, err := Load(sharedtest.Path(b, "qwen3-tokenizer"))
 	if err != nil {

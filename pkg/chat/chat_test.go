@@ -134,3 +134,45 @@ func TestToolCallFormat(t *testing.T) {
 		}
 	}
 }
+
+// FromFiles reads a model directory's template as transformers does:
+// chat_template.jinja over tokenizer_config.json's chat_template (a string,
+// or the list entry named "default"), special tokens from the config.
+func TestFromFiles(t *testing.T) {
+	render := func(tmpl *Template) string {
+		out, err := tmpl.Render(Input{Messages: json.RawMessage(`[{"role": "user", "content": "hi"}]`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, config, jinja, want string
+	}{
+		{"config string", `{"chat_template": "cfg {{ eos_token }}", "eos_token": "<|im_end|>"}`, "", "cfg <|im_end|>"},
+		{"named list", `{"chat_template": [{"name": "tool_use", "template": "t"}, {"name": "default", "template": "d"}]}`, "", "d"},
+		{"jinja file wins", `{"chat_template": "cfg", "eos_token": {"content": "<e>"}}`, "jinja {{ eos_token }}", "jinja <e>"},
+		{"jinja file alone", "", "only {{ messages[0].content }}", "only hi"},
+	} {
+		var cfg, jinja []byte
+		if tc.config != "" {
+			cfg = []byte(tc.config)
+		}
+		if tc.jinja != "" {
+			jinja = []byte(tc.jinja)
+		}
+		tmpl, err := FromFiles(cfg, jinja)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := render(tmpl); got != tc.want {
+			t.Errorf("%s: rendered %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	for _, cfg := range []string{`{`, `{"chat_template": 3}`, `{"chat_template": [{"name": "x", "template": "t"}]}`, `{}`} {
+		if _, err := FromFiles([]byte(cfg), nil); err == nil {
+			t.Errorf("config %s: want an error", cfg)
+		}
+	}
+}

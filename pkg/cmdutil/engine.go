@@ -1,6 +1,7 @@
 package cmdutil
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/spf13/pflag"
@@ -8,6 +9,8 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/tune"
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
+	"github.com/ellm-dev/ellm/pkg/synth"
 )
 
 // EngineFlags are the flags that load a model and size the static KV cache,
@@ -49,9 +52,32 @@ func AddAllowLongContextFlag(fl *pflag.FlagSet, v *bool) {
 		"accept a --sequence-length beyond the model's context (max_position_embeddings, or its YaRN window): quality degrades")
 }
 
+// OpenModel reads the model directory of --model-path, else the built-in
+// synthetic model (generated once into the cache directory). A model
+// without a usable chat template is logged: raw prompts still work.
+func OpenModel(path string, log *slog.Logger) (*modeldir.Model, error) {
+	synthetic := path == ""
+	if synthetic {
+		dir, err := synth.DefaultModel()
+		if err != nil {
+			return nil, fmt.Errorf("built-in model: %w", err)
+		}
+		path = dir
+	}
+	m, err := modeldir.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m.Synthetic = m.Synthetic || synthetic
+	if m.NoTemplate != nil {
+		log.Warn("no chat template", "model", path, "err", m.NoTemplate)
+	}
+	return m, nil
+}
+
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
-	return engine.Options{ModelPath: e.ModelPath, DType: e.DType, KVDType: e.KVDType, Threads: e.Threads, NoPin: !e.PinThreads,
+	return engine.Options{DType: e.DType, KVDType: e.KVDType, Threads: e.Threads, NoPin: !e.PinThreads,
 		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize,
 		PrefixCacheBytes: PrefixCacheOption(e.PrefixCacheBytes), AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
 }

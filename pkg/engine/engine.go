@@ -16,28 +16,22 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/threads"
-	"github.com/ellm-dev/ellm/pkg/chat"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
 	"github.com/ellm-dev/ellm/pkg/numa"
 	"github.com/ellm-dev/ellm/pkg/sample"
-	"github.com/ellm-dev/ellm/pkg/synth"
-	"github.com/ellm-dev/ellm/pkg/tokenizer"
 )
 
 // Options configure an Engine. Zero values take the documented defaults.
 type Options struct {
-	// ModelPath is a Hugging Face model directory; "" is the built-in
-	// synthetic model (synth.DefaultModel).
-	ModelPath string
 	// DType of the linear weights: "bf16" (default), "int8" or "f32".
 	DType string
 	// KVDType of the cache: "bf16" (default), "int8" or "f32".
@@ -231,9 +225,7 @@ type Engine struct {
 	opts        Options
 	info        Info
 	log         *slog.Logger
-	tok         *tokenizer.Tokenizer
-	tmpl        *chat.Template
-	gen         modelcfg.GenerationConfig
+	model       *modeldir.Model // nil in tests of the scheduler alone
 	eos         []int32
 	vocab       int
 	be          backend
@@ -295,21 +287,16 @@ type job struct {
 	err       error
 }
 
-// New loads the model and commits every buffer the engine will use.
-func New(opts Options) (*Engine, error) {
+// New checks that the model md (modeldir.Open) fits with opts, loads its
+// weights and commits every buffer the engine will use, then schedules
+// generation requests on it.
+func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	opts = withDefaults(opts)
 	start := time.Now()
 	if err := kernels.EnvError(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	dir, synthetic := opts.ModelPath, false
-	if dir == "" {
-		d, err := synth.DefaultModel()
-		if err != nil {
-			return nil, fmt.Errorf("engine: built-in model: %w", err)
-		}
-		dir, synthetic = d, true
-	}
+	dir := md.Dir
 	var closers []func() error
 	fail := func(err error) (*Engine, error) {
 		for i := len(closers) - 1; i >= 0; i-- {
@@ -321,30 +308,16 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
-	fit, err := fitModel(dir, opts)
+	fit, err := Fits(md.Config, opts)
 	if err != nil {
 		return fail(err)
 	}
-	m, err := model.Load(dir, model.LoadOptions{DType: opts.DType})
+	m, err := md.LoadWeights(model.LoadOptions{DType: opts.DType})
 	if err != nil {
 		return fail(err)
 	}
 	closers = append(closers, m.Close)
 	cfg := m.Config
-	tok, err := tokenizer.Load(dir)
-	if err != nil {
-		return fail(err)
-	}
-	tmpl, err := chat.Load(dir)
-	if err != nil {
-		// Raw prompts still work; chat needs the template.
-		opts.Logger.Warn("no chat template", "model", dir, "err", err)
-		tmpl = nil
-	}
-	gen, err := modelcfg.LoadGeneration(dir)
-	if err != nil {
-		return fail(err)
-	}
 	cache, err := kvcache.New(cfg, opts.BatchSize, opts.SequenceLength, kvd)
 	if err != nil {
 		return fail(err)
@@ -367,7 +340,7 @@ func New(opts Options) (*Engine, error) {
 	closers = append(closers, func() error { runner.Close(); return nil })
 
 	info := Info{
-		ModelName: cfg.Name(), ModelPath: dir, Synthetic: synthetic || cfg.EllmSynthetic, Config: cfg,
+		ModelName: cfg.Name(), ModelPath: dir, Synthetic: md.Synthetic, Config: cfg,
 		KernelPath: kernels.Describe(), DType: m.DType, KVDType: string(kvd),
 		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
@@ -375,20 +348,12 @@ func New(opts Options) (*Engine, error) {
 		Fit: fit, NUMA: placement, SessionStore: opts.SessionStore,
 	}
 	be := &modelBackend{runner: runner, cache: cache, pool: pool}
-	// Either file's eos ids end a generation (Qwen3's config names
-	// <|endoftext|>, its generation_config also <|im_end|>).
-	eos := modelcfg.EOSTokens(cfg, gen)
-	for _, id := range modelcfg.EOSTokens(cfg, nil) {
-		if !slices.Contains(eos, id) {
-			eos = append(eos, id)
-		}
-	}
-	info.ModelIdentity = modelIdentity(dir, cfg)
-	e, err := newEngine(opts, info, be, cfg.VocabSize, eos, kvIdentity(dir, cfg, info))
+	info.ModelIdentity = md.Identity
+	e, err := newEngine(opts, info, be, cfg.VocabSize, md.EOS, kvIdentity(dir, cfg, info))
 	if err != nil {
 		return fail(err)
 	}
-	e.tok, e.tmpl, e.gen, e.closers = tok, tmpl, *gen, closers
+	e.model, e.closers = md, closers
 	for _, s := range e.slots {
 		e.info.ScratchBytes += s.sampler.Bytes()
 	}
@@ -414,16 +379,6 @@ func New(opts Options) (*Engine, error) {
 		e.log.Warn("running the built-in synthetic model: random weights, output is not language")
 	}
 	return e, nil
-}
-
-// fitModel runs the fit check on the model in dir before anything is
-// allocated.
-func fitModel(dir string, opts Options) (*Fit, error) {
-	cfg, err := modelcfg.Load(dir)
-	if err != nil {
-		return nil, err
-	}
-	return Fits(cfg, opts)
 }
 
 // Fits runs CheckFit for cfg against opts.Memory (this machine's by
@@ -600,17 +555,8 @@ func (e *Engine) Close() error {
 // Info describes the model and what the engine committed.
 func (e *Engine) Info() Info { return e.info }
 
-// Tokenizer is the model's tokenizer.
-func (e *Engine) Tokenizer() *tokenizer.Tokenizer { return e.tok }
-
-// ChatTemplate is the model's chat template, nil when it has none.
-func (e *Engine) ChatTemplate() *chat.Template { return e.tmpl }
-
-// GenerationDefaults is the model's generation_config.json.
-func (e *Engine) GenerationDefaults() modelcfg.GenerationConfig { return e.gen }
-
-// EOS is the set of token ids that end a generation by default.
-func (e *Engine) EOS() []int32 { return slices.Clone(e.eos) }
+// Model is the model directory the engine serves.
+func (e *Engine) Model() *modeldir.Model { return e.model }
 
 // Stats is a snapshot of the engine's counters.
 func (e *Engine) Stats() Stats {

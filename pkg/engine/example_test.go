@@ -5,21 +5,31 @@ import (
 	"fmt"
 
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
+	"github.com/ellm-dev/ellm/pkg/synth"
 )
 
-// Generate streams tokens to a callback; the built-in synthetic model (no
-// ModelPath) needs no download.
+// Generate streams tokens to a callback; the built-in synthetic model
+// needs no download.
 func ExampleEngine_Generate() {
-	e, err := engine.New(engine.Options{SequenceLength: 256, Threads: 1})
+	dir, err := synth.DefaultModel()
+	if err != nil {
+		panic(err)
+	}
+	md, err := modeldir.Open(dir)
+	if err != nil {
+		panic(err)
+	}
+	e, err := engine.New(md, engine.Options{SequenceLength: 256, Threads: 1})
 	if err != nil {
 		panic(err)
 	}
 	defer e.Close()
-	prompt := e.Tokenizer().Encode("Hello")
+	prompt := md.Tokenizer.Encode("Hello")
 	var text string
 	res, err := e.Generate(context.Background(), engine.Request{Tokens: prompt, MaxTokens: 4, StopTokens: []int32{}},
 		func(ev engine.Event) error {
-			text += e.Tokenizer().Decode([]int32{ev.Token})
+			text += md.Tokenizer.Decode([]int32{ev.Token})
 			return nil
 		})
 	if err != nil {

@@ -204,17 +204,17 @@ func TestLargest(t *testing.T) {
 func TestNewChecksFitFirst(t *testing.T) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	tight := func() (cpu.Memory, error) { return cpu.Memory{Total: gib, Available: 48 << 20}, nil }
-	_, err := New(Options{ModelPath: dir, SequenceLength: 200_000, Threads: 1, AllowLongContext: true, Memory: tight})
+	_, err := New(openModel(t, dir), Options{SequenceLength: 200_000, Threads: 1, AllowLongContext: true, Memory: tight})
 	var fe *FitError
 	if !errors.As(err, &fe) || fe.Fit.MaxSequenceLength <= 0 || fe.Fit.MaxSequenceLength >= 200_000 {
 		t.Fatalf("48 MiB usable, 200000 positions: %v", err)
 	}
 	fitting := fe.Fit.MaxSequenceLength
-	if _, err := New(Options{ModelPath: dir, SequenceLength: fe.Fit.ContextLimit + 1, Threads: 1}); !errors.As(err, &fe) ||
+	if _, err := New(openModel(t, dir), Options{SequenceLength: fe.Fit.ContextLimit + 1, Threads: 1}); !errors.As(err, &fe) ||
 		!strings.Contains(err.Error(), "exceeds the model's context") {
 		t.Fatalf("beyond the context: %v", err)
 	}
-	e, err := New(Options{ModelPath: dir, SequenceLength: fitting, Threads: 1, Memory: tight})
+	e, err := New(openModel(t, dir), Options{SequenceLength: fitting, Threads: 1, Memory: tight})
 	if err != nil {
 		t.Fatalf("the largest length the refusal named (%d): %v", fitting, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
@@ -46,16 +47,25 @@ func runnerGreedy(t *testing.T, dir string, kv kvcache.DType, prompt []int32, n 
 	return out
 }
 
+// openModel reads the model directory dir.
+func openModel(t testing.TB, dir string) *modeldir.Model {
+	t.Helper()
+	m, err := modeldir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func newModelEngine(t testing.TB, dir string, o Options) *Engine {
 	t.Helper()
-	o.ModelPath = dir
 	if o.SequenceLength == 0 {
 		o.SequenceLength = 256
 	}
 	if o.Threads == 0 {
 		o.Threads = 2
 	}
-	e, err := New(o)
+	e, err := New(openModel(t, dir), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +78,7 @@ func TestModelEngine(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := sharedtest.Path(t, "models", name)
 			e := newModelEngine(t, dir, Options{BatchSize: 2, ChunkSize: 16, StallTokens: 8})
-			tok := e.Tokenizer()
+			tok := e.Model().Tokenizer
 			prompts := [][]int32{
 				tok.Encode("The quick brown fox jumps over the lazy dog. " + "Once upon a time"),
 				tok.Encode("Hello"),
@@ -136,7 +146,7 @@ func testModelSessionStore(t *testing.T, kv kvcache.DType) {
 	if err != nil || e.Info().KVBytes != perPos*256 || e.Info().KVDType != string(kv) {
 		t.Fatalf("KV %d bytes (%q), want 256 positions × %d (%v)", e.Info().KVBytes, e.Info().KVDType, perPos, err)
 	}
-	tok := e.Tokenizer()
+	tok := e.Model().Tokenizer
 	noStop := []int32{}
 	_, a1 := collect(t, e, Request{Tokens: tok.Encode("Session A says hello"), MaxTokens: 6, SessionID: "a", StopTokens: noStop})
 	_, b1 := collect(t, e, Request{Tokens: tok.Encode("Session B is different"), MaxTokens: 6, SessionID: "b", StopTokens: noStop})
@@ -246,7 +256,7 @@ func copiedPrefixIsBitIdentical(t *testing.T, m *model.Model, kv kvcache.DType) 
 func TestModelEnginePrefixSharingMatchesScratch(t *testing.T) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	scratch := newModelEngine(t, dir, Options{BatchSize: 1, PrefixCacheBytes: -1})
-	tok := scratch.Tokenizer()
+	tok := scratch.Model().Tokenizer
 	system := tok.Encode("You are a careful assistant. You answer questions about foxes, dogs and the weather in short sentences. ")
 	a := append(slices.Clone(system), tok.Encode("The quick brown fox jumps over the lazy dog, again and again, every single morning of the year.")...)
 	b := append(slices.Clone(system), tok.Encode("Is it raining?")...)

@@ -48,13 +48,13 @@ func TestEngineNUMAPlacement(t *testing.T) {
 	if nodes, err := numa.Interleaved(plain.be.(*modelBackend).cache.Memory()); plain.Info().NUMA != nil || err != nil || nodes != nil {
 		t.Errorf("NUMA off still placed: %+v, KV cache interleaved over %v (%v)", plain.Info().NUMA, nodes, err)
 	}
-	prompt := e.Tokenizer().Encode("The quick brown fox")
+	prompt := e.Model().Tokenizer.Encode("The quick brown fox")
 	got, _ := collect(t, e, Request{Tokens: prompt, MaxTokens: 8, StopTokens: []int32{}})
 	want, _ := collect(t, plain, Request{Tokens: prompt, MaxTokens: 8, StopTokens: []int32{}})
 	if !slices.Equal(got, want) {
 		t.Errorf("placed %v, unplaced %v", got, want)
 	}
-	if _, err := New(Options{ModelPath: dir, NUMA: "spread"}); err == nil || !strings.Contains(err.Error(), "want auto or off") {
+	if _, err := New(openModel(t, dir), Options{NUMA: "spread"}); err == nil || !strings.Contains(err.Error(), "want auto or off") {
 		t.Errorf("bad --numa: %v", err)
 	}
 }

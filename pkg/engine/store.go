@@ -144,24 +144,6 @@ func kvIdentity(dir string, cfg *modelcfg.Config, info Info) string {
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// modelIdentity names what token ids mean: the model config and the
-// tokenizer files (a transcript's tokens are only valid for both).
-func modelIdentity(dir string, cfg *modelcfg.Config) string {
-	h := sha256.New()
-	ch := kvcache.ConfigHash(cfg)
-	h.Write(ch[:])
-	for _, name := range []string{"tokenizer.json", "tokenizer_config.json"} {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			fmt.Fprintf(h, "|%s:none", name)
-			continue
-		}
-		sum := sha256.Sum256(b)
-		fmt.Fprintf(h, "|%s:%x", name, sum)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:32]
-}
-
 type storeConfig struct {
 	dir      string
 	tid, kid string

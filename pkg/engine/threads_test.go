@@ -27,8 +27,8 @@ func TestEngineThreads(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.o.ModelPath, tc.o.SequenceLength = dir, 64
-			e, err := New(tc.o)
+			tc.o.SequenceLength = 64
+			e, err := New(openModel(t, dir), tc.o)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ellm-dev/ellm/pkg/chat"
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
 	"github.com/ellm-dev/ellm/pkg/sample"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 	"github.com/ellm-dev/ellm/pkg/toolcall"
@@ -137,13 +138,17 @@ func TestForcedCallsRandomModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("generates with a model")
 	}
-	e, err := engine.New(engine.Options{ModelPath: sharedtest.Path(t, "models", "tiny-qwen3-a"), SequenceLength: 8192, Threads: 1})
+	md, err := modeldir.Open(sharedtest.Path(t, "models", "tiny-qwen3-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(md, engine.Options{SequenceLength: 8192, Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	tok := e.Tokenizer()
-	vocab := NewVocab(tok.VocabSize(), tok.TokenBytes, tok.IsSpecial, e.EOS())
+	tok := md.Tokenizer
+	vocab := NewVocab(tok.VocabSize(), tok.TokenBytes, tok.IsSpecial, md.EOS)
 	coder, err := chat.Load(sharedtest.Path(t, "qwen3-coder-template"))
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +159,7 @@ func TestForcedCallsRandomModel(t *testing.T) {
 		format CallFormat
 		parse  toolcall.Format
 	}{
-		{"qwen3", e.ChatTemplate(), JSONCalls, toolcall.FormatJSON},
+		{"qwen3", md.Template, JSONCalls, toolcall.FormatJSON},
 		{"qwen3-coder", coder, XMLCalls, toolcall.FormatXML},
 	}
 	seed := uint64(0)
@@ -404,20 +409,24 @@ func BenchmarkTPOT(b *testing.B) {
 	if dir == "" {
 		dir = sharedtest.Path(b, "models", "tiny-qwen3-a")
 	}
-	e, err := engine.New(engine.Options{ModelPath: dir, SequenceLength: 8192})
+	md, err := modeldir.Open(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, err := engine.New(md, engine.Options{SequenceLength: 8192})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer e.Close()
-	tok := e.Tokenizer()
-	vocab := NewVocab(tok.VocabSize(), tok.TokenBytes, tok.IsSpecial, e.EOS())
+	tok := md.Tokenizer
+	vocab := NewVocab(tok.VocabSize(), tok.TokenBytes, tok.IsSpecial, md.EOS)
 	var tools []Tool
 	corpus := loadCorpus(b)["qwen-code.json"]
 	for _, t := range corpus {
 		tools = append(tools, Tool{Name: t.Function.Name, Parameters: t.Function.Parameters})
 	}
 	format := JSONCalls
-	if strings.Contains(e.ChatTemplate().Source(), "<function=") {
+	if strings.Contains(md.Template.Source(), "<function=") {
 		format = XMLCalls
 	}
 	g, err := ToolCalls(format, tools, false)
@@ -425,7 +434,7 @@ func BenchmarkTPOT(b *testing.B) {
 		b.Fatal(err)
 	}
 	toolsJSON, _ := json.Marshal(corpus)
-	text, err := e.ChatTemplate().Render(chat.Input{Messages: json.RawMessage(`[{"role":"user","content":"Read the file main.go."}]`),
+	text, err := md.Template.Render(chat.Input{Messages: json.RawMessage(`[{"role":"user","content":"Read the file main.go."}]`),
 		Tools: toolsJSON, AddGenerationPrompt: true, Kwargs: json.RawMessage(`{"enable_thinking":false}`)})
 	if err != nil {
 		b.Fatal(err)

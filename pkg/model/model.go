@@ -100,6 +100,11 @@ func Load(dir string, opts LoadOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load model: %w", err)
 	}
+	return LoadWith(cfg, dir, opts)
+}
+
+// LoadWith is Load with config.json already read as cfg.
+func LoadWith(cfg *modelcfg.Config, dir string, opts LoadOptions) (*Model, error) {
 	ck, err := safetensors.Open(dir)
 	if err != nil {
 		return nil, fmt.Errorf("load model %s: %w", dir, err)

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
 // sessionObject is a session in GET /v1/sessions.
@@ -30,7 +32,7 @@ func (s *Server) sessionList() ([]sessionObject, error) {
 		return nil, err
 	}
 	byID := map[string]int{}
-	var merged []SessionInfo
+	var merged []engine.SessionInfo
 	for _, si := range append(list, s.sessions.list()...) {
 		i, ok := byID[si.ID]
 		if !ok {
@@ -44,7 +46,7 @@ func (s *Server) sessionList() ([]sessionObject, error) {
 			m.LastUsed = si.LastUsed
 		}
 	}
-	slices.SortFunc(merged, func(a, b SessionInfo) int {
+	slices.SortFunc(merged, func(a, b engine.SessionInfo) int {
 		return cmp.Or(b.LastUsed.Compare(a.LastUsed), strings.Compare(a.ID, b.ID))
 	})
 	out := make([]sessionObject, len(merged))
@@ -71,10 +73,10 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) err
 	id := r.PathValue("id")
 	err := s.eng.DeleteSession(id)
 	switch {
-	case errors.Is(err, ErrSessionBusy):
+	case errors.Is(err, engine.ErrSessionBusy):
 		return &apiError{status: http.StatusConflict, typ: "invalid_request_error", param: "session_id", code: "session_busy",
 			msg: fmt.Sprintf("session %q has a request running: retry once it ends", id)}
-	case err != nil && !errors.Is(err, ErrNoSession):
+	case err != nil && !errors.Is(err, engine.ErrNoSession):
 		return err
 	}
 	if inMemory := s.sessions.forget(id); err != nil && !inMemory {

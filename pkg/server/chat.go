@@ -3,29 +3,27 @@ package server
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/ellm-dev/ellm/pkg/chat"
-	"github.com/ellm-dev/ellm/pkg/reasoning"
+	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 	"github.com/ellm-dev/ellm/pkg/toolcall"
 )
 
 // chatPlan is a validated chat request, ready to generate.
 type chatPlan struct {
-	req      *openai.ChatCompletionRequest
-	conv     conversation
-	prompt   []int32
-	thinking bool // the prompt leaves a <think> block open
-	tools    []openai.Tool
-	parse    bool // parse tool calls out of the reply
-	format   toolcall.Format
-	gen      Request
-	out      output
+	req    *openai.ChatCompletionRequest
+	conv   conversation.Chat
+	prompt []int32
+	tools  []openai.Tool
+	gen    engine.Request
+	// out says how the reply is streamed: stop strings, reasoning, tool calls.
+	out      conversation.StreamOptions
 	logprobs bool
 	session  string
 }
@@ -45,7 +43,7 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 	if err := checkN(req.N); err != nil {
 		return nil, err
 	}
-	if s.tmpl == nil {
+	if s.chat.Template == nil {
 		return nil, errNoTemplate
 	}
 	p := &chatPlan{req: req, session: sessionID(r, req.SessionID)}
@@ -66,14 +64,14 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 	if len(req.ChatTemplateKwargs) > 0 && string(req.ChatTemplateKwargs) != "null" && req.ChatTemplateKwargs[0] != '{' {
 		return nil, invalid("chat_template_kwargs", "chat_template_kwargs must be a JSON object")
 	}
-	p.conv = conversation{Messages: msgs, Kwargs: req.ChatTemplateKwargs}
-	if choice.Mode != "none" {
-		p.conv.Tools = req.Tools
-		p.format = s.tmpl.ToolCallFormat()
-		p.parse = p.format != toolcall.FormatNone
-	}
+	p.conv = conversation.Chat{Messages: msgs, Kwargs: req.ChatTemplateKwargs}
 	if p.out, err = s.generation(req.Sampling, req.Stop, &p.gen); err != nil {
 		return nil, err
+	}
+	p.out.Reasoning = true
+	if choice.Mode != "none" {
+		p.conv.Tools = req.Tools
+		p.out.ToolCalls = toolcall.Parser{Format: s.chat.Template.ToolCallFormat(), Tools: req.Tools}
 	}
 	think, thinkSet, err := reasoningEffort(req.ReasoningEffort)
 	if err != nil {
@@ -84,8 +82,8 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 		p.gen.Logprobs = true
 	}
 	if req.TopLogprobs != nil {
-		if *req.TopLogprobs < 0 || *req.TopLogprobs > 20 {
-			return nil, invalid("top_logprobs", "top_logprobs %d: must be in [0, 20]", *req.TopLogprobs)
+		if err := checkTopLogprobs("top_logprobs", *req.TopLogprobs); err != nil {
+			return nil, err
 		}
 		if !p.logprobs && *req.TopLogprobs > 0 {
 			return nil, invalid("top_logprobs", "top_logprobs needs logprobs: true")
@@ -108,12 +106,11 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	var text string
-	p.prompt, text, err = s.chatPrompt(p.conv, p.session)
+	prompt, err := s.chatPrompt(p.conv, p.session)
 	if err != nil {
 		return nil, err
 	}
-	p.thinking = reasoning.PromptOpensThinking(text)
+	p.prompt, p.out.Thinking = prompt.Tokens, prompt.Thinking
 	maxParam, maxTok := "max_tokens", req.MaxTokens
 	if req.MaxCompletionTokens != nil {
 		maxParam, maxTok = "max_completion_tokens", req.MaxCompletionTokens
@@ -132,21 +129,22 @@ func (s *Server) planChat(r *http.Request, req *openai.ChatCompletionRequest) (*
 var errNoTemplate = invalid("messages", "this model has no chat template: use /v1/completions")
 
 // render renders a conversation with the model's chat template.
-func (s *Server) render(c conversation, addGenerationPrompt bool) (string, error) {
-	if s.tmpl == nil {
-		return "", errNoTemplate
-	}
-	msgs, err := json.Marshal(c.Messages)
-	if err != nil {
-		return "", err
-	}
-	text, err := s.tmpl.Render(chat.Input{Messages: msgs, Tools: c.Tools, AddGenerationPrompt: addGenerationPrompt,
-		Kwargs: c.Kwargs, OpenAI: true})
+func (s *Server) render(c conversation.Chat, addGenerationPrompt bool) (string, error) {
+	text, err := s.chat.Render(c, addGenerationPrompt)
+	return text, renderError(err)
+}
+
+// renderError maps a rendering error: what the template rejects is the
+// client's error.
+func renderError(err error) error {
 	var ce *chat.Error
-	if errors.As(err, &ce) {
-		return "", invalid("messages", "%v", err)
+	switch {
+	case errors.Is(err, conversation.ErrNoTemplate):
+		return errNoTemplate
+	case errors.As(err, &ce):
+		return invalid("messages", "%v", err)
 	}
-	return text, err
+	return err
 }
 
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
@@ -170,24 +168,19 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) error {
 		calls                  []openai.ToolCall
 		lps                    []openai.TokenLogprob
 	)
-	rp := newReplyParser(p)
-	collect := func(d replyDelta) {
-		content.WriteString(d.content)
-		reasoningText.WriteString(d.reasoning)
-		calls = mergeToolCalls(calls, d.calls)
-	}
-	res, err := s.generate(ctx, p.gen, p.out, func(text string, ev *Event) error {
+	res, err := s.generate(ctx, p.gen, s.chat.NewStream(p.out), func(d conversation.Delta, ev *engine.Event) error {
 		if ev != nil && p.logprobs {
 			lps = append(lps, s.tokenLogprob(*ev))
 		}
-		collect(rp.add(text))
+		content.WriteString(d.Content)
+		reasoningText.WriteString(d.Reasoning)
+		calls = mergeToolCalls(calls, toolCalls(d.Calls))
 		return nil
 	})
 	s.remember(p, res)
 	if err != nil {
 		return err
 	}
-	collect(rp.flush())
 	msg := openai.ResponseMessage{Role: "assistant"}
 	if c := content.String(); c != "" || len(calls) == 0 {
 		msg.Content = &c
@@ -212,20 +205,19 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 		return openai.ChatCompletionChunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: s.model,
 			Choices: []openai.ChunkChoice{{Delta: d, Logprobs: lp, FinishReason: finish}}, Usage: u.chunk()}
 	}
-	rp := newReplyParser(p)
 	sawCalls := false
-	send := func(d replyDelta, lp *openai.ChoiceLogprobs) error {
-		if d.empty() && lp == nil {
+	send := func(d conversation.Delta, lp *openai.ChoiceLogprobs) error {
+		if d.Empty() && lp == nil {
 			return nil
 		}
-		delta := openai.Delta{ToolCalls: d.calls}
-		if d.content != "" {
-			delta.Content = &d.content
+		delta := openai.Delta{ToolCalls: toolCalls(d.Calls)}
+		if d.Content != "" {
+			delta.Content = &d.Content
 		}
-		if d.reasoning != "" {
-			delta.ReasoningContent = &d.reasoning
+		if d.Reasoning != "" {
+			delta.ReasoningContent = &d.Reasoning
 		}
-		sawCalls = sawCalls || len(d.calls) > 0
+		sawCalls = sawCalls || len(d.Calls) > 0
 		return ev.send(chunk(delta, lp, nil))
 	}
 	// The first chunk carries the role, as OpenAI's do.
@@ -236,7 +228,7 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 		empty := ""
 		return ev.send(chunk(openai.Delta{Role: "assistant", Content: &empty}, nil, nil))
 	}
-	res, err := s.generate(ctx, p.gen, p.out, func(text string, e *Event) error {
+	res, err := s.generate(ctx, p.gen, s.chat.NewStream(p.out), func(d conversation.Delta, e *engine.Event) error {
 		if err := begin(); err != nil {
 			return err
 		}
@@ -247,12 +239,10 @@ func (s *Server) streamChat(w http.ResponseWriter, ctx context.Context, p *chatP
 		if e != nil && p.logprobs {
 			lp = &openai.ChoiceLogprobs{Content: []openai.TokenLogprob{s.tokenLogprob(*e)}}
 		}
-		return send(rp.add(text), lp)
+		return send(d, lp)
 	})
 	if err == nil {
-		if err = begin(); err == nil {
-			err = send(rp.flush(), nil)
-		}
+		err = begin()
 	}
 	s.remember(p, res)
 	if err != nil {
@@ -309,20 +299,20 @@ func (u *streamUsage) chunk() *openai.Usage {
 	return &openai.Usage{PromptTokens: u.prompt, CompletionTokens: u.completion, TotalTokens: u.prompt + u.completion}
 }
 
-func finishReason(res Result, calls bool) string {
+func finishReason(res engine.Result, calls bool) string {
 	if calls && res.FinishReason == "stop" {
 		return "tool_calls"
 	}
 	return res.FinishReason
 }
 
-func usage(res Result) *openai.Usage {
+func usage(res engine.Result) *openai.Usage {
 	return &openai.Usage{PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens,
 		TotalTokens:         res.PromptTokens + res.CompletionTokens,
 		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: res.CachedTokens}}
 }
 
-func (s *Server) tokenLogprob(ev Event) openai.TokenLogprob {
+func (s *Server) tokenLogprob(ev engine.Event) openai.TokenLogprob {
 	text, bs := s.tokenText(ev.Token)
 	lp := openai.TokenLogprob{Token: text, Logprob: float64(ev.Logprob), Bytes: bs, TopLogprobs: []openai.TopLogprob{}}
 	for _, t := range ev.Top {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 )
 
@@ -56,7 +58,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 	if len(prompt) == 0 {
 		return invalid("prompt", "prompt is empty")
 	}
-	gen := Request{Tokens: prompt}
+	gen := engine.Request{Tokens: prompt}
 	out, err := s.generation(req.Sampling, req.Stop, &gen)
 	if err != nil {
 		return err
@@ -75,8 +77,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	if req.Logprobs != nil {
-		if *req.Logprobs < 0 || *req.Logprobs > 20 {
-			return invalid("logprobs", "logprobs %d: must be in [0, 20]", *req.Logprobs)
+		if err := checkTopLogprobs("logprobs", *req.Logprobs); err != nil {
+			return err
 		}
 		gen.Logprobs, gen.TopLogprobs = true, *req.Logprobs
 	}
@@ -87,7 +89,7 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		lps = &openai.CompletionLogprobs{Tokens: []string{}, TokenLogprobs: []float64{}, TopLogprobs: []map[string]float64{}, TextOffset: []int{}}
 	}
 	offset := 0
-	addLogprob := func(dst *openai.CompletionLogprobs, ev Event) {
+	addLogprob := func(dst *openai.CompletionLogprobs, ev engine.Event) {
 		t, _ := s.tokenText(ev.Token)
 		top := map[string]float64{}
 		for _, alt := range ev.Top {
@@ -108,12 +110,12 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 	defer cancel()
 	if !req.Stream {
 		var b strings.Builder
-		res, err := s.generate(ctx, gen, out, func(text string, ev *Event) error {
+		res, err := s.generate(ctx, gen, s.chat.NewStream(out), func(d conversation.Delta, ev *engine.Event) error {
 			if ev != nil && lps != nil {
 				addLogprob(lps, *ev)
 			}
-			b.WriteString(text)
-			offset += len(text)
+			b.WriteString(d.Content)
+			offset += len(d.Content)
 			return nil
 		})
 		if err != nil {
@@ -125,7 +127,8 @@ func (s *Server) handleCompletions(w http.ResponseWriter, r *http.Request) error
 		return nil
 	}
 	ev := newEventStream(w)
-	res, err := s.generate(ctx, gen, out, func(text string, e *Event) error {
+	res, err := s.generate(ctx, gen, s.chat.NewStream(out), func(d conversation.Delta, e *engine.Event) error {
+		text := d.Content
 		var lp *openai.CompletionLogprobs
 		if e != nil {
 			u.completion++

@@ -165,7 +165,7 @@ func checkTools(tools []openai.Tool) error {
 // XML format.
 func (s *Server) toolCallGrammar(choice openai.ToolChoice, tools []openai.Tool, parallel bool) (*grammar.Grammar, error) {
 	var format grammar.CallFormat
-	switch f := s.tmpl.ToolCallFormat(); f {
+	switch f := s.chat.Template.ToolCallFormat(); f {
 	case toolcall.FormatJSON:
 		format = grammar.JSONCalls
 	case toolcall.FormatXML:
@@ -247,7 +247,7 @@ func (c *grammarCache) get(key string, build func() (*grammar.Grammar, error)) (
 // constraint starts a generation's constraint for g.
 func (s *Server) constraint(g *grammar.Grammar) sample.Constraint {
 	s.vocabOnce.Do(func() {
-		s.vocab = grammar.NewVocab(s.tok.VocabSize(), s.tok.TokenBytes, s.tok.IsSpecial, s.endIDs)
+		s.vocab = grammar.NewVocab(s.tok.VocabSize(), s.tok.TokenBytes, s.tok.IsSpecial, s.chat.EOS)
 	})
 	return g.Constraint(s.vocab)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 	"github.com/ellm-dev/ellm/pkg/tokenizer"
 )
@@ -25,10 +26,19 @@ func tinyModel(t *testing.T) string {
 	return sharedtest.Path(t, "models", "tiny-qwen3-a")
 }
 
+// openModel reads a model directory.
+func openModel(tb testing.TB, dir string) *modeldir.Model {
+	tb.Helper()
+	m, err := modeldir.Open(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
 // tinyEngine loads the tiny dense Qwen3 from the shared data set.
 func tinyEngine(t *testing.T, opts engine.Options) *engine.Engine {
 	t.Helper()
-	opts.ModelPath = tinyModel(t)
 	if opts.SequenceLength == 0 {
 		opts.SequenceLength = 2048
 	}
@@ -36,7 +46,7 @@ func tinyEngine(t *testing.T, opts engine.Options) *engine.Engine {
 		opts.BatchSize = 2
 	}
 	opts.Threads = 1
-	e, err := engine.New(opts)
+	e, err := engine.New(openModel(t, tinyModel(t)), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +60,7 @@ func greedyChat(msgs ...openai.ChatCompletionMessageParamUnion) openai.ChatCompl
 func TestRealEngineChat(t *testing.T) {
 	e := tinyEngine(t, engine.Options{})
 	defer e.Close()
-	_, base := startServer(t, FromEngine(e), Options{})
+	_, base := startServer(t, e, Options{})
 	c := newClient(base)
 	params := greedyChat(openai.UserMessage("Hello, who are you?"))
 	resp, err := c.Chat.Completions.New(context.Background(), params)
@@ -88,7 +98,7 @@ func TestRealEngineChat(t *testing.T) {
 func TestRealEngineConcurrency(t *testing.T) {
 	e := tinyEngine(t, engine.Options{BatchSize: 2})
 	defer e.Close()
-	_, base := startServer(t, FromEngine(e), Options{})
+	_, base := startServer(t, e, Options{})
 	c := newClient(base)
 	const n = 5
 	alone := make([]string, n)
@@ -167,7 +177,7 @@ func TestRealEngineSessions(t *testing.T) {
 	}
 	e := tinyEngine(t, engine.Options{BatchSize: 2})
 	defer e.Close()
-	_, base := startServer(t, FromEngine(e), Options{})
+	_, base := startServer(t, e, Options{})
 	c := newClient(base)
 	sess, finishes, _ := userTurns(t, c, turns, option.WithHeader("X-Session-ID", "real"))
 	for i := 1; i < turns; i++ {
@@ -188,7 +198,7 @@ func TestRealEngineSessions(t *testing.T) {
 
 	e2 := tinyEngine(t, engine.Options{BatchSize: 2})
 	defer e2.Close()
-	_, base2 := startServer(t, FromEngine(e2), Options{})
+	_, base2 := startServer(t, e2, Options{})
 	c2 := newClient(base2)
 	plain, _, msgs := userTurns(t, c2, turns)
 	for i := 1; i < turns; i++ {
@@ -200,7 +210,7 @@ func TestRealEngineSessions(t *testing.T) {
 	// A cold server answers the last request exactly as prefix mode did.
 	e3 := tinyEngine(t, engine.Options{BatchSize: 1})
 	defer e3.Close()
-	_, base3 := startServer(t, FromEngine(e3), Options{})
+	_, base3 := startServer(t, e3, Options{})
 	c3 := newClient(base3)
 	p := greedyChat(msgs[:len(msgs)-1]...)
 	p.MaxTokens = openai.Int(8)
@@ -218,7 +228,7 @@ func TestRealEngineSessionRestart(t *testing.T) {
 	sess := option.WithHeader("X-Session-ID", "restart")
 	e := tinyEngine(t, engine.Options{BatchSize: 1, SessionStore: store})
 	ctx, stop := context.WithCancel(context.Background())
-	s, err := New(FromEngine(e), Options{})
+	s, err := New(e, modelOf(e), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +249,7 @@ func TestRealEngineSessionRestart(t *testing.T) {
 
 	e2 := tinyEngine(t, engine.Options{BatchSize: 1, SessionStore: store})
 	defer e2.Close()
-	_, base := startServer(t, FromEngine(e2), Options{})
+	_, base := startServer(t, e2, Options{})
 	c := newClient(base)
 	p := greedyChat(append(msgs, openai.UserMessage("And after a restart?"))...)
 	resp, err := c.Chat.Completions.New(context.Background(), p, sess)
@@ -261,7 +271,7 @@ func TestRealEngineSessionRestart(t *testing.T) {
 func TestRealEngineStructuredOutput(t *testing.T) {
 	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 1024})
 	defer e.Close()
-	_, base := startServer(t, FromEngine(e), Options{})
+	_, base := startServer(t, e, Options{})
 	c := newClient(base)
 	schema := map[string]any{"type": "object", "properties": map[string]any{
 		"ok": map[string]any{"type": "boolean"}, "color": map[string]any{"enum": []string{"red", "green", "blue"}},
@@ -301,7 +311,7 @@ func TestRealEngineStructuredOutput(t *testing.T) {
 func TestRealEngineQueueFull(t *testing.T) {
 	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 512, MaxQueue: 1})
 	defer e.Close()
-	_, base := startServer(t, FromEngine(e), Options{})
+	_, base := startServer(t, e, Options{})
 	c := newClient(base)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -342,9 +352,9 @@ func TestRealEngineQueueFull(t *testing.T) {
 func TestRealEngineLogitBiasMinTokens(t *testing.T) {
 	e := tinyEngine(t, engine.Options{BatchSize: 1, SequenceLength: 256})
 	defer e.Close()
-	_, base := startServer(t, FromEngine(e), Options{})
-	end := e.Tokenizer().Encode("<|im_end|>")
-	word := e.Tokenizer().Encode(" Paris")
+	_, base := startServer(t, e, Options{})
+	end := e.Model().Tokenizer.Encode("<|im_end|>")
+	word := e.Model().Tokenizer.Encode(" Paris")
 	if len(end) != 1 || len(word) != 1 {
 		t.Fatalf("<|im_end|> is %v, \" Paris\" is %v", end, word)
 	}

@@ -3,65 +3,21 @@ package server
 import (
 	"context"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/sample"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
+	"github.com/ellm-dev/ellm/pkg/tokenizer/tokentest"
 )
 
 // fakeTokenizer is byte-level: ids 0–255 are bytes, the added tokens follow.
-type fakeTokenizer struct{}
-
-var fakeAdded = []struct {
-	text    string
-	special bool
-}{
-	{"<|im_end|>", true}, {"<|endoftext|>", true}, {"<|im_start|>", true},
-	{"<think>", false}, {"</think>", false}, {"<tool_call>", false}, {"</tool_call>", false},
-}
-
-func (fakeTokenizer) Encode(text string) []int32 {
-	var ids []int32
-	for len(text) > 0 {
-		matched := false
-		for i, a := range fakeAdded {
-			if strings.HasPrefix(text, a.text) {
-				ids = append(ids, int32(256+i))
-				text = text[len(a.text):]
-				matched = true
-				break
-			}
-		}
-		if !matched {
-			ids = append(ids, int32(text[0]))
-			text = text[1:]
-		}
-	}
-	return ids
-}
-
-func (f fakeTokenizer) Decode(ids []int32) string {
-	var b []byte
-	for _, id := range ids {
-		b = append(b, f.TokenBytes(id)...)
-	}
-	return string(b)
-}
-
-func (fakeTokenizer) TokenBytes(id int32) []byte {
-	if id < 256 {
-		return []byte{byte(id)}
-	}
-	return []byte(fakeAdded[id-256].text)
-}
-
-func (fakeTokenizer) IsSpecial(id int32) bool { return id >= 256 && fakeAdded[id-256].special }
-func (fakeTokenizer) VocabSize() int          { return 256 + len(fakeAdded) }
+type fakeTokenizer = tokentest.Bytes
 
 const fakeEnd = 256 // <|im_end|>
 
@@ -92,21 +48,23 @@ func newFakeEngine(t testing.TB, reply func(prompt string) string) *fakeEngine {
 	return &fakeEngine{tmpl: tmpl, seq: 1 << 16, slots: make(chan struct{}, 2), reply: reply, store: newFakeSessions()}
 }
 
-func (f *fakeEngine) Tokenizer() Tokenizer         { return fakeTokenizer{} }
-func (f *fakeEngine) EOS() []int32                 { return []int32{fakeEnd, fakeEnd + 1} }
-func (f *fakeEngine) ChatTemplate() *chat.Template { return f.tmpl }
-func (f *fakeEngine) GenerationDefaults() modelcfg.GenerationConfig {
+// fakeEOS are the fake model's end tokens: <|im_end|>, <|endoftext|>.
+var fakeEOS = []int32{fakeEnd, fakeEnd + 1}
+
+// model is the fake model: greedy by default.
+func (f *fakeEngine) model() *conversation.Model {
 	zero := 0.0
-	return modelcfg.GenerationConfig{Temperature: &zero}
+	return &conversation.Model{Tokenizer: fakeTokenizer{}, Template: f.tmpl, Generation: modelcfg.GenerationConfig{Temperature: &zero},
+		EOS: slices.Clone(fakeEOS)}
 }
-func (f *fakeEngine) Info() Info {
-	return Info{ModelName: "fake-qwen3", SequenceLength: f.seq, Slots: cap(f.slots), KernelPath: "generic",
+func (f *fakeEngine) Info() engine.Info {
+	return engine.Info{ModelName: "fake-qwen3", SequenceLength: f.seq, Slots: cap(f.slots), KernelPath: "generic",
 		Threads: 2, ThreadsWhy: "2 (affinity 4 CPUs, cgroup quota 2.5 CPUs (cpu.max), 4 physical cores)", PinnedCPUs: []int{0, 2}}
 }
-func (f *fakeEngine) Stats() Stats {
+func (f *fakeEngine) Stats() engine.Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return Stats{SlotsBusy: f.busy, Slots: cap(f.slots)}
+	return engine.Stats{SlotsBusy: f.busy, Slots: cap(f.slots)}
 }
 
 func commonPrefix(a, b []int32) int {
@@ -117,14 +75,14 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+func (f *fakeEngine) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
 	if len(req.Tokens)+req.MaxTokens > f.seq {
-		return Result{}, ErrTooLong
+		return engine.Result{}, engine.ErrTooLong
 	}
 	select {
 	case f.slots <- struct{}{}:
 	case <-ctx.Done():
-		return Result{}, ctx.Err()
+		return engine.Result{}, ctx.Err()
 	}
 	f.mu.Lock()
 	f.busy++
@@ -143,7 +101,7 @@ func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) e
 	}()
 	tok := fakeTokenizer{}
 	script := append(tok.Encode(f.reply(tok.Decode(req.Tokens))), fakeEnd)
-	res := Result{PromptTokens: len(req.Tokens), CachedTokens: cached, FinishReason: "length"}
+	res := engine.Result{PromptTokens: len(req.Tokens), CachedTokens: cached, FinishReason: "length"}
 	res.Tokens = append([]int32(nil), req.Tokens...)
 	start := time.Now()
 	allowed := make([]uint64, (tok.VocabSize()+63)/64)
@@ -187,18 +145,18 @@ func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) e
 		res.CompletionTokens++
 		stops := req.StopTokens
 		if stops == nil {
-			stops = f.EOS()
+			stops = fakeEOS
 		}
 		if slices.Contains(stops, next) {
 			res.FinishReason = "stop" // like the engine: no event for a stop token
 			break
 		}
-		ev := Event{Token: next, Logprob: -0.5}
+		ev := engine.Event{Token: next, Logprob: -0.5}
 		if req.TopLogprobs > 0 {
 			ev.Top = []sample.TokenLogprob{{Token: next, Logprob: -0.5}}
 		}
 		err := fn(ev)
-		if err == ErrStop {
+		if err == engine.ErrStop {
 			res.FinishReason = "stop"
 			break
 		}
@@ -217,36 +175,36 @@ func (f *fakeEngine) Generate(ctx context.Context, req Request, fn func(Event) e
 // several fake engines may share (a restart), no KV.
 type fakeSessions struct {
 	mu          sync.Mutex
-	transcripts map[string]Transcript
+	transcripts map[string]engine.Transcript
 	used        map[string]time.Time
 	busy        map[string]bool
 	saves       int
 }
 
 func newFakeSessions() *fakeSessions {
-	return &fakeSessions{transcripts: map[string]Transcript{}, used: map[string]time.Time{}, busy: map[string]bool{}}
+	return &fakeSessions{transcripts: map[string]engine.Transcript{}, used: map[string]time.Time{}, busy: map[string]bool{}}
 }
 
-func (f *fakeEngine) Transcript(id string) (Transcript, bool) {
+func (f *fakeEngine) Transcript(id string) (engine.Transcript, bool) {
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
 	t, ok := f.store.transcripts[id]
 	return t, ok
 }
 
-func (f *fakeEngine) SaveTranscript(id string, t Transcript) error {
+func (f *fakeEngine) SaveTranscript(id string, t engine.Transcript) error {
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
 	f.store.transcripts[id], f.store.used[id] = t, time.Now()
 	return nil
 }
 
-func (f *fakeEngine) Sessions() ([]SessionInfo, error) {
+func (f *fakeEngine) Sessions() ([]engine.SessionInfo, error) {
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
-	var out []SessionInfo
+	var out []engine.SessionInfo
 	for id, t := range f.store.transcripts {
-		out = append(out, SessionInfo{ID: id, Tokens: len(t.Tokens), Bytes: int64(4 * len(t.Tokens)), LastUsed: f.store.used[id]})
+		out = append(out, engine.SessionInfo{ID: id, Tokens: len(t.Tokens), Bytes: int64(4 * len(t.Tokens)), LastUsed: f.store.used[id]})
 	}
 	return out, nil
 }
@@ -255,10 +213,10 @@ func (f *fakeEngine) DeleteSession(id string) error {
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
 	if f.store.busy[id] {
-		return ErrSessionBusy
+		return engine.ErrSessionBusy
 	}
 	if _, ok := f.store.transcripts[id]; !ok {
-		return ErrNoSession
+		return engine.ErrNoSession
 	}
 	delete(f.store.transcripts, id)
 	return nil

@@ -34,7 +34,7 @@ func FuzzRequests(f *testing.F) {
 	}
 	eng := newFakeEngine(f, constReply(`{"a": 1} <tool_call>`))
 	eng.seq = 512
-	s, err := New(eng, Options{MaxBodyBytes: 1 << 14})
+	s, err := New(eng, modelOf(eng), Options{MaxBodyBytes: 1 << 14})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -67,12 +67,12 @@ func checkAnswer(t *testing.T, h http.Handler, path, body string) {
 // minute). A request the engine accepts counts as a one-token reply.
 type validateOnly struct{ Engine }
 
-func (v validateOnly) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+func (v validateOnly) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
 	res, err := v.Engine.Generate(cancelled, req, fn)
 	if errors.Is(err, context.Canceled) {
-		return Result{PromptTokens: len(req.Tokens), CompletionTokens: 1, FinishReason: "length",
+		return engine.Result{PromptTokens: len(req.Tokens), CompletionTokens: 1, FinishReason: "length",
 			Tokens: append(slices.Clip(req.Tokens), 0)}, nil
 	}
 	return res, err
@@ -89,12 +89,12 @@ func FuzzExtremeIntegers(f *testing.F) {
 	f.Add(uint8(0), int64(0), int64(0), int64(0), int64(0), int64(0), int64(0), 0.0, int64(0), "9223372036854775808")
 	f.Add(uint8(1), int64(1<<62), int64(1<<62), int64(1<<31), int64(1<<31), int64(1<<63-1), int64(1<<31), 1e300, int64(1<<31), "1e400")
 	f.Add(uint8(0), int64(250), int64(250), int64(0), int64(0), int64(0), int64(0), 0.0, int64(0), "-0")
-	e, err := engine.New(engine.Options{ModelPath: sharedtest.Path(f, "models", "tiny-qwen3-a"), SequenceLength: 256, BatchSize: 2, Threads: 1})
+	e, err := engine.New(openModel(f, sharedtest.Path(f, "models", "tiny-qwen3-a")), engine.Options{SequenceLength: 256, BatchSize: 2, Threads: 1})
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { _ = e.Close() })
-	s, err := New(validateOnly{FromEngine(e)}, Options{})
+	s, err := New(validateOnly{e}, modelOf(e), Options{})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+
+	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
 // waitClosed reads from c until the server closes it; it fails the test if
@@ -33,7 +35,8 @@ func waitClosed(t *testing.T, c net.Conn, within time.Duration) string {
 // their body are closed within the read timeout, the latter with a 408.
 func TestSlowClientsAreCut(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	s, err := New(newFakeEngine(t, constReply("ok")), Options{ReadTimeout: timeout})
+	eng := newFakeEngine(t, constReply("ok"))
+	s, err := New(eng, eng.model(), Options{ReadTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +85,7 @@ func TestSlowClientsAreCut(t *testing.T) {
 func TestLongStreamsOutliveTimeouts(t *testing.T) {
 	eng := newFakeEngine(t, constReply(strings.Repeat("x", 30)))
 	eng.delay = 20 * time.Millisecond
-	s, err := New(eng, Options{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
+	s, err := New(eng, modelOf(eng), Options{ReadTimeout: 100 * time.Millisecond, WriteTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +109,7 @@ func TestLongStreamsOutliveTimeouts(t *testing.T) {
 // disconnected once a write blocks for the write timeout, freeing its slot.
 func TestStalledReaderIsCut(t *testing.T) {
 	eng := newFakeEngine(t, constReply(strings.Repeat("y", 1<<20)))
-	s, err := New(eng, Options{WriteTimeout: 200 * time.Millisecond})
+	s, err := New(eng, modelOf(eng), Options{WriteTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +137,8 @@ func TestStalledReaderIsCut(t *testing.T) {
 // TestMaxConnections: beyond the limit a connection is not served until
 // another closes.
 func TestMaxConnections(t *testing.T) {
-	s, err := New(newFakeEngine(t, constReply("ok")), Options{MaxConnections: 2})
+	eng := newFakeEngine(t, constReply("ok"))
+	s, err := New(eng, eng.model(), Options{MaxConnections: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,9 +183,9 @@ type busyEngine struct {
 	calls    atomic.Int32
 }
 
-func (b *busyEngine) Generate(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+func (b *busyEngine) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
 	if int(b.calls.Add(1)) <= b.failures {
-		return Result{}, fmt.Errorf("%w: 1024 requests waiting", ErrQueueFull)
+		return engine.Result{}, fmt.Errorf("%w: 1024 requests waiting", engine.ErrQueueFull)
 	}
 	return b.fakeEngine.Generate(ctx, req, fn)
 }
@@ -229,7 +233,7 @@ func TestDrain(t *testing.T) {
 		return strings.Repeat("z", 10000)
 	})
 	eng.delay = 10 * time.Millisecond
-	s, err := New(eng, Options{DrainTimeout: 400 * time.Millisecond})
+	s, err := New(eng, modelOf(eng), Options{DrainTimeout: 400 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ellm-dev/ellm/pkg/cpu"
+	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
 // metrics live in the server's own registry, so that several servers (tests)
@@ -46,33 +47,33 @@ func newMetrics(eng Engine) *metrics {
 		[]string{"source", "pinned"})
 	threads.WithLabelValues(info.ThreadsWhy, cpu.FormatCPUList(info.PinnedCPUs)).Set(float64(info.Threads))
 	m.reg.MustRegister(threads)
-	gauge := func(name, help string, f func(Stats) float64) {
+	gauge := func(name, help string, f func(engine.Stats) float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ellm", Name: name, Help: help},
 			func() float64 { return f(eng.Stats()) }))
 	}
-	cfunc := func(name, help string, f func(Stats) float64) {
+	cfunc := func(name, help string, f func(engine.Stats) float64) {
 		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "ellm", Name: name, Help: help},
 			func() float64 { return f(eng.Stats()) }))
 	}
-	gauge("slots_busy", "Slots generating or prefilling.", func(s Stats) float64 { return float64(s.SlotsBusy) })
-	gauge("slots", "Slots (batch size).", func(s Stats) float64 { return float64(s.Slots) })
-	gauge("kv_positions_used", "KV cache positions holding tokens.", func(s Stats) float64 { return float64(s.KVUsed) })
-	gauge("kv_positions_capacity", "KV cache positions in all.", func(s Stats) float64 { return float64(s.KVCapacity) })
-	gauge("queue_depth", "Requests waiting for a slot.", func(s Stats) float64 { return float64(s.QueueDepth) })
-	gauge("sessions_stored", "Sessions in the session store.", func(s Stats) float64 { return float64(s.SessionsStored) })
-	gauge("session_store_bytes", "Bytes of the files in the session store's directory.", func(s Stats) float64 { return float64(s.SessionStoreBytes) })
-	gauge("session_store_max_bytes", "The session store's bound (--session-store-max-bytes); 0 = none.", func(s Stats) float64 { return float64(s.SessionStoreMaxBytes) })
-	cfunc("session_store_evicted_total", "Stored sessions evicted, least recently used first, to stay within the bound.", func(s Stats) float64 { return float64(s.SessionsDropped) })
-	cfunc("sessions_expired_total", "Sessions deleted after --session-ttl idle.", func(s Stats) float64 { return float64(s.SessionsExpired) })
-	cfunc("prefix_cache_hits_total", "Requests that reused a cached prefix.", func(s Stats) float64 { return float64(s.PrefixHits) })
-	cfunc("prefix_cache_misses_total", "Requests that reused nothing.", func(s Stats) float64 { return float64(s.PrefixMisses) })
-	cfunc("prefix_cache_reused_tokens_total", "Prompt tokens reused by the engine's prefix cache.", func(s Stats) float64 { return float64(s.ReusedTokens) })
-	cfunc("prefix_cache_copied_tokens_total", "Reused prompt tokens copied from another slot's KV.", func(s Stats) float64 { return float64(s.CopiedTokens) })
-	cfunc("prefix_store_hits_total", "Requests that restored KV from the host-memory prefix store.", func(s Stats) float64 { return float64(s.PrefixStoreHits) })
-	cfunc("prefix_store_misses_total", "Requests that found nothing longer in the prefix store than in the slots.", func(s Stats) float64 { return float64(s.PrefixStoreMisses) })
-	cfunc("prefix_store_restored_tokens_total", "Prompt tokens restored from the prefix store.", func(s Stats) float64 { return float64(s.PrefixStoreRestored) })
-	gauge("prefix_store_bytes", "Host memory holding evicted prefixes' KV.", func(s Stats) float64 { return float64(s.PrefixStoreBytes) })
-	gauge("prefix_store_capacity_bytes", "The prefix store's bound (--prefix-cache-bytes).", func(s Stats) float64 { return float64(s.PrefixStoreCapacity) })
+	gauge("slots_busy", "Slots generating or prefilling.", func(s engine.Stats) float64 { return float64(s.SlotsBusy) })
+	gauge("slots", "Slots (batch size).", func(s engine.Stats) float64 { return float64(s.Slots) })
+	gauge("kv_positions_used", "KV cache positions holding tokens.", func(s engine.Stats) float64 { return float64(s.KVUsed) })
+	gauge("kv_positions_capacity", "KV cache positions in all.", func(s engine.Stats) float64 { return float64(s.KVCapacity) })
+	gauge("queue_depth", "Requests waiting for a slot.", func(s engine.Stats) float64 { return float64(s.QueueDepth) })
+	gauge("sessions_stored", "Sessions in the session store.", func(s engine.Stats) float64 { return float64(s.SessionsStored) })
+	gauge("session_store_bytes", "Bytes of the files in the session store's directory.", func(s engine.Stats) float64 { return float64(s.SessionStoreBytes) })
+	gauge("session_store_max_bytes", "The session store's bound (--session-store-max-bytes); 0 = none.", func(s engine.Stats) float64 { return float64(s.SessionStoreMaxBytes) })
+	cfunc("session_store_evicted_total", "Stored sessions evicted, least recently used first, to stay within the bound.", func(s engine.Stats) float64 { return float64(s.SessionsDropped) })
+	cfunc("sessions_expired_total", "Sessions deleted after --session-ttl idle.", func(s engine.Stats) float64 { return float64(s.SessionsExpired) })
+	cfunc("prefix_cache_hits_total", "Requests that reused a cached prefix.", func(s engine.Stats) float64 { return float64(s.PrefixHits) })
+	cfunc("prefix_cache_misses_total", "Requests that reused nothing.", func(s engine.Stats) float64 { return float64(s.PrefixMisses) })
+	cfunc("prefix_cache_reused_tokens_total", "Prompt tokens reused by the engine's prefix cache.", func(s engine.Stats) float64 { return float64(s.ReusedTokens) })
+	cfunc("prefix_cache_copied_tokens_total", "Reused prompt tokens copied from another slot's KV.", func(s engine.Stats) float64 { return float64(s.CopiedTokens) })
+	cfunc("prefix_store_hits_total", "Requests that restored KV from the host-memory prefix store.", func(s engine.Stats) float64 { return float64(s.PrefixStoreHits) })
+	cfunc("prefix_store_misses_total", "Requests that found nothing longer in the prefix store than in the slots.", func(s engine.Stats) float64 { return float64(s.PrefixStoreMisses) })
+	cfunc("prefix_store_restored_tokens_total", "Prompt tokens restored from the prefix store.", func(s engine.Stats) float64 { return float64(s.PrefixStoreRestored) })
+	gauge("prefix_store_bytes", "Host memory holding evicted prefixes' KV.", func(s engine.Stats) float64 { return float64(s.PrefixStoreBytes) })
+	gauge("prefix_store_capacity_bytes", "The prefix store's bound (--prefix-cache-bytes).", func(s engine.Stats) float64 { return float64(s.PrefixStoreCapacity) })
 	return m
 }
 
@@ -81,7 +82,7 @@ func (m *metrics) handler() http.Handler {
 }
 
 // observe records a finished generation.
-func (m *metrics) observe(res Result) {
+func (m *metrics) observe(res engine.Result) {
 	m.promptTokens.Add(float64(res.PromptTokens))
 	m.cachedTokens.Add(float64(res.CachedTokens))
 	m.genTokens.Add(float64(res.CompletionTokens))

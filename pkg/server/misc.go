@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"runtime"
 
+	"github.com/ellm-dev/ellm/pkg/conversation"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 )
 
@@ -51,7 +52,7 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request) error {
 			return fieldError(err)
 		}
 		addGen := req.AddGenerationPrompt == nil || *req.AddGenerationPrompt
-		if text, err = s.render(conversation{Messages: msgs, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs}, addGen); err != nil {
+		if text, err = s.render(conversation.Chat{Messages: msgs, Tools: req.Tools, Kwargs: req.ChatTemplateKwargs}, addGen); err != nil {
 			return err
 		}
 	default:

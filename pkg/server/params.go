@@ -2,78 +2,37 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 
+	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/sample"
 	"github.com/ellm-dev/ellm/pkg/server/openai"
 )
 
-// samplingParams applies the request's sampling fields over the model's
-// generation_config defaults.
+// samplingParams resolves the request's sampling fields over the model's
+// generation_config defaults (conversation.Sampling), then its logit_bias.
 func (s *Server) samplingParams(r openai.Sampling) (sample.Params, error) {
-	d := s.eng.GenerationDefaults()
-	p := sample.Params{TopP: 1, RepetitionPenalty: 1}
-	f32 := func(dst *float32, vals ...*float64) {
-		for _, v := range vals {
-			if v != nil {
-				*dst = float32(*v)
-			}
-		}
-	}
-	if d.DoSample == nil || *d.DoSample {
-		f32(&p.Temperature, d.Temperature)
-	}
-	if p.Temperature == 0 && d.DoSample == nil && d.Temperature == nil {
-		p.Temperature = 1 // transformers' default
-	}
-	f32(&p.TopP, d.TopP, r.TopP)
-	f32(&p.MinP, d.MinP, r.MinP)
-	f32(&p.RepetitionPenalty, d.RepetitionPenalty, r.RepetitionPenalty)
-	f32(&p.PresencePenalty, d.PresencePenalty, r.PresencePenalty)
-	f32(&p.FrequencyPenalty, d.FrequencyPenalty, r.FrequencyPenalty)
-	f32(&p.Temperature, r.Temperature)
-	if d.TopK != nil {
-		p.TopK = *d.TopK
-	}
-	if r.TopK != nil {
-		p.TopK = *r.TopK
-	}
+	o := conversation.Overrides{Temperature: r.Temperature, TopP: r.TopP, MinP: r.MinP, RepetitionPenalty: r.RepetitionPenalty,
+		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty, TopK: r.TopK}
 	if r.Seed != nil {
 		seed := uint64(*r.Seed)
-		p.Seed = &seed
+		o.Seed = &seed
 	}
-	for _, c := range []struct {
-		name string
-		v    *float64
-		ok   func(float64) bool
-		want string
-	}{
-		{"temperature", r.Temperature, func(v float64) bool { return v >= 0 && v <= 100 }, "in [0, 100]"},
-		{"top_p", r.TopP, func(v float64) bool { return v > 0 && v <= 1 }, "in (0, 1]"},
-		{"min_p", r.MinP, func(v float64) bool { return v >= 0 && v <= 1 }, "in [0, 1]"},
-		{"presence_penalty", r.PresencePenalty, func(v float64) bool { return v >= -2 && v <= 2 }, "in [-2, 2]"},
-		{"frequency_penalty", r.FrequencyPenalty, func(v float64) bool { return v >= -2 && v <= 2 }, "in [-2, 2]"},
-		{"repetition_penalty", r.RepetitionPenalty, func(v float64) bool { return v > 0 && v <= 10 }, "in (0, 10]"},
-	} {
-		if c.v != nil && (math.IsNaN(*c.v) || !c.ok(*c.v)) {
-			return p, invalid(c.name, "%s %v: must be %s", c.name, *c.v, c.want)
-		}
+	p, err := conversation.Sampling(s.chat.Generation, o)
+	var pe *conversation.ParamError
+	if errors.As(err, &pe) {
+		return p, invalid(pe.Param, "%s", pe.Msg)
 	}
-	if r.TopK != nil && *r.TopK < -1 {
-		return p, invalid("top_k", "top_k %d: must be -1 (off), 0 (off) or positive", *r.TopK)
-	}
-	var err error
-	if p.LogitBias, err = s.logitBias(r.LogitBias); err != nil {
+	if err != nil {
 		return p, err
 	}
-	if err := p.Validate(); err != nil {
-		return p, invalid("", "%v", err)
-	}
-	return p, nil
+	p.LogitBias, err = s.logitBias(r.LogitBias)
+	return p, err
 }
 
 // logitBias reads OpenAI's logit_bias: token ids (as strings) within the
@@ -99,13 +58,13 @@ func (s *Server) logitBias(m map[string]float64) ([]sample.TokenBias, error) {
 
 // generation resolves the fields chat and text completions share: sampling
 // (gen.Sampling), end tokens (gen.StopTokens) and how tokens become text.
-func (s *Server) generation(r openai.Sampling, stop json.RawMessage, gen *Request) (output, error) {
-	var out output
+func (s *Server) generation(r openai.Sampling, stop json.RawMessage, gen *engine.Request) (conversation.StreamOptions, error) {
+	var out conversation.StreamOptions
 	var err error
 	if gen.Sampling, err = s.samplingParams(r); err != nil {
 		return out, err
 	}
-	if out.stops, err = openai.Stops(stop); err != nil {
+	if out.Stops, err = openai.Stops(stop); err != nil {
 		return out, fieldError(err)
 	}
 	if err := s.checkTokens("stop_token_ids", r.StopTokenIDs); err != nil {
@@ -116,33 +75,33 @@ func (s *Server) generation(r openai.Sampling, stop json.RawMessage, gen *Reques
 	case r.IgnoreEOS:
 		gen.StopTokens = append([]int32{}, r.StopTokenIDs...)
 	case len(r.StopTokenIDs) > 0:
-		gen.StopTokens = append(slices.Clone(s.endIDs), r.StopTokenIDs...)
+		gen.StopTokens = append(slices.Clone(s.chat.EOS), r.StopTokenIDs...)
 	}
-	out.includeStop = r.IncludeStopStrInOutput
-	out.keepSpecial = r.SkipSpecialTokens != nil && !*r.SkipSpecialTokens
+	out.IncludeStop = r.IncludeStopStrInOutput
+	out.KeepSpecial = r.SkipSpecialTokens != nil && !*r.SkipSpecialTokens
 	if r.MinTokens != nil {
 		if *r.MinTokens < 0 {
 			return out, invalid("min_tokens", "min_tokens %d: must be at least 0", *r.MinTokens)
 		}
-		out.minTokens = *r.MinTokens
+		out.MinTokens = *r.MinTokens
 	}
 	return out, nil
 }
 
 // applyMinTokens checks min_tokens against the resolved max_tokens and, when
 // it is set, keeps the end tokens from being sampled until it is reached.
-func (s *Server) applyMinTokens(gen *Request, out output) error {
-	if out.minTokens == 0 {
+func (s *Server) applyMinTokens(gen *engine.Request, out conversation.StreamOptions) error {
+	if out.MinTokens == 0 {
 		return nil
 	}
-	if out.minTokens > gen.MaxTokens {
-		return invalid("min_tokens", "min_tokens %d: must be at most max_tokens (%d)", out.minTokens, gen.MaxTokens)
+	if out.MinTokens > gen.MaxTokens {
+		return invalid("min_tokens", "min_tokens %d: must be at most max_tokens (%d)", out.MinTokens, gen.MaxTokens)
 	}
 	stops := gen.StopTokens
 	if stops == nil {
-		stops = s.endIDs
+		stops = s.chat.EOS
 	}
-	gen.Constraint = newMinTokens(gen.Constraint, stops, out.minTokens)
+	gen.Constraint = newMinTokens(gen.Constraint, stops, out.MinTokens)
 	return nil
 }
 
@@ -174,6 +133,15 @@ func tooLong(param string, prompt int, maxTokens *int, seq int) error {
 		msg += ": no room is left for a reply"
 	}
 	return &apiError{status: 400, typ: "invalid_request_error", param: param, code: "context_length_exceeded", msg: msg}
+}
+
+// checkTopLogprobs checks the alternatives asked for per token against the
+// engine's limit, naming the request's field.
+func checkTopLogprobs(param string, n int) error {
+	if n < 0 || n > engine.MaxTopLogprobs {
+		return invalid(param, "%s %d: must be in [0, %d]", param, n, engine.MaxTopLogprobs)
+	}
+	return nil
 }
 
 func checkN(n *int) error {

@@ -30,7 +30,7 @@ func TestRealEnginePrefixCacheWithoutSessions(t *testing.T) {
 		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) {
 			e := tinyEngine(t, engine.Options{BatchSize: slots})
 			defer e.Close()
-			_, base := startServer(t, FromEngine(e), Options{})
+			_, base := startServer(t, e, Options{})
 			c := newClient(base)
 			var cached, prompt []int
 			for _, p := range []openai.ChatCompletionNewParams{l1, l2, l1} {

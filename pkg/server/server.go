@@ -15,7 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ellm-dev/ellm/pkg/chat"
+	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/grammar"
 )
 
@@ -62,13 +63,13 @@ type Options struct {
 
 // Server serves one engine.
 type Server struct {
-	eng      Engine
-	tok      Tokenizer
-	tmpl     *chat.Template
+	eng Engine
+	// chat renders prompts, resolves sampling and streams replies.
+	chat     *conversation.Model
+	tok      conversation.Tokenizer
 	opts     Options
 	model    string
 	created  int64
-	endIDs   []int32
 	metrics  *metrics
 	sessions *sessionStore
 
@@ -85,8 +86,9 @@ type Server struct {
 	handlers  sync.WaitGroup // requests being handled
 }
 
-// New returns a server for eng.
-func New(eng Engine, opts Options) (*Server, error) {
+// New returns a server for eng, which serves the model whose tokenizer,
+// chat template and defaults m holds.
+func New(eng Engine, m *conversation.Model, opts Options) (*Server, error) {
 	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = 16 << 20
 	}
@@ -111,16 +113,18 @@ func New(eng Engine, opts Options) (*Server, error) {
 	if opts.JSONStyle == "" {
 		opts.JSONStyle = grammar.Spaced.Name
 	}
+	if m == nil || m.Tokenizer == nil {
+		return nil, errors.New("server: no model (tokenizer)")
+	}
 	style, err := grammar.StyleByName(opts.JSONStyle)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{eng: eng, tok: eng.Tokenizer(), tmpl: eng.ChatTemplate(), opts: opts, created: time.Now().Unix(), jsonStyle: style}
+	s := &Server{eng: eng, chat: m, tok: m.Tokenizer, opts: opts, created: time.Now().Unix(), jsonStyle: style}
 	s.model = opts.ModelName
 	if s.model == "" {
 		s.model = eng.Info().ModelName
 	}
-	s.endIDs = eng.EOS()
 	s.metrics = newMetrics(eng)
 	s.sessions = newSessionStore(eng, opts.MaxSessions, opts.SessionTTL, opts.Clock, opts.Logger)
 	if opts.APIKey == "" {
@@ -273,7 +277,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Transcripts are written as each request ends (a cut one included);
 	// the KV the engine holds in slots is written now (a closed engine
 	// wrote it as it closed).
-	if err := s.SaveSessions(); err != nil && !errors.Is(err, ErrClosed) {
+	if err := s.SaveSessions(); err != nil && !errors.Is(err, engine.ErrClosed) {
 		drainErr = errors.Join(drainErr, fmt.Errorf("save sessions: %w", err))
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

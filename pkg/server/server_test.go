@@ -17,17 +17,34 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/ellm-dev/ellm/pkg/conversation"
+	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
 // startServer serves eng on a loopback listener until the test ends.
 func startServer(t *testing.T, eng Engine, opts Options) (*Server, string) {
 	t.Helper()
-	s, err := New(eng, opts)
+	s, err := New(eng, modelOf(eng), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	base, _ := serveOn(t, s)
 	return s, base
+}
+
+// modelOf is the model a test engine serves: a fake's, or a real engine's
+// model directory.
+func modelOf(eng Engine) *conversation.Model {
+	switch e := eng.(type) {
+	case interface{ model() *conversation.Model }:
+		return e.model()
+	case *engine.Engine:
+		return e.Model().Conversation()
+	case validateOnly:
+		return modelOf(e.Engine)
+	}
+	panic(fmt.Sprintf("modelOf: unknown test engine %T", eng))
 }
 
 // serveOn serves s on a loopback listener; stop cancels Serve's context

@@ -39,13 +39,13 @@ func (s *syncBuffer) String() string {
 func storeServer(t *testing.T, model, dir string, maxBytes int64, logs *syncBuffer) (*engine.Engine, string) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(logs, nil))
-	e, err := engine.New(engine.Options{ModelPath: sharedtest.Path(t, "models", model), Threads: 1, SequenceLength: 1024,
+	e, err := engine.New(openModel(t, sharedtest.Path(t, "models", model)), engine.Options{Threads: 1, SequenceLength: 1024,
 		BatchSize: 1, SessionStore: dir, SessionStoreMaxBytes: maxBytes, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
-	_, base := startServer(t, FromEngine(e), Options{Logger: log})
+	_, base := startServer(t, e, Options{Logger: log})
 	return e, base
 }
 

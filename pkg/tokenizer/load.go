@@ -66,7 +66,6 @@ type patternJSON struct {
 }
 
 type configJSON struct {
-	ChatTemplate       json.RawMessage           `json:"chat_template"`
 	BOSToken           json.RawMessage           `json:"bos_token"`
 	EOSToken           json.RawMessage           `json:"eos_token"`
 	PADToken           json.RawMessage           `json:"pad_token"`
@@ -81,8 +80,7 @@ type configJSON struct {
 const maxVocab = 1 << 24
 
 // Load reads dir/tokenizer.json and, when present, dir/tokenizer_config.json
-// and dir/chat_template.jinja (which takes precedence over the config's
-// chat_template, as in transformers).
+// (its added tokens and special tokens; the chat template is pkg/chat's).
 func Load(dir string) (*Tokenizer, error) {
 	tj, err := hfdir.ReadFile(dir, "tokenizer.json")
 	if err != nil {
@@ -95,13 +93,6 @@ func Load(dir string) (*Tokenizer, error) {
 	t, err := New(tj, cj)
 	if err != nil {
 		return nil, fmt.Errorf("load tokenizer %s: %w", dir, err)
-	}
-	jinja, err := hfdir.ReadFile(dir, "chat_template.jinja")
-	switch {
-	case err == nil:
-		t.chatTemplate = string(jinja)
-	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("load tokenizer: %w", err)
 	}
 	return t, nil
 }
@@ -598,11 +589,6 @@ func (t *Tokenizer) buildTokenBytes() error {
 }
 
 func (t *Tokenizer) setConfig(c *configJSON) error {
-	tmpl, err := parseChatTemplate(c.ChatTemplate)
-	if err != nil {
-		return fmt.Errorf("chat_template: %w", err)
-	}
-	t.chatTemplate = tmpl
 	s := &t.specials
 	for _, f := range []struct {
 		raw  json.RawMessage
@@ -651,29 +637,4 @@ func parseTokenField(raw json.RawMessage) (string, error) {
 		return "", fmt.Errorf("neither a string nor {\"content\": ...}: %s", truncate(raw))
 	}
 	return obj.Content, nil
-}
-
-// parseChatTemplate reads chat_template: a string, or a list of named
-// templates of which "default" is the chat template.
-func parseChatTemplate(raw json.RawMessage) (string, error) {
-	if isNull(raw) {
-		return "", nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var named []struct {
-		Name     string `json:"name"`
-		Template string `json:"template"`
-	}
-	if err := json.Unmarshal(raw, &named); err != nil {
-		return "", fmt.Errorf("neither a string nor a list of {name, template}: %s", truncate(raw))
-	}
-	for _, n := range named {
-		if n.Name == "default" {
-			return n.Template, nil
-		}
-	}
-	return "", nil
 }

@@ -133,8 +133,8 @@ func TestByteTokenizer(t *testing.T) {
 	if got := tok.SpecialIDs(); !slices.Equal(got, []int32{256, 257, 258, 259}) {
 		t.Errorf("SpecialIDs = %v", got)
 	}
-	if sp.EOSID != 258 || sp.PADID != 256 || sp.BOSID != -1 || tok.ChatTemplate() != "{{ messages }}" {
-		t.Errorf("Special = %+v, template %q", sp, tok.ChatTemplate())
+	if sp.EOSID != 258 || sp.PADID != 256 || sp.BOSID != -1 {
+		t.Errorf("Special = %+v", sp)
 	}
 }
 
@@ -304,7 +304,7 @@ func TestLoadErrors(t *testing.T) {
 			t.Errorf("%s: err = %v, want it to mention %q", c.name, err, c.want)
 		}
 	}
-	for _, cfg := range []string{`{`, `{"eos_token": "<nope>"}`, `{"added_tokens_decoder": {"x": {"content": "zz"}}}`, `{"chat_template": 3}`} {
+	for _, cfg := range []string{`{`, `{"eos_token": "<nope>"}`, `{"added_tokens_decoder": {"x": {"content": "zz"}}}`} {
 		if _, err := New(spec{}.json(t), []byte(cfg)); err == nil || !strings.Contains(err.Error(), "tokenizer_config.json") {
 			t.Errorf("config %s: err = %v", cfg, err)
 		}
@@ -317,8 +317,8 @@ func TestConfigForms(t *testing.T) {
 	 "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]}`
 	tok := mustNew(t, s, cfg)
 	sp := tok.Special()
-	if sp.BOS != "<s>" || sp.BOSID != 256 || sp.EOSID != 257 || !sp.AddBOS || tok.ChatTemplate() != "D" {
-		t.Errorf("Special = %+v, template %q", sp, tok.ChatTemplate())
+	if sp.BOS != "<s>" || sp.BOSID != 256 || sp.EOSID != 257 || !sp.AddBOS {
+		t.Errorf("Special = %+v", sp)
 	}
 }
 
@@ -333,14 +333,13 @@ func TestLoadDir(t *testing.T) {
 		t.Errorf("Load of an empty dir: %v", err)
 	}
 	write("tokenizer.json", string(spec{}.json(t)))
-	tok, err := Load(dir)
-	if err != nil || tok.ChatTemplate() != "" {
-		t.Fatalf("Load without config: %v, template %q", err, tok.ChatTemplate())
+	if _, err := Load(dir); err != nil {
+		t.Fatalf("Load without config: %v", err)
 	}
-	write("tokenizer_config.json", `{"chat_template": "from config"}`)
-	write("chat_template.jinja", "from jinja")
-	if tok, err = Load(dir); err != nil || tok.ChatTemplate() != "from jinja" {
-		t.Fatalf("Load: %v, template %q (chat_template.jinja takes precedence)", err, tok.ChatTemplate())
+	write("tokenizer_config.json", `{"eos_token": "a"}`)
+	tok, err := Load(dir)
+	if err != nil || tok.Special().EOS != "a" {
+		t.Fatalf("Load: %v, special %+v", err, tok.Special())
 	}
 }
 

@@ -44,8 +44,7 @@ type Tokenizer struct {
 	rawAdded    *addedMatcher // added tokens matched in raw text
 	normAdded   *addedMatcher // added tokens matched after normalization
 
-	chatTemplate string
-	specials     SpecialTokens
+	specials SpecialTokens
 }
 
 // SpecialTokens are the named special tokens of tokenizer_config.json. An
@@ -205,9 +204,6 @@ func (t *Tokenizer) SpecialIDs() []int32 { return slices.Clone(t.specialIDs) }
 // VocabSize is one more than the largest token id (model vocabulary and
 // added tokens). A model's embedding table may be larger.
 func (t *Tokenizer) VocabSize() int { return t.vocabSize }
-
-// ChatTemplate returns the Jinja chat template ("" if none).
-func (t *Tokenizer) ChatTemplate() string { return t.chatTemplate }
 
 // Special returns the named special tokens of tokenizer_config.json.
 func (t *Tokenizer) Special() SpecialTokens { return t.specials }

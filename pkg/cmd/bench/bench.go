@@ -13,6 +13,7 @@ import (
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
 )
 
 // Common are the flags every model benchmark shares.
@@ -132,8 +133,12 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	}
 	model.DType, model.KVDType = c.DType, c.KVDType
 	model.Scaled = model.FullLayers > 0
-	eo.ModelPath, eo.PrefixCacheBytes = dir, c.prefixCacheBytes
-	e, err := engine.New(eo)
+	eo.PrefixCacheBytes = c.prefixCacheBytes
+	md, err := modeldir.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.New(md, eo)
 	if err != nil {
 		return nil, err
 	}

@@ -27,18 +27,9 @@ func newRemote(opts *Options, terminal bool) (*remote, error) {
 	}
 	r := &remote{opts: opts, terminal: terminal, cl: &client.Client{BaseURL: opts.URL, APIKey: opts.APIKey}}
 	r.chat = client.ChatOptions{MaxTokens: opts.MaxTokens}
-	f64 := func(v float32) *float64 {
-		if v < 0 {
-			return nil
-		}
-		x := float64(v)
-		return &x
-	}
-	r.chat.Temperature, r.chat.TopP, r.chat.MinP = f64(opts.Temperature), f64(opts.TopP), f64(opts.MinP)
-	r.chat.RepetitionPenalty = f64(opts.RepetitionPenalty)
-	if opts.TopK >= 0 {
-		r.chat.TopK = &opts.TopK
-	}
+	ov := opts.overrides()
+	r.chat.Temperature, r.chat.TopP, r.chat.MinP, r.chat.RepetitionPenalty = ov.Temperature, ov.TopP, ov.MinP, ov.RepetitionPenalty
+	r.chat.TopK = ov.TopK
 	if opts.Seed >= 0 {
 		r.chat.Seed = &opts.Seed
 	}

@@ -19,13 +19,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/ellm-dev/ellm/pkg/chat"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/conversation"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
-	"github.com/ellm-dev/ellm/pkg/reasoning"
 	"github.com/ellm-dev/ellm/pkg/sample"
-	"github.com/ellm-dev/ellm/pkg/tokenizer"
 )
 
 // Options are the inputs of `ellm run`.
@@ -64,6 +62,28 @@ type Options struct {
 
 func (o *Options) thinking() bool { return o.Think && !o.NoThink }
 
+// overrides are the sampling flags that are set (not negative): a local
+// model resolves them over its generation_config, a server over its own.
+func (o *Options) overrides() conversation.Overrides {
+	var r conversation.Overrides
+	set := func(flag float32) *float64 {
+		if flag < 0 {
+			return nil
+		}
+		v := float64(flag)
+		return &v
+	}
+	r.Temperature, r.TopP, r.MinP, r.RepetitionPenalty = set(o.Temperature), set(o.TopP), set(o.MinP), set(o.RepetitionPenalty)
+	if o.TopK >= 0 {
+		r.TopK = &o.TopK
+	}
+	if o.Seed >= 0 {
+		s := uint64(o.Seed)
+		r.Seed = &s
+	}
+	return r
+}
+
 // NewCmdRun returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdRun(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
 	opts := &Options{IO: f.IO, Version: f.Version}
@@ -79,7 +99,11 @@ Commands in the chat: /help, /reset (new conversation), /save [FILE] (the
 conversation as JSON), /stats (tokens, cached tokens, time to first token
 and tokens/s of the last answer), /exit. Ctrl-C stops the current answer;
 Ctrl-C at the prompt, Ctrl-D or /exit ends the chat. Without --model-path
-the built-in synthetic model (random weights) is used.`,
+the built-in synthetic model (random weights) is used.
+
+Sampling is resolved as the server does: each sampling flag that is set
+wins, else the model's generation_config.json (penalties included), else
+temperature 1, top-p 1, top-k off, min-p 0 and no penalties.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Ctx = cmd.Context()
@@ -138,16 +162,20 @@ func runRun(opts *Options) error {
 		if err := cmdutil.ChooseKernels(opts.Version, eo.Logger); err != nil {
 			return err
 		}
-		eng, err := engine.New(eo)
+		md, err := cmdutil.OpenModel(opts.ModelPath, eo.Logger)
+		if err != nil {
+			return err
+		}
+		eng, err := engine.New(md, eo)
 		if err != nil {
 			return err
 		}
 		defer eng.Close()
-		conv, err := newConversation(opts, eng, terminal)
+		l, err := newLocal(opts, eng, terminal)
 		if err != nil {
 			return err
 		}
-		c = conv
+		c = l
 	}
 	if opts.Prompt != "" {
 		return c.turn(opts.Ctx, prompt)
@@ -155,19 +183,21 @@ func runRun(opts *Options) error {
 	return interactive(opts, c, terminal)
 }
 
-// conversation is one chat with the engine.
-type conversation struct {
+// local is one chat with the engine in this process.
+type local struct {
 	opts     *Options
 	eng      *engine.Engine
-	tok      *tokenizer.Tokenizer
-	tmpl     *renderer
+	chat     *conversation.Model
+	kwargs   json.RawMessage
 	params   sample.Params
 	session  string
 	terminal bool
 
-	history    []message
-	transcript []int32 // the last turn's tokens, exactly as the model saw and wrote them
-	last       *turnInfo
+	history []message
+	// last is the last turn's request (its messages, without the reply) and
+	// its tokens, exactly as the model saw and wrote them.
+	prev conversation.Session
+	last *turnInfo
 }
 
 type message struct {
@@ -176,32 +206,18 @@ type message struct {
 	ReasoningContent string `json:"reasoning_content,omitempty"`
 }
 
-// renderer renders messages with the model's template.
-type renderer struct {
-	t      *chat.Template
-	kwargs json.RawMessage
-}
-
-func (c *renderer) render(msgs []message, addGenerationPrompt bool) (string, error) {
-	b, err := json.Marshal(msgs)
-	if err != nil {
-		return "", err
-	}
-	return c.t.Render(chat.Input{Messages: b, AddGenerationPrompt: addGenerationPrompt, Kwargs: c.kwargs})
-}
-
-func newConversation(opts *Options, eng *engine.Engine, terminal bool) (*conversation, error) {
-	c := &conversation{opts: opts, eng: eng, tok: eng.Tokenizer(), terminal: terminal}
-	if !opts.Raw {
-		t := eng.ChatTemplate()
-		if t == nil {
-			return nil, errors.New("the model has no chat template: use --raw")
-		}
-		kw, _ := json.Marshal(map[string]bool{"enable_thinking": opts.thinking()})
-		c.tmpl = &renderer{t: t, kwargs: kw}
+func newLocal(opts *Options, eng *engine.Engine, terminal bool) (*local, error) {
+	c := &local{opts: opts, eng: eng, terminal: terminal, chat: eng.Model().Conversation()}
+	switch {
+	case opts.Raw:
+		c.chat.Template = nil
+	case c.chat.Template == nil:
+		return nil, errors.New("the model has no chat template: use --raw")
+	default:
+		c.kwargs, _ = json.Marshal(map[string]bool{"enable_thinking": opts.thinking()})
 	}
 	c.start()
-	p, err := samplingParams(opts, eng.GenerationDefaults())
+	p, err := samplingParams(opts, c.chat.Generation)
 	if err != nil {
 		return nil, err
 	}
@@ -210,10 +226,10 @@ func newConversation(opts *Options, eng *engine.Engine, terminal bool) (*convers
 }
 
 // start begins a conversation: a new session, only the system message.
-func (c *conversation) start() {
+func (c *local) start() {
 	c.session = newSessionID()
-	c.history, c.transcript, c.last = nil, nil, nil
-	if c.tmpl != nil && c.opts.System != "" {
+	c.history, c.prev, c.last = nil, conversation.Session{}, nil
+	if c.chat.Template != nil && c.opts.System != "" {
 		c.history = append(c.history, message{Role: "system", Content: c.opts.System})
 	}
 }
@@ -221,21 +237,21 @@ func (c *conversation) start() {
 func newSessionID() string { return fmt.Sprintf("ellm-run-%d", time.Now().UnixNano()) }
 
 // reset frees the old conversation's slot and starts anew.
-func (c *conversation) reset() {
+func (c *local) reset() {
 	if err := c.eng.DeleteSession(c.session); err != nil && !errors.Is(err, engine.ErrNoSession) {
 		fmt.Fprintln(c.opts.IO.ErrOut, "warning:", err)
 	}
 	c.start()
 }
 
-func (c *conversation) banner() string {
+func (c *local) banner() string {
 	i := c.eng.Info()
 	model := i.ModelName
 	if i.Synthetic {
 		model += " (synthetic: random weights, the answers are noise)"
 	}
 	mode := "chat, thinking " + onOff(c.opts.thinking())
-	if c.tmpl == nil {
+	if c.chat.Template == nil {
 		mode = "raw text, no chat template"
 	}
 	threads := fmt.Sprintf("%d threads", i.Threads)
@@ -255,135 +271,75 @@ func onOff(b bool) string {
 	return "off"
 }
 
-func (c *conversation) saved() savedChat {
-	s := savedChat{Model: c.eng.Info().ModelName, Tokens: c.transcript}
-	if c.tmpl != nil {
+func (c *local) saved() savedChat {
+	s := savedChat{Model: c.eng.Info().ModelName, Tokens: c.prev.Transcript}
+	if c.chat.Template != nil {
 		s.Messages = c.history
 	} else {
-		s.Text = c.tok.Decode(c.transcript)
+		s.Text = c.chat.Tokenizer.Decode(c.prev.Transcript)
 	}
 	return s
 }
 
-func (c *conversation) stats() (turnInfo, bool, string) {
-	conv := fmt.Sprintf("Conversation: %d of %d tokens.", len(c.transcript), c.eng.Info().SequenceLength)
+func (c *local) stats() (turnInfo, bool, string) {
+	conv := fmt.Sprintf("Conversation: %d of %d tokens.", len(c.prev.Transcript), c.eng.Info().SequenceLength)
 	if c.last == nil {
 		return turnInfo{}, false, conv
 	}
 	return *c.last, true, conv
 }
 
-// samplingParams takes each flag that is set, else the model's default.
+// samplingParams takes each flag that is set (not negative), else the
+// model's generation_config default, else the documented default
+// (conversation.Sampling: the server's rule).
 func samplingParams(o *Options, g modelcfg.GenerationConfig) (sample.Params, error) {
-	var p sample.Params
-	pick := func(flag float32, def *float64, fallback float32) float32 {
-		switch {
-		case flag >= 0:
-			return flag
-		case def != nil:
-			return float32(*def)
-		}
-		return fallback
-	}
-	p.Temperature = pick(o.Temperature, g.Temperature, 0.7)
-	if g.DoSample != nil && !*g.DoSample && o.Temperature < 0 {
-		p.Temperature = 0
-	}
-	p.TopP = pick(o.TopP, g.TopP, 1)
-	p.MinP = pick(o.MinP, g.MinP, 0)
-	p.RepetitionPenalty = pick(o.RepetitionPenalty, g.RepetitionPenalty, 1)
-	switch {
-	case o.TopK >= 0:
-		p.TopK = o.TopK
-	case g.TopK != nil:
-		p.TopK = *g.TopK
-	}
-	if o.Seed >= 0 {
-		s := uint64(o.Seed)
-		p.Seed = &s
-	}
-	if err := p.Validate(); err != nil {
+	p, err := conversation.Sampling(g, o.overrides())
+	if err != nil {
 		return p, fmt.Errorf("sampling: %w", err)
 	}
 	return p, nil
 }
 
-// prompt returns the tokens of the conversation with the user's new message.
-// After the first turn they are the previous transcript, exactly as the model
-// saw and wrote it, followed by the template's text from the end of the
-// previous turn to the new generation prompt: the engine's session holds all
-// but that delta. (Templates that re-render history differently, such as
-// Qwen3's dropping past reasoning, would otherwise force a full prefill.)
-func (c *conversation) prompt(user string) ([]int32, bool, error) {
-	if c.tmpl == nil {
-		return append(slices.Clone(c.transcript), c.tok.Encode(user)...), false, nil
+// prompt returns the request with the user's new message and its prompt.
+// After the first turn the tokens are the previous transcript, exactly as
+// the model saw and wrote it, followed by what the new message adds
+// (conversation.Model.Prompt): the engine's session holds all but that.
+// (Templates that re-render history differently, such as Qwen3's dropping
+// past reasoning, would otherwise force a full prefill.)
+func (c *local) prompt(user string) (conversation.Chat, conversation.Prompt, error) {
+	if c.chat.Template == nil {
+		return conversation.Chat{}, conversation.Prompt{Tokens: append(slices.Clone(c.prev.Transcript), c.chat.Tokenizer.Encode(user)...)}, nil
 	}
-	msg := message{Role: "user", Content: user}
-	text, err := c.tmpl.render(append(slices.Clone(c.history), msg), true)
-	if err != nil {
-		return nil, false, err
-	}
-	opens := reasoning.PromptOpensThinking(text)
-	if c.transcript != nil {
-		if delta, ok := c.delta(text, msg); ok {
-			return append(slices.Clone(c.transcript), delta...), opens, nil
+	req := conversation.Chat{Kwargs: c.kwargs}
+	for _, m := range append(slices.Clone(c.history), message{Role: "user", Content: user}) {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return req, conversation.Prompt{}, err
 		}
+		req.Messages = append(req.Messages, b)
 	}
-	return c.tok.Encode(text), opens, nil
-}
-
-// delta is the tokens that follow the previous transcript in text: the
-// end-of-turn token if the answer did not end with it, then the text after
-// the previous turn's end-of-turn marker.
-func (c *conversation) delta(text string, msg message) ([]int32, bool) {
-	eos := c.eng.EOS()
-	if len(eos) == 0 {
-		return nil, false
-	}
-	marker := c.tok.Decode(eos[:1])
-	tail, err := c.tmpl.render([]message{msg}, true)
-	if err != nil || marker == "" || !strings.HasSuffix(text, tail) {
-		return nil, false
-	}
-	i := strings.LastIndex(text[:len(text)-len(tail)], marker)
-	if i < 0 {
-		return nil, false
-	}
-	var ids []int32
-	if last := c.transcript[len(c.transcript)-1]; !slices.Contains(eos, last) {
-		ids = append(ids, eos[0])
-	}
-	return append(ids, c.tok.Encode(text[i+len(marker):])...), true
+	p, err := c.chat.Prompt(&c.prev, req)
+	return req, p, err
 }
 
 // turn answers one user message, streaming the answer to Out.
-func (c *conversation) turn(ctx context.Context, user string) error {
-	ids, opens, err := c.prompt(user)
+func (c *local) turn(ctx context.Context, user string) error {
+	req, prompt, err := c.prompt(user)
 	if err != nil {
 		return err
 	}
+	ids := prompt.Tokens
 	p := &printer{out: c.opts.IO.Out, terminal: c.terminal}
-	dec := tokenizer.NewDecoderWith(c.tok, tokenizer.DecodeOptions{SkipSpecial: true})
-	var rs *reasoning.Stream
-	if c.tmpl != nil {
-		rs = reasoning.NewStream(opens)
-	}
-	emit := func(text string) {
-		if rs == nil {
-			p.add("", text)
-			return
-		}
-		p.add(rs.Add(text))
-	}
+	stream := c.chat.NewStream(conversation.StreamOptions{Reasoning: c.chat.Template != nil, Thinking: prompt.Thinking})
 	res, err := c.eng.Generate(ctx, engine.Request{
 		Tokens: ids, SessionID: c.session, MaxTokens: c.maxTokens(len(ids)), Sampling: c.params,
 	}, func(ev engine.Event) error {
-		emit(dec.Add(ev.Token))
+		d, _ := stream.Token(ev.Token)
+		p.add(d.Reasoning, d.Content)
 		return nil
 	})
-	emit(dec.Flush())
-	if rs != nil {
-		p.add(rs.Flush())
+	for _, d := range stream.Flush() {
+		p.add(d.Reasoning, d.Content)
 	}
 	p.finish()
 	finish := res.FinishReason
@@ -393,8 +349,8 @@ func (c *conversation) turn(ctx context.Context, user string) error {
 		}
 		finish = "interrupted"
 	}
-	c.transcript = res.Tokens
-	if c.tmpl != nil {
+	c.prev = conversation.Session{Chat: req.Compact(), Transcript: res.Tokens}
+	if c.chat.Template != nil {
 		c.history = append(c.history, message{Role: "user", Content: user},
 			message{Role: "assistant", Content: p.content.String(), ReasoningContent: p.reasoning.String()})
 	}
@@ -412,7 +368,7 @@ func interrupted(err error, program context.Context) bool {
 	return errors.Is(err, context.Canceled) && program.Err() == nil
 }
 
-func (c *conversation) maxTokens(prompt int) int {
+func (c *local) maxTokens(prompt int) int {
 	room := c.eng.Info().SequenceLength - prompt
 	if c.opts.MaxTokens > 0 {
 		return min(c.opts.MaxTokens, max(room, 1))

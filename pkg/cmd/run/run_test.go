@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/server"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
@@ -290,12 +292,16 @@ func TestErrors(t *testing.T) {
 
 func TestRemote(t *testing.T) {
 	local, _, _ := testOptions(t, "")
-	eng, err := engine.New(engine.Options{ModelPath: local.ModelPath, Threads: 2, SequenceLength: 512})
+	md, err := cmdutil.OpenModel(local.ModelPath, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(md, engine.Options{Threads: 2, SequenceLength: 512})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	srv, err := server.New(server.FromEngine(eng), server.Options{})
+	srv, err := server.New(eng, md.Conversation(), server.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,5 +339,29 @@ func TestDefaultModel(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "synthetic") || out.Len() == 0 {
 		t.Errorf("stdout %q stderr %q", out, errOut)
+	}
+}
+
+// run resolves sampling as the server does: a flag that is set, else the
+// model's generation_config (penalties included), else temperature 1.
+func TestSamplingLikeTheServer(t *testing.T) {
+	unset := &Options{Temperature: -1, TopP: -1, TopK: -1, MinP: -1, RepetitionPenalty: -1, Seed: -1}
+	p, err := samplingParams(unset, modelcfg.GenerationConfig{})
+	if err != nil || p.Temperature != 1 || p.TopP != 1 || p.TopK != 0 || p.RepetitionPenalty != 1 || p.Seed != nil {
+		t.Errorf("no flags, no generation_config: %+v, %v", p, err)
+	}
+	half, temp := 0.5, 0.6
+	g := modelcfg.GenerationConfig{Temperature: &temp, PresencePenalty: &half, FrequencyPenalty: &half}
+	if p, err = samplingParams(unset, g); err != nil || p.Temperature != 0.6 || p.PresencePenalty != 0.5 || p.FrequencyPenalty != 0.5 {
+		t.Errorf("generation_config's defaults: %+v, %v", p, err)
+	}
+	set := *unset
+	set.Temperature, set.TopK, set.Seed = 0, 5, 3
+	if p, err = samplingParams(&set, g); err != nil || p.Temperature != 0 || p.TopK != 5 || p.Seed == nil || *p.Seed != 3 || p.PresencePenalty != 0.5 {
+		t.Errorf("flags over generation_config: %+v, %v", p, err)
+	}
+	set.TopP = 1.5
+	if _, err := samplingParams(&set, g); err == nil || !strings.Contains(err.Error(), "top_p") {
+		t.Errorf("--top-p 1.5: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/grammar"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
 	"github.com/ellm-dev/ellm/pkg/server"
 )
 
@@ -55,8 +56,8 @@ type Options struct {
 	// requests.
 	Ready func(net.Addr)
 
-	// newEngine loads the engine (engine.New; tests slow it down).
-	newEngine func(engine.Options) (*engine.Engine, error)
+	// newEngine starts the engine (engine.New; tests slow it down).
+	newEngine func(*modeldir.Model, engine.Options) (*engine.Engine, error)
 }
 
 // NewCmdServe returns the cobra command; runF replaces the behaviour in tests.
@@ -166,11 +167,15 @@ func serveRun(opts *Options) error {
 	if newEngine == nil {
 		newEngine = engine.New
 	}
-	eng, err := newEngine(eo)
+	md, err := cmdutil.OpenModel(opts.ModelPath, log)
 	if err != nil {
 		return fail(err)
 	}
-	srv, err := server.New(server.FromEngine(eng), server.Options{
+	eng, err := newEngine(md, eo)
+	if err != nil {
+		return fail(err)
+	}
+	srv, err := server.New(eng, md.Conversation(), server.Options{
 		ModelName: opts.ServedModelName, APIKey: opts.APIKey, MaxBodyBytes: opts.MaxBodyBytes, Version: opts.Version,
 		SessionTTL: opts.SessionTTL, DrainTimeout: opts.DrainTimeout, ReadTimeout: opts.ReadTimeout,
 		WriteTimeout: opts.WriteTimeout, IdleTimeout: opts.IdleTimeout, MaxConnections: opts.MaxConnections, Logger: log,

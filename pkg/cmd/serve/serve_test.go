@@ -19,6 +19,7 @@ import (
 
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/modeldir"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
@@ -128,7 +129,7 @@ func TestServeAnswers503WhileLoading(t *testing.T) {
 		EngineFlags: cmdutil.EngineFlags{ModelPath: tinyModel(t), DType: "bf16", KVDType: "bf16", Threads: 1, SequenceLength: 256, BatchSize: 1},
 		Host:        "127.0.0.1", Port: 0, MaxQueue: 4, MaxBodyBytes: 1 << 20, DrainTimeout: 5 * time.Second,
 		Listening: func(a net.Addr) { listening <- a }, Ready: func(a net.Addr) { ready <- a },
-		newEngine: func(o engine.Options) (*engine.Engine, error) { <-release; return engine.New(o) }}
+		newEngine: func(m *modeldir.Model, o engine.Options) (*engine.Engine, error) { <-release; return engine.New(m, o) }}
 	done := make(chan error, 1)
 	go func() { done <- serveRun(opts) }()
 	base := "http://" + (<-listening).String()
