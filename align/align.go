@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
@@ -108,7 +109,7 @@ func Run(opts Options) ([]Result, error) {
 	defer kernels.Force(prev)
 	pool := threads.New(opts.Threads, false)
 	defer pool.Close()
-	s := &session{opts: &opts, pool: pool, models: map[string]*model.Model{}}
+	s := &session{opts: &opts, pool: pool, ops: ops.For(opts.Path), models: map[string]*model.Model{}}
 	defer s.close()
 	results := make([]Result, 0, len(cases))
 	for _, m := range cases {
@@ -126,6 +127,7 @@ func Run(opts Options) ([]Result, error) {
 type session struct {
 	opts   *Options
 	pool   *threads.Pool
+	ops    *ops.Kernels // the kernel cases' functions, as the model binds them
 	models map[string]*model.Model
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
-// rope runs ops.Rope on the reference q and k.
+// rope applies an ops.Rope to the reference q and k.
 func (c *caseRun) rope() error {
 	var in struct {
 		RopeTheta float64 `json:"rope_theta"`
@@ -45,7 +45,7 @@ func (c *caseRun) rope() error {
 			return err
 		}
 		got := slices.Clone(x)
-		if err := r.Apply(got, t.heads, pos); err != nil {
+		if err := c.s.ops.ApplyRope(r, got, t.heads, pos); err != nil {
 			return err
 		}
 		c.dump.f32(t.in+"_out", shape, got)
@@ -84,7 +84,8 @@ func (c *caseRun) rope() error {
 	return nil
 }
 
-// siluAndMul runs ops.SiLUMul on the reference gate‖up rows.
+// siluAndMul runs ops.Kernels.SiLUMul, the SwiGLU epilogue of the model's
+// products (gemm), on the reference gate‖up rows.
 func (c *caseRun) siluAndMul() error {
 	var tol struct {
 		MaxRel float64 `json:"out_max_rel"`
@@ -97,9 +98,13 @@ func (c *caseRun) siluAndMul() error {
 		return err
 	}
 	inter := shape[1] / 2
+	if inter == 0 || len(x) != shape[0]*2*inter {
+		return fmt.Errorf("silu_and_mul: x of shape %v, want [T, 2·I]", shape)
+	}
 	got := make([]float32, len(x)/2)
-	if err := ops.SiLUMul(got, x, inter); err != nil {
-		return err
+	for t := range shape[0] {
+		gu := x[2*t*inter : 2*(t+1)*inter]
+		c.s.ops.SiLUMul(got[t*inter:(t+1)*inter], gu[:inter], gu[inter:])
 	}
 	oshape := []int{shape[0], inter}
 	c.dump.f32("out", oshape, got)
@@ -149,7 +154,7 @@ func (c *caseRun) rmsnorm() error {
 		return err
 	}
 	out := make([]float32, len(v[1]))
-	if err := ops.RMSNorm(out, v[1], v[0], in.Eps); err != nil {
+	if err := c.s.ops.RMSNorm(out, v[1], v[0], in.Eps); err != nil {
 		return err
 	}
 	c.dump.f32("out", shape, out)
@@ -168,7 +173,7 @@ func (c *caseRun) rmsnorm() error {
 	}
 	res := slices.Clone(f[1])
 	fout := make([]float32, len(f[0]))
-	if err := ops.AddRMSNorm(fout, res, f[0], v[0], in.Eps); err != nil {
+	if err := c.s.ops.AddRMSNorm(fout, res, f[0], v[0], in.Eps); err != nil {
 		return err
 	}
 	c.dump.f32("fused_residual_out", shape, res)
@@ -181,7 +186,7 @@ func (c *caseRun) rmsnorm() error {
 		return err
 	}
 	hout := slices.Clone(h[1])
-	if err := ops.HeadRMSNorm(hout, h[0], in.Eps); err != nil {
+	if err := c.s.ops.HeadRMSNorm(hout, h[0], in.Eps); err != nil {
 		return err
 	}
 	c.dump.f32("head_out", shape, hout)

@@ -1,6 +1,12 @@
 // Package kernels chooses, once per process, which instruction-set path the
 // compute kernels in its subpackages take.
 //
+// Kernels dispatch one way: whatever runs them binds the functions of its
+// path once, when it is built (gemm.NewContext, attn.New, ops.For in the
+// model's runner and the sampler), into a struct of function values, so a
+// call runs its path's code without reading the path or switching on it.
+// Force and Choose change the paths that later constructions bind.
+//
 // The choice is made from the CPU's features (klauspost/cpuid) and can be
 // narrowed with the ELLM_KERNELS environment variable or Force, so that tests
 // and users can pin a path: a faster path is always tested against the one
@@ -121,7 +127,7 @@ func (o Op) String() string {
 
 var (
 	cpu    = DetectFeatures()
-	active atomic.Int32         // the Path every kernel call reads; set once at start-up
+	active atomic.Int32         // the Path kernels built from now on bind
 	chosen [NumOps]atomic.Int32 // an Op's own path (Choose), or -1 to follow active
 	envErr error
 	forced bool       // ELLM_KERNELS named a usable path
@@ -147,9 +153,9 @@ func init() {
 	}
 }
 
-// Active is the path the kernels take. Kernels read it on every call, so it
-// is one atomic load; it never changes while kernels run (Force is for
-// start-up and tests only).
+// Active is the path the kernels take: what builds kernels reads it then
+// and binds that path's functions (it is not read per call). It changes only
+// through Force, which is for start-up and tests.
 func Active() Path { return Path(active.Load()) }
 
 // EnvError reports an unusable ELLM_KERNELS value (the best path is used instead),
@@ -164,7 +170,9 @@ func Forced() bool { return forced }
 
 // Force selects path p for every operation for the rest of the process (or
 // until the next Force), undoing Choose, and returns the previous Active
-// path. It fails if this CPU cannot run p.
+// path: contexts, attentions, runners and samplers built afterwards bind
+// p's kernels (those built before keep theirs), which is how tests run
+// every path. It fails if this CPU cannot run p.
 func Force(p Path) (Path, error) {
 	mu.Lock()
 	defer mu.Unlock()

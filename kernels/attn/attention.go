@@ -31,6 +31,7 @@ type Attention struct {
 	pool                                     *threads.Pool
 	maxRows, qHeads, kvHeads, headDim, group int
 	scale                                    float32
+	k                                        kernelSet // bound by New
 
 	items []item
 	next  atomic.Int32
@@ -40,7 +41,6 @@ type Attention struct {
 	out, q []float32
 	c      *Cache
 	seqs   []Seq
-	path   kernels.Path
 }
 
 // item is rows [lo, hi) (relative to the sequence's first row) of seqs[seq]
@@ -64,7 +64,9 @@ type scratch struct {
 	_      [64]byte // keep workers' slice headers on separate cache lines
 }
 
-// New sizes an Attention for calls of at most maxRows query rows in total.
+// New sizes an Attention for calls of at most maxRows query rows in total,
+// with the kernels of the path active now (kernels.Active): kernels.Force
+// applies to the Attentions built after it.
 func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention, error) {
 	if maxRows <= 0 || qHeads <= 0 || kvHeads <= 0 || qHeads%kvHeads != 0 || headDim <= 0 {
 		return nil, fmt.Errorf("attention: %d rows, %d query heads, %d kv heads (want a divisor of the query heads), head_dim %d", maxRows, qHeads, kvHeads, headDim)
@@ -76,6 +78,7 @@ func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention,
 		// maxRows/blockRows + maxRows blocks
 		items: make([]item, 0, (maxRows/blockRows+maxRows)*kvHeads),
 		ws:    make([]scratch, pool.Size()),
+		k:     bindKernels(kernels.Active(), headDim),
 	}
 	for i := range a.ws {
 		w := &a.ws[i]
@@ -137,8 +140,11 @@ func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
 // between. End finishes the call.
 func (a *Attention) Begin(out, q []float32, c *Cache, seqs []Seq) {
 	a.check(out, q, c, seqs)
-	a.out, a.q, a.c, a.seqs, a.path = out, q, c, seqs, kernels.Active()
+	a.out, a.q, a.c, a.seqs = out, q, c, seqs
 }
+
+// Path is the kernel path the Attention was built with.
+func (a *Attention) Path() kernels.Path { return a.k.path }
 
 // Head computes the outputs of kv head h's query heads for every sequence
 // of the call, on worker's scratch; each head must be run by one worker at
@@ -162,13 +168,16 @@ func (a *Attention) End() { a.out, a.q, a.c, a.seqs = nil, nil, nil, nil }
 // where the path has no such kernel (the first tileDirect call decides; the
 // others have the same arguments).
 func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, o, n int) bool {
+	if a.k.direct == nil {
+		return false
+	}
 	size := min(a.group, groupQueries)
 	for j0 := 0; j0 < a.group; j0 += size {
 		w.np, w.pn = size, n
 		for j := range size {
 			w.pend[j] = a.queryOf(w, s, it, int(it.lo), j0+j)
 		}
-		if !tileDirect(a.path, w, a.c, o, n, a.scale) {
+		if !a.k.direct(w, a.c, o, n, a.scale) {
 			return false
 		}
 	}
@@ -195,10 +204,13 @@ const groupQueries = 4
 // path has group kernels, the rest one call per query. Both give the same
 // bits, so grouping never changes a row's result.
 func (a *Attention) flush(w *scratch, k, v []float32) {
-	n := w.pn
-	for i := tileGroup(a.path, w, 0, k, v, n, a.headDim, a.scale); i < w.np; i++ {
+	n, i := w.pn, 0
+	if a.k.group != nil {
+		i = a.k.group(w, 0, k, v, n, a.headDim, a.scale)
+	}
+	for ; i < w.np; i++ {
 		p := &w.pend[i]
-		tile(a.path, p.ml, p.acc, p.q, k, v, w.s[:Tile], n, a.scale)
+		a.k.tile(p.ml, p.acc, p.q, k, v, w.s[:Tile], n, a.scale)
 	}
 	w.np = 0
 }
@@ -268,14 +280,14 @@ func (a *Attention) block(w *scratch, it item) {
 		var k, v []float32
 		switch {
 		case c.K16 != nil:
-			k = widenK(a.path, w.kt, c.K16[o0:o1], nil, t1-t0, hd)
-			v = widenV(a.path, w.vt, c.V16[o0:o1], nil, t1-t0, hd)
+			k = a.k.widenK(w.kt, c.K16[o0:o1], nil, t1-t0, hd)
+			v = a.k.widenV(w.vt, c.V16[o0:o1], nil, t1-t0, hd)
 		case c.K8 != nil:
-			k = dequantK(a.path, w.kt, c.K8[o0:o1], c.KS[o0/hd:o1/hd], t1-t0, hd)
-			v = dequantV(a.path, w.vt, c.V8[o0:o1], c.VS[o0/hd:o1/hd], t1-t0, hd)
+			k = a.k.dequantK(w.kt, c.K8[o0:o1], c.KS[o0/hd:o1/hd], t1-t0, hd)
+			v = a.k.dequantV(w.vt, c.V8[o0:o1], c.VS[o0/hd:o1/hd], t1-t0, hd)
 		default:
-			k = widenK(a.path, w.kt, nil, c.K32[o0:o1], t1-t0, hd)
-			v = widenV(a.path, w.vt, nil, c.V32[o0:o1], t1-t0, hd)
+			k = a.k.widenK(w.kt, nil, c.K32[o0:o1], t1-t0, hd)
+			v = a.k.widenV(w.vt, nil, c.V32[o0:o1], t1-t0, hd)
 		}
 		// Rows whose position precedes the tile are done with it. Queries
 		// over the same number of positions go to the kernel in groups.

@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
@@ -71,12 +72,21 @@ type Cache struct {
 	K32, V32                        []float32
 	K8, V8                          []int8
 	KS, VS                          []float32
+
+	ops *ops.Kernels // rounds stores to bf16 (Init)
 }
+
+// Init binds the kernels a store rounds to bf16 with: those of the path
+// active now (kernels.Active), as every kernel user binds its own when it is
+// built. NewCache calls it; a Cache assembled field by field (pkg/kvcache
+// maps its memory) must call it before its first store.
+func (c *Cache) Init() { c.ops = ops.For(kernels.Active()) }
 
 // NewCache allocates a cache on the Go heap (tests, small models; pkg/kvcache
 // maps large ones).
 func NewCache(slots, kvHeads, seqLen, headDim int, dt DType) *Cache {
 	c := &Cache{Slots: slots, KVHeads: kvHeads, SeqLen: seqLen, HeadDim: headDim}
+	c.Init()
 	n := slots * kvHeads * seqLen * headDim
 	switch dt {
 	case BF16:
@@ -164,8 +174,11 @@ func (c *Cache) storeHead(slot, pos, h int, k, v []float32) {
 	dst := c.off(slot, h, pos)
 	switch {
 	case c.K16 != nil:
-		ops.ToBF16(c.K16[dst:dst+hd], k)
-		ops.ToBF16(c.V16[dst:dst+hd], v)
+		if c.ops == nil {
+			panic("attn: store into a bf16 Cache that was not Init")
+		}
+		c.ops.ToBF16(c.K16[dst:dst+hd], k)
+		c.ops.ToBF16(c.V16[dst:dst+hd], v)
 	case c.K8 != nil:
 		c.KS[dst/hd] = Quantize(c.K8[dst:dst+hd], k)
 		c.VS[dst/hd] = Quantize(c.V8[dst:dst+hd], v)

@@ -2,10 +2,7 @@
 
 package attn
 
-import (
-	"github.com/ellm-dev/ellm/kernels"
-	"github.com/ellm-dev/ellm/kernels/ops"
-)
+import "github.com/ellm-dev/ellm/kernels"
 
 // The SIMD tile kernels compute the same steps as tileGo with FMA dot
 // products: each score is a 16-lane FMA accumulation over head_dim folded in
@@ -15,6 +12,27 @@ import (
 // accumulator in two registers, so both paths give the same bits. They need
 // head_dim % 16 == 0 and read K in the chunk-major tile layout that widenK
 // writes; other head sizes take the Go kernel.
+
+// simdKernels puts path p's assembly into s where the path has kernels for
+// head size hd.
+func simdKernels(s *kernelSet, p kernels.Path, hd int) {
+	switch {
+	case hd%16 != 0 || p < kernels.AVX2:
+	case p >= kernels.AVX512:
+		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
+			tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &sc[0], n, len(q), scale)
+		}
+		s.group, s.direct = tileGroup, tileDirect
+		s.widenK, s.widenV = widenKSIMD(widenKAVX512), widenVSIMD(widenAVX512)
+		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX512), dequantVSIMD(dequantAVX512)
+	default:
+		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
+			tileAVX2(&ml[0], &acc[0], &q[0], &k[0], &v[0], &sc[0], n, len(q), scale)
+		}
+		s.widenK, s.widenV = widenKSIMD(widenKAVX2), widenVSIMD(widenAVX2)
+		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX2), dequantVSIMD(dequantAVX2)
+	}
+}
 
 //go:noescape
 func tileAVX512(ml, acc, q, k, v, s *float32, n, hd int, scale float32)
@@ -32,12 +50,9 @@ type qref struct {
 	_             [4]byte
 }
 
-// tileGroup runs the pending queries of w from index i on through the group
-// kernels, four or two at a time, and returns how many it took.
-func tileGroup(p kernels.Path, w *scratch, i int, k, v []float32, n, hd int, scale float32) int {
-	if !useAVX512(p, hd) {
-		return 0
-	}
+// tileGroup runs the pending queries of w from index i on through the
+// AVX-512 group kernels, four or two at a time, and returns how many it took.
+func tileGroup(w *scratch, i int, k, v []float32, n, hd int, scale float32) int {
 	done := 0
 	for size := groupQueries; size >= 2; size /= 2 {
 		for ; w.np-i-done >= size; done += size {
@@ -69,11 +84,11 @@ func tile4I8AVX512(qs *[groupQueries]qref, k, v *int8, ks, vs *float32, n, hd in
 
 // tileDirect runs the two or four pending queries over the n positions of
 // the tile of c at element offset o, read in place from a bf16 or int8
-// cache, when the path has the kernel and the rows it reads (n rounded up to
-// 8) are inside the slices.
-func tileDirect(p kernels.Path, w *scratch, c *Cache, o, n int, scale float32) bool {
+// cache by the AVX-512 kernels, when the rows they read (n rounded up to 8)
+// are inside the slices.
+func tileDirect(w *scratch, c *Cache, o, n int, scale float32) bool {
 	hd := c.HeadDim
-	if (w.np != 2 && w.np != 4) || !useAVX512(p, hd) {
+	if w.np != 2 && w.np != 4 {
 		return false
 	}
 	r := (n + 7) &^ 7 // rows the kernels read
@@ -119,63 +134,33 @@ func widenKAVX2(dst *float32, src *uint16, rows, hd int)
 //go:noescape
 func widenAVX2(dst *float32, src *uint16, n int)
 
-func useAVX512(p kernels.Path, hd int) bool { return p >= kernels.AVX512 && hd%16 == 0 }
-
-// useSIMD reports whether path p has tile kernels for head size hd.
-func useSIMD(p kernels.Path, hd int) bool { return p >= kernels.AVX2 && hd%16 == 0 }
-
-func tile(p kernels.Path, ml, acc, q, k, v, s []float32, n int, scale float32) {
-	switch {
-	case useAVX512(p, len(q)):
-		tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], n, len(q), scale)
-	case useSIMD(p, len(q)):
-		tileAVX2(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], n, len(q), scale)
-	default:
-		tileGo(ml, acc, q, k, v, s, n, scale)
+// widenKSIMD is widenK for the SIMD kernels, whose K tile is chunk-major,
+// [hd/16][Tile][16], so that the 16 keys of a score block sit at fixed
+// offsets; dst then always spans a whole tile.
+func widenKSIMD(widen func(dst *float32, src *uint16, rows, hd int)) widenFunc {
+	return func(dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
+		if src16 != nil {
+			widen(&dst[0], &src16[0], rows, hd)
+			return dst
+		}
+		for t := range rows {
+			for c := 0; c < hd; c += 16 {
+				copy(dst[(c/16*Tile+t)*16:][:16], src32[t*hd+c:])
+			}
+		}
+		return dst
 	}
 }
 
-// widenK fills the K tile dst from rows of bf16 (src16) or f32 (src32) keys.
-// For the SIMD kernels the layout is chunk-major, [hd/16][Tile][16], so
-// that the 16 keys of a score block sit at fixed offsets; dst then always
-// spans a whole tile.
-func widenK(p kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
-	switch {
-	case !useSIMD(p, hd):
+// widenVSIMD is widenV with a SIMD bf16 widening.
+func widenVSIMD(widen func(dst *float32, src *uint16, n int)) widenFunc {
+	return func(dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
 		if src32 != nil {
 			return src32[:rows*hd]
 		}
-		ops.ToF32(dst[:rows*hd], src16[:rows*hd])
+		widen(&dst[0], &src16[0], rows*hd)
 		return dst[:rows*hd]
-	case src16 != nil && p >= kernels.AVX512:
-		widenKAVX512(&dst[0], &src16[0], rows, hd)
-		return dst
-	case src16 != nil:
-		widenKAVX2(&dst[0], &src16[0], rows, hd)
-		return dst
 	}
-	for t := range rows {
-		for c := 0; c < hd; c += 16 {
-			copy(dst[(c/16*Tile+t)*16:][:16], src32[t*hd+c:])
-		}
-	}
-	return dst
-}
-
-// widenV returns the V tile as f32 rows.
-func widenV(p kernels.Path, dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
-	if src32 != nil {
-		return src32[:rows*hd]
-	}
-	switch {
-	case useAVX512(p, hd):
-		widenAVX512(&dst[0], &src16[0], rows*hd)
-	case useSIMD(p, hd):
-		widenAVX2(&dst[0], &src16[0], rows*hd)
-	default:
-		ops.ToF32(dst[:rows*hd], src16[:rows*hd])
-	}
-	return dst[:rows*hd]
 }
 
 // The int8 dequantizers widen each 16 values with VPMOVSXBD, convert exactly
@@ -191,31 +176,21 @@ func dequantAVX512(dst *float32, src *int8, scale *float32, rows, hd, rowStride,
 //go:noescape
 func dequantAVX2(dst *float32, src *int8, scale *float32, rows, hd, rowStride, chunkStride int)
 
-func dequantSIMD(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd, rowStride, chunkStride int) {
-	if p >= kernels.AVX512 {
-		dequantAVX512(&dst[0], &src[0], &scale[0], rows, hd, rowStride, chunkStride)
-	} else {
-		dequantAVX2(&dst[0], &src[0], &scale[0], rows, hd, rowStride, chunkStride)
+type dequantAsm func(dst *float32, src *int8, scale *float32, rows, hd, rowStride, chunkStride int)
+
+// dequantKSIMD fills the K tile dst from rows of int8 keys and their scales,
+// in widenKSIMD's layout.
+func dequantKSIMD(dequant dequantAsm) dequantFunc {
+	return func(dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+		dequant(&dst[0], &src[0], &scale[0], rows, hd, 64, Tile*64)
+		return dst
 	}
 }
 
-// dequantK fills the K tile dst from rows of int8 keys and their scales, in
-// the layout widenK gives the path.
-func dequantK(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
-	if !useSIMD(p, hd) {
-		dequantGo(dst, src, scale, rows, hd)
+// dequantVSIMD returns the V tile of int8 rows as f32 rows.
+func dequantVSIMD(dequant dequantAsm) dequantFunc {
+	return func(dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+		dequant(&dst[0], &src[0], &scale[0], rows, hd, 4*hd, 64)
 		return dst[:rows*hd]
 	}
-	dequantSIMD(p, dst, src, scale, rows, hd, 64, Tile*64)
-	return dst
-}
-
-// dequantV returns the V tile of int8 rows as f32 rows.
-func dequantV(p kernels.Path, dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
-	if !useSIMD(p, hd) {
-		dequantGo(dst, src, scale, rows, hd)
-	} else {
-		dequantSIMD(p, dst, src, scale, rows, hd, 4*hd, 64)
-	}
-	return dst[:rows*hd]
 }

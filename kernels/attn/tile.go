@@ -1,12 +1,60 @@
 package attn
 
-import "github.com/ellm-dev/ellm/kernels/ops"
+import (
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ops"
+)
+
+// kernelSet is the kernels an Attention runs, bound by New for the active
+// path and its head size: the Go kernels, with the path's assembly in their
+// place where it has some (simdKernels). group and direct are nil where the
+// path has no grouped or in-place kernels.
+type kernelSet struct {
+	path     kernels.Path
+	tile     func(ml, acc, q, k, v, s []float32, n int, scale float32)
+	group    func(w *scratch, i int, k, v []float32, n, hd int, scale float32) int
+	direct   func(w *scratch, c *Cache, o, n int, scale float32) bool
+	widenK   widenFunc
+	widenV   widenFunc
+	dequantK dequantFunc
+	dequantV dequantFunc
+}
+
+// widenFunc returns a K or V tile of rows positions as f32, from a bf16
+// (src16) or f32 (src32) cache, widened into dst where needed.
+type widenFunc func(dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32
+
+// dequantFunc returns a K or V tile of rows int8 positions as f32, in dst.
+type dequantFunc func(dst []float32, src []int8, scale []float32, rows, hd int) []float32
+
+// bindKernels is the kernel set of path p for head size hd.
+func bindKernels(p kernels.Path, hd int) kernelSet {
+	o := ops.For(p)
+	s := kernelSet{
+		path: p,
+		tile: func(ml, acc, q, k, v, s []float32, n int, scale float32) { tileGo(o, ml, acc, q, k, v, s, n, scale) },
+		widenK: func(dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
+			if src32 != nil {
+				return src32[:rows*hd]
+			}
+			o.ToF32(dst[:rows*hd], src16[:rows*hd])
+			return dst[:rows*hd]
+		},
+		dequantK: func(dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+			dequantGo(dst, src, scale, rows, hd)
+			return dst[:rows*hd]
+		},
+	}
+	s.widenV, s.dequantV = s.widenK, s.dequantK
+	simdKernels(&s, p, hd)
+	return s
+}
 
 // tileGo is one online-softmax step of one query head over n cached positions
 // (rows of k and v): scores s = scale·q·k, new max m' = max(m, s), rescale
 // of the running sum l and accumulator acc by e^(m−m'), then l += Σ e^(s−m')
 // and acc += Σ e^(s−m')·v. ml holds (m, l); s is scratch of ≥ n.
-func tileGo(ml, acc, q, k, v, s []float32, n int, scale float32) {
+func tileGo(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32) {
 	hd := len(q)
 	for t := range n {
 		kt := k[t*hd : (t+1)*hd]
@@ -21,7 +69,7 @@ func tileGo(ml, acc, q, k, v, s []float32, n int, scale float32) {
 		m = max(m, x)
 	}
 	corr := ops.Exp32(ml[0] - m)
-	sum := ops.ExpSum(s[:n], s[:n], m)
+	sum := o.ExpSum(s[:n], s[:n], m)
 	ml[0], ml[1] = m, float32(ml[1]*corr)+sum
 	for d := range acc {
 		acc[d] *= corr

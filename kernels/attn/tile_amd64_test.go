@@ -12,8 +12,8 @@ import (
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
-// The tile kernel's exponential is a copy of kernels/ops' (assembly cannot
-// share macros across packages): it must stay bit-identical to ops.Exp32.
+// The tile kernels' exponential is kernels/ops' EXP512 macro (exp_amd64.h,
+// written by kernels/internal/asmgen): it must stay bit-identical to ops.Exp32.
 func TestExpMatchesOps(t *testing.T) {
 	if !kernels.CPU().Supports(kernels.AVX512) {
 		t.Skip("no AVX-512")
@@ -74,7 +74,7 @@ func TestGroupKernelsMatchTile(t *testing.T) {
 			}{{"four", 4, 0}, {"pair", 2, 0}, {"pair after two", 4, 2}} {
 				got := clone()
 				got.np = c.np
-				if took := tileGroup(kernels.AVX512, &got, c.i, k, v, n, hd, 0.125); took != c.np-c.i {
+				if took := tileGroup(&got, c.i, k, v, n, hd, 0.125); took != c.np-c.i {
 					t.Fatalf("%s: tileGroup took %d queries", c.name, took)
 				}
 				for i := c.i; i < c.np; i++ {
@@ -94,10 +94,11 @@ func TestGroupKernelsMatchTile(t *testing.T) {
 func TestDequantMatchesGo(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 3))
 	for _, p := range kernels.Available() {
-		if !useSIMD(p, 16) {
+		if p < kernels.AVX2 {
 			continue
 		}
 		for _, hd := range []int{16, 48, 128, 256} {
+			ks := bindKernels(p, hd)
 			for _, rows := range []int{1, 5, 16, 63, Tile} {
 				src := make([]int8, Tile*hd)
 				for i := range src {
@@ -118,7 +119,7 @@ func TestDequantMatchesGo(t *testing.T) {
 				for i := range buf {
 					buf[i] = nan
 				}
-				k := dequantK(p, buf[:Tile*hd], src[:rows*hd], scale[:rows], rows, hd)
+				k := ks.dequantK(buf[:Tile*hd], src[:rows*hd], scale[:rows], rows, hd)
 				for tr := range Tile {
 					for d := range hd {
 						got := k[(d/16*Tile+tr)*16+d%16]
@@ -133,7 +134,7 @@ func TestDequantMatchesGo(t *testing.T) {
 				for i := range buf {
 					buf[i] = nan
 				}
-				v := dequantV(p, buf[:Tile*hd], src[:rows*hd], scale[:rows], rows, hd)
+				v := ks.dequantV(buf[:Tile*hd], src[:rows*hd], scale[:rows], rows, hd)
 				if !bitsEqual(v, want) {
 					t.Fatalf("%v hd %d rows %d: V differs from Go", p, hd, rows)
 				}
@@ -157,6 +158,7 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 	r := rand.New(rand.NewPCG(4, 4))
 	for _, dt := range []DType{BF16, Int8} {
 		for _, hd := range []int{16, 64, 128, 144} {
+			ks := bindKernels(kernels.AVX512, hd)
 			// two tiles of one (slot, head), the second the cache's last
 			c := NewCache(1, 1, 2*Tile, hd, dt)
 			k, v := make([]float32, 2*Tile*hd), make([]float32, 2*Tile*hd)
@@ -192,24 +194,24 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 						kt, vt := make([]float32, Tile*hd), make([]float32, Tile*hd)
 						var kw, vw []float32
 						if dt == BF16 {
-							kw = widenK(kernels.AVX512, kt, c.K16[o:o+n*hd], nil, n, hd)
-							vw = widenV(kernels.AVX512, vt, c.V16[o:o+n*hd], nil, n, hd)
+							kw = ks.widenK(kt, c.K16[o:o+n*hd], nil, n, hd)
+							vw = ks.widenV(vt, c.V16[o:o+n*hd], nil, n, hd)
 						} else {
-							kw = dequantK(kernels.AVX512, kt, c.K8[o:o+n*hd], c.KS[tile0:tile0+n], n, hd)
-							vw = dequantV(kernels.AVX512, vt, c.V8[o:o+n*hd], c.VS[tile0:tile0+n], n, hd)
+							kw = ks.dequantK(kt, c.K8[o:o+n*hd], c.KS[tile0:tile0+n], n, hd)
+							vw = ks.dequantV(vt, c.V8[o:o+n*hd], c.VS[tile0:tile0+n], n, hd)
 						}
-						tileGroup(kernels.AVX512, &want, 0, kw, vw, n, hd, 0.125)
+						tileGroup(&want, 0, kw, vw, n, hd, 0.125)
 						got := clone()
 						if n%8 != 0 {
 							// a view ending at the tile's last row: the kernels
 							// would read past it, so the caller must widen
 							short := *c
 							short.K16, short.K8, short.KS = short.K16[:min(len(short.K16), o+n*hd)], short.K8[:min(len(short.K8), o+n*hd)], short.KS[:min(len(short.KS), tile0+n)]
-							if w := clone(); tileDirect(kernels.AVX512, &w, &short, o, n, 0.125) {
+							if w := clone(); tileDirect(&w, &short, o, n, 0.125) {
 								t.Fatalf("%v hd %d n %d: in place over a slice %d rows short", dt, hd, n, 8-n%8)
 							}
 						}
-						if !tileDirect(kernels.AVX512, &got, c, o, n, 0.125) {
+						if !tileDirect(&got, c, o, n, 0.125) {
 							t.Fatalf("%v hd %d n %d: no in-place kernel ran", dt, hd, n)
 						}
 						for i := range np {

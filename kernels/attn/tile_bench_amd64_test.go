@@ -46,7 +46,7 @@ func BenchmarkTileAVX512(b *testing.B) {
 				for range calls {
 					if group {
 						w.np = groupQueries
-						tileGroup(kernels.AVX512, &w, 0, k, v, Tile, hd, 0.1)
+						tileGroup(&w, 0, k, v, Tile, hd, 0.1)
 					} else {
 						tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], Tile, hd, 0.1)
 					}

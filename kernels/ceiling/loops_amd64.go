@@ -2,6 +2,8 @@
 
 package ceiling
 
+//go:generate go run ../internal/asmgen bf16_amd64.h
+
 import "github.com/ellm-dev/ellm/kernels"
 
 //go:noescape

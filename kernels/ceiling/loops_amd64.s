@@ -1,7 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
-#include "../gemm/bf16_amd64.h"
+#include "bf16_amd64.h"
 
 // Register-only loops: 24 independent accumulators hide the 4-6 cycle
 // latency of the two 512-bit pipes (12 in flight would do), so the loop runs

@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
@@ -78,8 +79,8 @@ type Context struct {
 	pool       *threads.Pool
 	path       kernels.Path
 	set        kernelSet
-	prep       *prepFuncs  // nil: activations prepared in Go
-	silu       siluMulFunc // nil: the SwiGLU epilogue in Go
+	prep       *prepFuncs   // nil: activations prepared in Go
+	ops        *ops.Kernels // the SwiGLU epilogue (SiLUMul)
 	maxM, maxK int
 
 	xf     []float32 // f32 activations in tile form (as pairs: padded to an even K)
@@ -117,14 +118,12 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 		q := kernelsFor(int8)
 		set.quads, set.quadRows = q.quads, cmp.Or(q.quadRows, q.rows)
 	}
-	c := &Context{pool: pool, path: bf16, set: set, maxM: maxM, maxK: maxK}
 	// Both paths run on this CPU, so the higher one's preparation and
 	// epilogue code do too (they give the same bits on every path).
-	switch path := max(bf16, int8); {
-	case path >= kernels.AVX512:
-		c.prep, c.silu = simdPrep, siluAVX512
-	case path == kernels.AVX2:
-		c.silu = siluAVX2
+	path := max(bf16, int8)
+	c := &Context{pool: pool, path: bf16, set: set, ops: ops.For(path), maxM: maxM, maxK: maxK}
+	if path >= kernels.AVX512 {
+		c.prep = simdPrep
 	}
 	kpad := ceilDiv(maxK, 4) * 4
 	// A call prepares its activations in one form only, and each call
@@ -170,8 +169,8 @@ func (c *Context) MatMulAdd(y, x []float32, m int, w *Weight) {
 	c.run(opAdd, y, x, m, w, nil)
 }
 
-// SwiGLU sets h = silu(x·Gᵀ) ⊙ (x·Uᵀ), silu(g) = g/(1+exp(-g)) in f32
-// (exp as silu.go computes it).
+// SwiGLU sets h = silu(x·Gᵀ) ⊙ (x·Uᵀ), silu(g) = g/(1+exp(-g)) in f32:
+// the epilogue is ops.Kernels.SiLUMul (exp is ops.Exp32).
 func (c *Context) SwiGLU(h, x []float32, m int, gate, up *Weight) {
 	c.check("SwiGLU", h, x, m, gate)
 	if up.N != gate.N || up.K != gate.K {
@@ -404,7 +403,8 @@ func (t *task) chunk(ws *workerState, plo, phi int) {
 		t.panels(ws, t.w2, unsafe.Pointer(&ws.up[0]), swigluChunk*panelWidth*4, p0, p1, false)
 		cols := min(p1*panelWidth, n) - p0*panelWidth
 		for r := range t.m {
-			siluMul(t.y[r*n+p0*panelWidth:r*n+p0*panelWidth+cols], ws.up[r*swigluChunk*panelWidth:], t.c.silu)
+			h := t.y[r*n+p0*panelWidth : r*n+p0*panelWidth+cols]
+			t.c.ops.SiLUMul(h, h, ws.up[r*swigluChunk*panelWidth:])
 		}
 	}
 }

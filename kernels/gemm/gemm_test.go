@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
@@ -283,9 +284,7 @@ func TestEpilogues(t *testing.T) {
 				all, h := guarded(m * n)
 				c.SwiGLU(h, pr.x, m, g, u)
 				checkGuards(t, all)
-				for i := range want {
-					want[i] = silu(yg[i]) * yu[i]
-				}
+				ops.For(kernels.Generic).SiLUMul(want, yg, yu)
 				assertBits(t, fmt.Sprintf("%v %s SwiGLU", s, name), h, want, n)
 			}
 		}
@@ -516,45 +515,6 @@ func TestPrepSIMD(t *testing.T) {
 					}
 				}
 			}
-		}
-	}
-}
-
-// TestSiLU: expf is within 2 ulp of e^x, silu within 4 ulp of g/(1+e^-g)
-// in f64, and the assembly gives the Go code's bits (NaN, ±Inf, ±0 too).
-func TestSiLU(t *testing.T) {
-	rng := rand.New(rand.NewPCG(15, 16))
-	ulp := func(v float64) float64 {
-		return math.Abs(float64(math.Nextafter32(float32(v), float32(math.Inf(1)))) - v)
-	}
-	for range 100000 {
-		x := float32(rng.Float64()*175 - 87)
-		if e, want := float64(expf(x)), math.Exp(float64(x)); math.Abs(e-want) > 2*ulp(want) {
-			t.Fatalf("expf(%g) = %g, want %g", x, e, want)
-		}
-		g := float32(rng.NormFloat64() * 8)
-		if s, want := float64(silu(g)), float64(g)/(1+math.Exp(-float64(g))); math.Abs(s-want) > 4*ulp(math.Abs(want))+1e-37 {
-			t.Fatalf("silu(%g) = %g, want %g", g, s, want)
-		}
-	}
-	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
-		100, -100, 87, -87, 88.5, -88.5, math.Float32frombits(1), 1e-30}
-	for name, f := range map[string]siluMulFunc{"avx512": siluAVX512, "avx2": siluAVX2} {
-		if f == nil {
-			continue
-		}
-		for _, n := range []int{1, 15, 16, 17, 64, 100} {
-			h, u := make([]float32, n), make([]float32, n)
-			for i := range h {
-				h[i], u[i] = float32(rng.NormFloat64()*10), float32(rng.NormFloat64())
-				if rng.IntN(4) == 0 {
-					h[i] = specials[rng.IntN(len(specials))]
-				}
-			}
-			got, want := append([]float32(nil), h...), append([]float32(nil), h...)
-			siluMul(got, u, f)
-			siluMul(want, u, nil)
-			assertBits(t, fmt.Sprintf("%s siluMul n=%d", name, n), got, want, n)
 		}
 	}
 }

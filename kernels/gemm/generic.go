@@ -146,13 +146,8 @@ type prepFuncs struct {
 	pairs      func(dst *uint32, stride int, x []float32)
 }
 
-// simdPrep (AVX-512) and the SwiGLU epilogues are set where the CPU has
-// the assembly (asm_amd64.go).
-var (
-	simdPrep   *prepFuncs
-	siluAVX512 siluMulFunc
-	siluAVX2   siluMulFunc
-)
+// simdPrep (AVX-512) is set where the CPU has the assembly (asm_amd64.go).
+var simdPrep *prepFuncs
 
 // toBF16Pairs rounds a row of activations to bf16 pairs (even k low), the
 // zero-padded odd tail included, into dst[0], dst[stride], dst[2·stride]…

@@ -96,13 +96,13 @@ func TestAlignRope(t *testing.T) {
 					t.Errorf("inv_freq[%d] = %v, HF %v", i, inv[i], want)
 				}
 			}
-			eachPath(t, func(t *testing.T) {
+			eachPath(t, func(t *testing.T, k *Kernels) {
 				for _, x := range []struct {
 					in, want string
 					heads    int
 				}{{"q", "q_out", hq}, {"k", "k_out", hkv}} {
 					got := append([]float32(nil), c.f32(t, x.in)...)
-					if err := rope.Apply(got, x.heads, pos); err != nil {
+					if err := k.ApplyRope(rope, got, x.heads, pos); err != nil {
 						t.Fatal(err)
 					}
 					want := c.f32(t, x.want)
@@ -130,22 +130,22 @@ func TestAlignRMSNorm(t *testing.T) {
 	c := loadCase(t, "rmsnorm")
 	eps := float32(c.num(t, "eps"))
 	w, hw := c.f32(t, "weight"), c.f32(t, "head_weight")
-	eachPath(t, func(t *testing.T) {
+	eachPath(t, func(t *testing.T, k *Kernels) {
 		out := make([]float32, len(c.f32(t, "x")))
-		if err := RMSNorm(out, c.f32(t, "x"), w, eps); err != nil {
+		if err := k.RMSNorm(out, c.f32(t, "x"), w, eps); err != nil {
 			t.Fatal(err)
 		}
 		check(t, "out", out, c.f32(t, "out"), 1e-5)
 
 		res := append([]float32(nil), c.f32(t, "fused_residual_in")...)
-		if err := AddRMSNorm(out, res, c.f32(t, "fused_x"), w, eps); err != nil {
+		if err := k.AddRMSNorm(out, res, c.f32(t, "fused_x"), w, eps); err != nil {
 			t.Fatal(err)
 		}
 		check(t, "fused_residual_out", res, c.f32(t, "fused_residual_out"), 1e-5)
 		check(t, "fused_out", out, c.f32(t, "fused_out"), 1e-5)
 
 		head := append([]float32(nil), c.f32(t, "head_x")...)
-		if err := HeadRMSNorm(head, hw, eps); err != nil {
+		if err := k.HeadRMSNorm(head, hw, eps); err != nil {
 			t.Fatal(err)
 		}
 		check(t, "head_out", head, c.f32(t, "head_out"), 1e-5)
@@ -155,10 +155,12 @@ func TestAlignRMSNorm(t *testing.T) {
 func TestAlignSiLUMul(t *testing.T) {
 	c := loadCase(t, "silu_and_mul")
 	x, want := c.f32(t, "x"), c.f32(t, "out")
-	eachPath(t, func(t *testing.T) {
+	eachPath(t, func(t *testing.T, k *Kernels) {
+		inter := int(c.num(t, "I"))
 		out := make([]float32, len(want))
-		if err := SiLUMul(out, x, int(c.num(t, "I"))); err != nil {
-			t.Fatal(err)
+		for r := range len(want) / inter {
+			gu := x[2*r*inter : 2*(r+1)*inter]
+			k.SiLUMul(out[r*inter:(r+1)*inter], gu[:inter], gu[inter:])
 		}
 		check(t, "out", out, want, 1e-5)
 	})

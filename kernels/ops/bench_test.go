@@ -9,18 +9,14 @@ import (
 )
 
 // benchPaths runs f as a sub-benchmark per kernel path, side by side.
-func benchPaths(b *testing.B, name string, bytes int64, f func()) {
+func benchPaths(b *testing.B, name string, bytes int64, f func(k *Kernels)) {
 	for _, p := range kernels.Available() {
 		b.Run(fmt.Sprintf("%s/%s", name, p), func(b *testing.B) {
-			prev, err := kernels.Force(p)
-			if err != nil {
-				b.Skip(err)
-			}
-			defer kernels.Force(prev)
+			k := For(p)
 			b.SetBytes(bytes)
 			b.ReportAllocs()
 			for b.Loop() {
-				f()
+				f(k)
 			}
 		})
 	}
@@ -32,26 +28,30 @@ func BenchmarkOps(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 1))
 	const hidden, heads, hd, inter, vocab = 4096, 32, 128, 12288, 151936
 	x, res, w, out := randVec(r, hidden, 1), randVec(r, hidden, 1), randVec(r, hidden, 1), make([]float32, hidden)
-	benchPaths(b, "rmsnorm-4096", 4*3*hidden, func() { RMSNorm(out, x, w, 1e-6) })
-	benchPaths(b, "add-rmsnorm-4096", 4*5*hidden, func() { AddRMSNorm(out, res, x, w, 1e-6) })
+	benchPaths(b, "rmsnorm-4096", 4*3*hidden, func(k *Kernels) { k.RMSNorm(out, x, w, 1e-6) })
+	benchPaths(b, "add-rmsnorm-4096", 4*5*hidden, func(k *Kernels) { k.AddRMSNorm(out, res, x, w, 1e-6) })
+
+	// one kv head's k_norm, the smallest call a decode step makes: what a
+	// call costs beyond its elements shows here
+	benchPaths(b, "head-rmsnorm-128", 4*3*hd, func(k *Kernels) { k.HeadRMSNorm(x[:hd], w[:hd], 1e-6) })
 
 	rope, err := NewRope(hd, 4096, 1e6, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	q, pos := randVec(r, heads*hd, 1), []int32{1000}
-	benchPaths(b, "rope-32x128", 4*3*heads*hd, func() { rope.Apply(q, heads, pos) })
+	benchPaths(b, "rope-32x128", 4*3*heads*hd, func(k *Kernels) { k.ApplyRope(rope, q, heads, pos) })
 
-	gu, h := randVec(r, 2*inter, 2), make([]float32, inter)
-	benchPaths(b, "silu-mul-12288", 4*3*inter, func() { SiLUMul(h, gu, inter) })
+	g, u, h := randVec(r, inter, 2), randVec(r, inter, 2), make([]float32, inter)
+	benchPaths(b, "silu-mul-12288", 4*3*inter, func(k *Kernels) { k.SiLUMul(h, g, u) })
 
 	bf := make([]uint16, hidden)
-	benchPaths(b, "to-bf16-4096", 6*hidden, func() { ToBF16(bf, x) })
-	benchPaths(b, "to-f32-4096", 6*hidden, func() { ToF32(out, bf) })
+	benchPaths(b, "to-bf16-4096", 6*hidden, func(k *Kernels) { k.ToBF16(bf, x) })
+	benchPaths(b, "to-f32-4096", 6*hidden, func(k *Kernels) { k.ToF32(out, bf) })
 
 	logits := randVec(r, vocab, 3)
-	benchPaths(b, "argmax-151936", 4*vocab, func() { Argmax(logits) })
-	benchPaths(b, "expsum-151936", 8*vocab, func() {
-		ExpSum(logits, logits, 100)
+	benchPaths(b, "argmax-151936", 4*vocab, func(k *Kernels) { k.Argmax(logits) })
+	benchPaths(b, "expsum-151936", 8*vocab, func(k *Kernels) {
+		k.ExpSum(logits, logits, 100)
 	})
 }

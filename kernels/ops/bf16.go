@@ -3,8 +3,6 @@ package ops
 import (
 	"fmt"
 	"math"
-
-	"github.com/ellm-dev/ellm/kernels"
 )
 
 // BF16ToF32 widens one bfloat16 value exactly.
@@ -21,35 +19,40 @@ func F32ToBF16(f float32) uint16 {
 }
 
 // ToF32 widens src into dst (len(dst) ≥ len(src)).
-func ToF32(dst []float32, src []uint16) { toF32(simd(), dst[:len(src)], src) }
-
-// ToBF16 rounds src into dst (len(dst) ≥ len(src)) with F32ToBF16.
-func ToBF16(dst []uint16, src []float32) { toBF16(simd(), dst[:len(src)], src) }
-
-func toF32(p kernels.Path, dst []float32, src []uint16) {
-	for i := toF32SIMD(p, dst, src); i < len(src); i++ {
+func (k *Kernels) ToF32(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	i := k.lead16(len(src))
+	if i > 0 {
+		k.asm.toF32(&dst[0], &src[0], i)
+	}
+	for ; i < len(src); i++ {
 		dst[i] = BF16ToF32(src[i])
 	}
 }
 
-func toBF16(p kernels.Path, dst []uint16, src []float32) {
-	for i := toBF16SIMD(p, dst, src); i < len(src); i++ {
+// ToBF16 rounds src into dst (len(dst) ≥ len(src)) with F32ToBF16.
+func (k *Kernels) ToBF16(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	i := k.lead16(len(src))
+	if i > 0 {
+		k.asm.toBF16(&dst[0], &src[0], i)
+	}
+	for ; i < len(src); i++ {
 		dst[i] = F32ToBF16(src[i])
 	}
 }
 
 // Embed gathers the rows ids of a bf16 table [vocab, dim] into out [len(ids), dim].
-func Embed(out []float32, table []uint16, dim int, ids []int32) error {
+func (k *Kernels) Embed(out []float32, table []uint16, dim int, ids []int32) error {
 	if dim <= 0 || len(table)%dim != 0 || len(out) != len(ids)*dim {
 		return fmt.Errorf("embed: table of %d elements, dim %d, out %d for %d ids", len(table), dim, len(out), len(ids))
 	}
 	vocab := len(table) / dim
-	p := simd()
 	for t, id := range ids {
 		if id < 0 || int(id) >= vocab {
 			return fmt.Errorf("embed: token id %d outside the vocabulary [0, %d)", id, vocab)
 		}
-		toF32(p, out[t*dim:(t+1)*dim], table[int(id)*dim:(int(id)+1)*dim])
+		k.ToF32(out[t*dim:(t+1)*dim], table[int(id)*dim:(int(id)+1)*dim])
 	}
 	return nil
 }

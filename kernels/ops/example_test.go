@@ -3,17 +3,19 @@ package ops_test
 import (
 	"fmt"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
 // RoPE rotates pairs (i, i+D/2) of each head by position·θ^(−2i/D).
-func ExampleRope_Apply() {
+func ExampleKernels_ApplyRope() {
+	k := ops.For(kernels.Active()) // bound once, where the caller is built
 	rope, err := ops.NewRope(4, 16, 10000, nil)
 	if err != nil {
 		panic(err)
 	}
 	x := []float32{1, 0, 0, 0} // one token, one head of 4
-	if err := rope.Apply(x, 1, []int32{1}); err != nil {
+	if err := k.ApplyRope(rope, x, 1, []int32{1}); err != nil {
 		panic(err)
 	}
 	// pair (0, 2) turned by 1 radian: (cos 1, sin 1)
@@ -24,7 +26,7 @@ func ExampleRope_Apply() {
 // The MoE router: softmax over expert logits, then the top k.
 func ExampleTopK() {
 	logits := []float32{0.5, 2, -1, 2, 1}
-	ops.Softmax(logits)
+	ops.For(kernels.Active()).Softmax(logits)
 	idx, w := make([]int32, 2), make([]float32, 2)
 	ops.TopK(idx, w, logits)
 	fmt.Println(idx, w[0] == w[1])

@@ -32,30 +32,28 @@ func FuzzPathsAgree(f *testing.F) {
 			bf              []uint16
 			arg             int
 		}
-		run := func() (r result) {
+		run := func(k *Kernels) (r result) {
 			w := make([]float32, len(x))
 			for i := range w {
 				w[i] = float32(i%5) - 1.5
 			}
 			r.norm = make([]float32, len(x))
-			if err := RMSNorm(r.norm, x, w, 1e-6); err != nil {
+			if err := k.RMSNorm(r.norm, x, w, 1e-6); err != nil {
 				t.Fatal(err)
 			}
 			r.silu = make([]float32, len(x)/2)
-			if err := SiLUMul(r.silu, x, len(x)/2); err != nil {
-				t.Fatal(err)
-			}
+			k.SiLUMul(r.silu, x[:len(x)/2], x[len(x)/2:])
 			r.exp = make([]float32, len(x))
-			r.exp = append(r.exp, ExpSum(r.exp, x, m))
+			r.exp = append(r.exp, k.ExpSum(r.exp, x, m))
 			r.bf = make([]uint16, len(x))
-			ToBF16(r.bf, x)
-			r.arg = Argmax(x)
+			k.ToBF16(r.bf, x)
+			r.arg = k.Argmax(x)
 			return r
 		}
 		var ref result
 		for _, p := range kernels.Available() {
 			var got result
-			withPath(t, p, func() { got = run() })
+			withPath(t, p, func(k *Kernels) { got = run(k) })
 			if p == kernels.Generic {
 				ref = got
 				continue

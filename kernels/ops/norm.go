@@ -3,8 +3,6 @@ package ops
 import (
 	"fmt"
 	"math"
-
-	"github.com/ellm-dev/ellm/kernels"
 )
 
 // RMSNorm normalizes each row of x (rows of len(w) elements) into out:
@@ -12,26 +10,25 @@ import (
 // does in f32 (x · rsqrt(variance + eps), then · w). out may be x.
 // Qwen3's per-head q_norm / k_norm is this call with w of head_dim elements
 // over [rows·heads, head_dim]: see HeadRMSNorm.
-func RMSNorm(out, x, w []float32, eps float32) error {
+func (k *Kernels) RMSNorm(out, x, w []float32, eps float32) error {
 	n := len(w)
 	if err := checkRows("rmsnorm", len(out), len(x), n); err != nil {
 		return err
 	}
-	p := simd()
 	for r := 0; r < len(x); r += n {
 		xr, or := x[r:r+n], out[r:r+n]
-		normRow(p, or, xr, w, sumSquares(p, xr), eps)
+		k.normRow(or, xr, w, k.sumSquares(xr), eps)
 	}
 	return nil
 }
 
 // HeadRMSNorm is Qwen3's q_norm / k_norm: RMSNorm over each head_dim-long
 // head vector of x ([rows, heads, len(w)]), in place.
-func HeadRMSNorm(x, w []float32, eps float32) error { return RMSNorm(x, x, w, eps) }
+func (k *Kernels) HeadRMSNorm(x, w []float32, eps float32) error { return k.RMSNorm(x, x, w, eps) }
 
 // AddRMSNorm is the fused residual step between sublayers:
 // residual += x; out = RMSNorm(residual). out may be x.
-func AddRMSNorm(out, residual, x, w []float32, eps float32) error {
+func (k *Kernels) AddRMSNorm(out, residual, x, w []float32, eps float32) error {
 	n := len(w)
 	if err := checkRows("add-rmsnorm", len(out), len(x), n); err != nil {
 		return err
@@ -39,10 +36,9 @@ func AddRMSNorm(out, residual, x, w []float32, eps float32) error {
 	if len(residual) != len(x) {
 		return fmt.Errorf("add-rmsnorm: residual has %d elements, x has %d", len(residual), len(x))
 	}
-	p := simd()
 	for r := 0; r < len(x); r += n {
 		res := residual[r : r+n]
-		normRow(p, out[r:r+n], res, w, addSumSquares(p, res, x[r:r+n]), eps)
+		k.normRow(out[r:r+n], res, w, k.addSumSquares(res, x[r:r+n]), eps)
 	}
 	return nil
 }
@@ -55,18 +51,22 @@ func checkRows(op string, nout, nx, n int) error {
 }
 
 // normRow writes out = (x · rsqrt(ss/n + eps)) · w.
-func normRow(p kernels.Path, out, x, w []float32, ss, eps float32) {
+func (k *Kernels) normRow(out, x, w []float32, ss, eps float32) {
 	variance := ss / float32(len(x))
 	r := float32(1 / math.Sqrt(float64(variance+eps)))
-	scaleMul(p, out, x, w, r)
+	k.scaleMul(out, x, w, r)
 }
 
 // sumSquares accumulates x[i]² into lane i%16 (the product rounded to f32
 // before the add) and folds the lanes; SIMD paths take the leading multiple
 // of 16 elements.
-func sumSquares(p kernels.Path, x []float32) float32 {
+func (k *Kernels) sumSquares(x []float32) float32 {
 	var acc [lanes]float32
-	for i := sumSqSIMD(p, &acc, x); i < len(x); i++ {
+	i := k.lead16(len(x))
+	if i > 0 {
+		acc = k.asm.sumSq(x[:i])
+	}
+	for ; i < len(x); i++ {
 		acc[i%lanes] += float32(x[i] * x[i])
 	}
 	return reduce16(&acc)
@@ -74,9 +74,13 @@ func sumSquares(p kernels.Path, x []float32) float32 {
 
 // addSumSquares does residual += x and returns the sum of squares of the
 // new residual in sumSquares' order.
-func addSumSquares(p kernels.Path, residual, x []float32) float32 {
+func (k *Kernels) addSumSquares(residual, x []float32) float32 {
 	var acc [lanes]float32
-	for i := addSumSqSIMD(p, &acc, residual, x); i < len(residual); i++ {
+	i := k.lead16(len(residual))
+	if i > 0 {
+		acc = k.asm.addSumSq(residual[:i], x[:i])
+	}
+	for ; i < len(residual); i++ {
 		v := residual[i] + x[i]
 		residual[i] = v
 		acc[i%lanes] += float32(v * v)
@@ -84,8 +88,12 @@ func addSumSquares(p kernels.Path, residual, x []float32) float32 {
 	return reduce16(&acc)
 }
 
-func scaleMul(p kernels.Path, out, x, w []float32, r float32) {
-	for i := scaleMulSIMD(p, out, x, w, r); i < len(out); i++ {
+func (k *Kernels) scaleMul(out, x, w []float32, r float32) {
+	i := k.lead16(len(out))
+	if i > 0 {
+		k.asm.scaleMul(&out[0], &x[:i][0], &w[:i][0], i, r)
+	}
+	for ; i < len(out); i++ {
 		out[i] = float32(x[i]*r) * w[i]
 	}
 }

@@ -10,30 +10,30 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 )
 
-// eachPath runs f once per kernel path this CPU can run, with that path forced.
-func eachPath(t *testing.T, f func(t *testing.T)) {
+// eachPath runs f once per kernel path this CPU can run, with the set a
+// caller built under that path binds.
+func eachPath(t *testing.T, f func(t *testing.T, k *Kernels)) {
 	t.Helper()
 	for _, p := range kernels.Available() {
-		t.Run(p.String(), func(t *testing.T) {
-			prev, err := kernels.Force(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer kernels.Force(prev)
-			f(t)
-		})
+		t.Run(p.String(), func(t *testing.T) { withPath(t, p, func(k *Kernels) { f(t, k) }) })
 	}
 }
 
-// withPath runs f with path p forced.
-func withPath(t testing.TB, p kernels.Path, f func()) {
+// withPath runs f with path p forced and the set that a caller built then
+// binds (For(kernels.Active()), as the model's runner does), checking that
+// it is p's: a test meant to run every path must not run one path twice.
+func withPath(t testing.TB, p kernels.Path, f func(k *Kernels)) {
 	t.Helper()
 	prev, err := kernels.Force(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer kernels.Force(prev)
-	f()
+	k := For(kernels.Active())
+	if k.Path() != p {
+		t.Fatalf("forced %s, bound %s", p, k.Path())
+	}
+	f(k)
 }
 
 func randVec(r *rand.Rand, n int, scale float64) []float32 {
@@ -63,26 +63,71 @@ func checkGuard(t *testing.T, all []float32, n int) {
 	}
 }
 
+// Exp32's documented bound against math.Exp, over every 97th f32 of
+// [-87, 88] (23 million values, both signs, every binade), and its one
+// clamping rule at and beyond the ends of that range.
 func TestExp32Accuracy(t *testing.T) {
-	var worst float64
-	for x := float32(-87); x <= 88; x += 0.000731 {
-		want := math.Exp(float64(x))
-		got := float64(Exp32(x))
-		worst = max(worst, math.Abs(got-want)/want)
+	const maxRel, maxULP = 8.2e-8, 1.0 // the bound Exp32's comment states
+	var worst, worstULP float64
+	var at float32
+	for _, r := range [][2]uint32{{0, math.Float32bits(88)}, {0x80000000, math.Float32bits(-87)}} {
+		for b := r[0]; b <= r[1]; b += 97 {
+			x := math.Float32frombits(b)
+			want, got := math.Exp(float64(x)), float64(Exp32(x))
+			if e := math.Abs(got-want) / want; e > worst {
+				worst, at = e, x
+			}
+			ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1)))) - float64(float32(want))
+			worstULP = max(worstULP, math.Abs(got-want)/ulp)
+		}
 	}
-	if worst > 1e-7 {
-		t.Errorf("Exp32 max relative error %.3g, documented bound 8e-8 (test allows 1e-7)", worst)
+	if worst > maxRel || worstULP > maxULP {
+		t.Errorf("Exp32 relative error up to %.3g (at %v), %.2f ulp: documented bound %g, %g ulp", worst, at, worstULP, maxRel, maxULP)
 	}
-	t.Logf("Exp32 max relative error %.3g", worst)
+	t.Logf("Exp32 max relative error %.3g at %v, %.2f ulp", worst, at, worstULP)
+
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	below := math.Nextafter32(-87, -inf)
+	if e := Exp32(-87); !(math.Abs(float64(e)-math.Exp(-87)) <= maxRel*math.Exp(-87)) {
+		t.Errorf("Exp32(-87) = %v, want e^-87 = %v", e, math.Exp(-87))
+	}
+	top := Exp32(88)
 	for _, c := range []struct{ x, want float32 }{
-		{0, 1}, {float32(math.Inf(-1)), 0}, {-88, 0}, {-1000, 0},
-		{float32(math.Inf(1)), float32(math.Exp(88))}, {100, float32(math.Exp(88))},
-		{float32(math.NaN()), 0},
+		{0, 1}, {below, 0}, {-88, 0}, {-1000, 0}, {-inf, 0}, {nan, 0},
+		{math.Nextafter32(88, inf), top}, {100, top}, {inf, top},
 	} {
-		if got := Exp32(c.x); math.Abs(float64(got-c.want)) > 1e-6*float64(c.want) {
+		if got := Exp32(c.x); math.Float32bits(got) != math.Float32bits(c.want) {
 			t.Errorf("Exp32(%v) = %v, want %v", c.x, got, c.want)
 		}
 	}
+}
+
+// SiLU as SiLUMul computes it (g / (1 + Exp32(-g)), in f32) is within 4 ulp
+// of g / (1 + e^-g) in f64 for g ≥ -88, on every path; below, Exp32's clamp
+// makes it g / (1 + e^88), under 1e-36 in magnitude as the true value is.
+func TestSiLUAccuracy(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	g, one, out := make([]float32, 1<<16), make([]float32, 1<<16), make([]float32, 1<<16)
+	for i := range g {
+		g[i], one[i] = float32(r.NormFloat64()*8), 1
+	}
+	copy(g, []float32{0, -87, 87, -88.5, 88.5, 100, -100, 1e-30, -1e-30})
+	eachPath(t, func(t *testing.T, k *Kernels) {
+		k.SiLUMul(out, g, one)
+		for i, x := range g {
+			if x < -88 {
+				if !(out[i] <= 0 && out[i] > -1e-36) {
+					t.Fatalf("silu(%v) = %v, want a tiny negative value", x, out[i])
+				}
+				continue
+			}
+			want := float64(x) / (1 + math.Exp(-float64(x)))
+			ulp := math.Abs(float64(math.Nextafter32(float32(want), float32(math.Inf(1)))) - float64(float32(want)))
+			if d := math.Abs(float64(out[i]) - want); d > 4*ulp+1e-37 {
+				t.Fatalf("silu(%v) = %v, want %v (%.1f ulp)", x, out[i], want, d/ulp)
+			}
+		}
+	})
 }
 
 func TestRMSNormMatchesFloat64(t *testing.T) {
@@ -100,9 +145,9 @@ func TestRMSNormMatchesFloat64(t *testing.T) {
 				want[row*n+i] = float64(x[row*n+i]) * s * float64(w[i])
 			}
 		}
-		eachPath(t, func(t *testing.T) {
+		eachPath(t, func(t *testing.T, k *Kernels) {
 			out, all := guarded(3 * n)
-			if err := RMSNorm(out, x, w, 1e-6); err != nil {
+			if err := k.RMSNorm(out, x, w, 1e-6); err != nil {
 				t.Fatal(err)
 			}
 			checkGuard(t, all, 3*n)
@@ -112,7 +157,7 @@ func TestRMSNormMatchesFloat64(t *testing.T) {
 				}
 			}
 			inPlace := slices.Clone(x)
-			if err := RMSNorm(inPlace, inPlace, w, 1e-6); err != nil {
+			if err := k.RMSNorm(inPlace, inPlace, w, 1e-6); err != nil {
 				t.Fatal(err)
 			}
 			if !slices.Equal(inPlace, out) {
@@ -123,6 +168,7 @@ func TestRMSNormMatchesFloat64(t *testing.T) {
 }
 
 func TestNormShapeErrors(t *testing.T) {
+	k := For(kernels.Generic)
 	w := make([]float32, 4)
 	for _, c := range []struct {
 		name   string
@@ -131,84 +177,110 @@ func TestNormShapeErrors(t *testing.T) {
 		{"ragged", make([]float32, 6), make([]float32, 6)},
 		{"short out", make([]float32, 4), make([]float32, 8)},
 	} {
-		if err := RMSNorm(c.out, c.x, w, 1e-6); err == nil {
+		if err := k.RMSNorm(c.out, c.x, w, 1e-6); err == nil {
 			t.Errorf("%s: RMSNorm accepted", c.name)
 		}
-		if err := AddRMSNorm(c.out, slices.Clone(c.x), c.x, w, 1e-6); err == nil {
+		if err := k.AddRMSNorm(c.out, slices.Clone(c.x), c.x, w, 1e-6); err == nil {
 			t.Errorf("%s: AddRMSNorm accepted", c.name)
 		}
 	}
-	if err := AddRMSNorm(make([]float32, 8), make([]float32, 4), make([]float32, 8), w, 1e-6); err == nil {
+	if err := k.AddRMSNorm(make([]float32, 8), make([]float32, 4), make([]float32, 8), w, 1e-6); err == nil {
 		t.Error("AddRMSNorm accepted a short residual")
-	}
-	if err := SiLUMul(make([]float32, 3), make([]float32, 8), 4); err == nil {
-		t.Error("SiLUMul accepted a short out")
 	}
 }
 
-// Every SIMD path must equal the Go code bit for bit (the package promise),
-// on lengths that exercise every tail.
+// Every path's bound set must equal the Go code bit for bit (the package
+// promise), on lengths that exercise every tail (below, at and around the 8-
+// and 16-element blocks) and in place where a function allows it. Each
+// path's set is the one a caller built under the forced path binds.
 func TestPathsBitIdentical(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	rope, err := NewRope(64, 64, 1e6, nil)
-	if err != nil {
-		t.Fatal(err)
+	ropes := map[int]*Rope{}
+	for _, hd := range []int{2, 8, 16, 24, 32, 48, 64} { // rotateBy 8 and 16, and neither
+		rope, err := NewRope(hd, 64, 1e6, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ropes[hd] = rope
 	}
 	type result struct {
-		norm, add, res, rot, silu, soft, wide []float32
-		narrow                                []uint16
-		arg                                   int
+		norm, head, add, res, rot, silu, siluIn, soft, exp, wide, embed []float32
+		narrow                                                          []uint16
+		arg                                                             int
 	}
-	for _, n := range []int{1, 7, 15, 16, 17, 31, 32, 33, 64, 100, 128, 1000} {
+	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 127, 128, 129, 1000, 4099} {
 		x, y, w := randVec(r, 4*n, 3), randVec(r, 4*n, 3), randVec(r, n, 1)
 		bits := make([]uint16, 4*n)
 		for i := range bits {
 			bits[i] = uint16(r.Uint32())
 		}
+		ids := []int32{3, 0, 2, 2}
+		pos := make([]int32, 4*n)
+		for i := range pos {
+			pos[i] = int32(r.IntN(64)) // the same positions on every path
+		}
 		var ref result
 		for _, p := range kernels.Available() {
 			var got result
-			withPath(t, p, func() {
+			withPath(t, p, func(k *Kernels) {
 				got.norm = make([]float32, 4*n)
-				if err := RMSNorm(got.norm, x, w, 1e-6); err != nil {
+				if err := k.RMSNorm(got.norm, x, w, 1e-6); err != nil {
+					t.Fatal(err)
+				}
+				got.head = slices.Clone(y)
+				if err := k.HeadRMSNorm(got.head, w, 1e-6); err != nil {
 					t.Fatal(err)
 				}
 				got.res = slices.Clone(x)
 				got.add = make([]float32, 4*n)
-				if err := AddRMSNorm(got.add, got.res, y, w, 1e-6); err != nil {
+				if err := k.AddRMSNorm(got.add, got.res, y, w, 1e-6); err != nil {
 					t.Fatal(err)
 				}
-				if n%2 == 0 && 4*n%64 == 0 {
-					got.rot = slices.Clone(x)
-					pos := make([]int32, 4*n/64)
-					r2 := rand.New(rand.NewPCG(uint64(n), 9)) // same positions on every path
-					for i := range pos {
-						pos[i] = int32(r2.IntN(64))
+				got.rot = nil
+				for _, hd := range []int{2, 8, 16, 24, 32, 48, 64} {
+					if 4*n%hd != 0 {
+						continue
 					}
-					if err := rope.Apply(got.rot, 1, pos); err != nil {
+					rot := slices.Clone(x)
+					heads := min(3, 4*n/hd)
+					for heads > 1 && 4*n%(heads*hd) != 0 {
+						heads--
+					}
+					if err := k.ApplyRope(ropes[hd], rot, heads, pos[:4*n/(heads*hd)]); err != nil {
 						t.Fatal(err)
 					}
+					got.rot = append(got.rot, rot...)
 				}
-				got.silu = make([]float32, 2*n)
-				if err := SiLUMul(got.silu, x, n); err != nil {
-					t.Fatal(err)
+				got.silu = make([]float32, 4*n)
+				k.SiLUMul(got.silu, x, y)
+				got.siluIn = slices.Clone(x)
+				k.SiLUMul(got.siluIn, got.siluIn, y)
+				if !bitsEqual(got.siluIn, got.silu) {
+					t.Errorf("%s n=%d: SiLUMul in place differs", p, n)
 				}
 				got.soft = slices.Clone(x)
-				Softmax(got.soft)
+				k.Softmax(got.soft)
+				got.exp = make([]float32, 4*n)
+				got.exp = append(got.exp, k.ExpSum(got.exp, x, 2))
 				got.wide = make([]float32, 4*n)
-				ToF32(got.wide, bits)
+				k.ToF32(got.wide, bits)
 				got.narrow = make([]uint16, 4*n)
-				ToBF16(got.narrow, x)
-				got.arg = Argmax(x)
+				k.ToBF16(got.narrow, x)
+				got.embed = make([]float32, len(ids)*n)
+				if err := k.Embed(got.embed, bits, n, ids); err != nil {
+					t.Fatal(err)
+				}
+				got.arg = k.Argmax(x)
 			})
 			if p == kernels.Generic {
 				ref = got
 				continue
 			}
 			for name, pair := range map[string][2][]float32{
-				"rmsnorm": {ref.norm, got.norm}, "add-rmsnorm": {ref.add, got.add}, "residual": {ref.res, got.res},
-				"rope": {ref.rot, got.rot}, "silu-mul": {ref.silu, got.silu}, "softmax": {ref.soft, got.soft},
-				"to-f32": {ref.wide, got.wide},
+				"rmsnorm": {ref.norm, got.norm}, "head-rmsnorm": {ref.head, got.head}, "add-rmsnorm": {ref.add, got.add},
+				"residual": {ref.res, got.res}, "rope": {ref.rot, got.rot}, "silu-mul": {ref.silu, got.silu},
+				"softmax": {ref.soft, got.soft}, "expsum": {ref.exp, got.exp}, "to-f32": {ref.wide, got.wide},
+				"embed": {ref.embed, got.embed},
 			} {
 				if !bitsEqual(pair[0], pair[1]) {
 					t.Errorf("%s n=%d: %s differs from generic", p, n, name)
@@ -222,6 +294,37 @@ func TestPathsBitIdentical(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The bound functions allocate nothing on any path: they run per token.
+func TestKernelsDoNotAllocate(t *testing.T) {
+	r := rand.New(rand.NewPCG(10, 11))
+	const n = 4 * 128
+	x, y, w, out := randVec(r, n, 1), randVec(r, n, 1), randVec(r, 128, 1), make([]float32, n)
+	bits := make([]uint16, n)
+	rope, err := NewRope(128, 8, 1e6, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := []int32{1, 2, 3, 4}
+	eachPath(t, func(t *testing.T, k *Kernels) {
+		for name, f := range map[string]func(){
+			"rmsnorm":     func() { k.RMSNorm(out, x, w, 1e-6) },
+			"add-rmsnorm": func() { k.AddRMSNorm(out, y, x, w, 1e-6) },
+			"rope":        func() { k.ApplyRope(rope, out, 1, pos) },
+			"silu-mul":    func() { k.SiLUMul(out, x, y) },
+			"softmax":     func() { copy(out, x); k.Softmax(out) },
+			"expsum":      func() { k.ExpSum(out, x, 1) },
+			"to-bf16":     func() { k.ToBF16(bits, x) },
+			"to-f32":      func() { k.ToF32(out, bits) },
+			"embed":       func() { k.Embed(out[:128], bits, 128, pos[:1]) },
+			"argmax":      func() { k.Argmax(x) },
+		} {
+			if a := testing.AllocsPerRun(10, f); a != 0 {
+				t.Errorf("%s allocates %.1f times per call", name, a)
+			}
+		}
+	})
 }
 
 func bitsEqual(a, b []float32) bool {
@@ -260,11 +363,11 @@ func TestBF16(t *testing.T) {
 	for i := range all {
 		all[i] = uint16(i)
 	}
-	eachPath(t, func(t *testing.T) {
+	eachPath(t, func(t *testing.T, k *Kernels) {
 		wide := make([]float32, len(all))
-		ToF32(wide, all)
+		k.ToF32(wide, all)
 		back := make([]uint16, len(all))
-		ToBF16(back, wide)
+		k.ToBF16(back, wide)
 		for i, h := range back {
 			want := uint16(i)
 			if i&0x7fff > 0x7f80 {
@@ -278,15 +381,16 @@ func TestBF16(t *testing.T) {
 }
 
 func TestEmbed(t *testing.T) {
+	k := For(kernels.Active())
 	table := []uint16{0x3f80, 0x4000, 0x4040, 0x4080, 0xbf80, 0}
 	out := make([]float32, 6)
-	if err := Embed(out, table, 2, []int32{2, 0, 1}); err != nil {
+	if err := k.Embed(out, table, 2, []int32{2, 0, 1}); err != nil {
 		t.Fatal(err)
 	}
 	if want := []float32{-1, 0, 1, 2, 3, 4}; !slices.Equal(out, want) {
 		t.Errorf("Embed = %v, want %v", out, want)
 	}
-	if err := Embed(out[:2], table, 2, []int32{3}); err == nil {
+	if err := k.Embed(out[:2], table, 2, []int32{3}); err == nil {
 		t.Error("Embed accepted id 3 of a 3-row table")
 	}
 }
@@ -327,9 +431,9 @@ func TestArgmax(t *testing.T) {
 		{[]float32{nan, -1, 2, 2}, 2},
 		{[]float32{float32(math.Inf(-1)), float32(math.Inf(-1))}, 0},
 	} {
-		eachPath(t, func(t *testing.T) {
-			if got := Argmax(c.x); got != c.want {
-				t.Errorf("Argmax(%v) = %d, want %d", c.x, got, c.want)
+		eachPath(t, func(t *testing.T, k *Kernels) {
+			if got := k.Argmax(c.x); got != c.want {
+				t.Errorf("k.Argmax(%v) = %d, want %d", c.x, got, c.want)
 			}
 		})
 	}
@@ -341,8 +445,8 @@ func TestArgmax(t *testing.T) {
 			if at+5 < n {
 				x[at+5] = 7
 			}
-			eachPath(t, func(t *testing.T) {
-				if got := Argmax(x); got != at {
+			eachPath(t, func(t *testing.T, k *Kernels) {
+				if got := k.Argmax(x); got != at {
 					t.Errorf("n=%d: Argmax = %d, want %d", n, got, at)
 				}
 			})
@@ -355,15 +459,17 @@ func TestArgmax(t *testing.T) {
 }
 
 func TestSoftmax(t *testing.T) {
-	x := []float32{1, 2, 3, -1000}
-	Softmax(x)
-	e := []float64{math.Exp(-2), math.Exp(-1), 1, 0}
-	s := e[0] + e[1] + e[2]
-	for i := range x {
-		if math.Abs(float64(x[i])-e[i]/s) > 1e-7 {
-			t.Errorf("softmax[%d] = %v, want %v", i, x[i], e[i]/s)
+	eachPath(t, func(t *testing.T, k *Kernels) {
+		x := []float32{1, 2, 3, -1000}
+		k.Softmax(x)
+		e := []float64{math.Exp(-2), math.Exp(-1), 1, 0}
+		s := e[0] + e[1] + e[2]
+		for i := range x {
+			if math.Abs(float64(x[i])-e[i]/s) > 1e-7 {
+				t.Errorf("softmax[%d] = %v, want %v", i, x[i], e[i]/s)
+			}
 		}
-	}
+	})
 }
 
 // Bit patterns of every kind (ties, subnormals, NaNs, infinities, huge and
@@ -394,19 +500,16 @@ func TestPathsBitIdenticalOnRawBits(t *testing.T) {
 		gate[i] = float32(math.Mod(float64(gate[i]), 120)) // across exp's whole range
 	}
 	gate[7], gate[100] = float32(math.NaN()), float32(math.Inf(-1))
-	xu := append(slices.Clone(gate), up...)
 	var refB []uint16
 	var refS, refE []float32
 	for _, p := range kernels.Available() {
-		withPath(t, p, func() {
+		withPath(t, p, func(k *Kernels) {
 			b := make([]uint16, n)
-			ToBF16(b, x)
+			k.ToBF16(b, x)
 			s := make([]float32, n)
-			if err := SiLUMul(s, xu, n); err != nil {
-				t.Fatal(err)
-			}
+			k.SiLUMul(s, gate, up)
 			e := make([]float32, n)
-			sum := ExpSum(e, gate, 10)
+			sum := k.ExpSum(e, gate, 10)
 			e = append(e, sum)
 			if p == kernels.Generic {
 				refB, refS, refE = b, s, e

@@ -3,8 +3,6 @@ package ops
 import (
 	"fmt"
 	"math"
-
-	"github.com/ellm-dev/ellm/kernels"
 )
 
 // YaRN is the "yarn" rope_scaling of a Hugging Face config.json, applied as
@@ -111,20 +109,19 @@ func invFreq(dim int, theta float64, y *YaRN) ([]float32, float32, error) {
 	return inv, float32(attn), nil
 }
 
-// Apply rotates x in place: x is [len(pos), heads, HeadDim] and row t is at
-// absolute position pos[t].
-func (r *Rope) Apply(x []float32, heads int, pos []int32) error {
+// ApplyRope rotates x in place with r's table: x is [len(pos), heads,
+// r.HeadDim] and row t is at absolute position pos[t].
+func (k *Kernels) ApplyRope(r *Rope, x []float32, heads int, pos []int32) error {
 	d := r.HeadDim
 	if len(x) != len(pos)*heads*d {
 		return fmt.Errorf("rope: x has %d elements, want %d positions × %d heads × %d", len(x), len(pos), heads, d)
 	}
-	p := simd()
 	for t, ps := range pos {
 		if ps < 0 || int(ps) >= r.MaxPos {
 			return fmt.Errorf("rope: position %d outside the table [0, %d)", ps, r.MaxPos)
 		}
 		cs := r.tab[int(ps)*d : (int(ps)+1)*d]
-		rotate(p, x[t*heads*d:(t+1)*heads*d], cs)
+		k.rotate(x[t*heads*d:(t+1)*heads*d], cs)
 	}
 	return nil
 }
@@ -133,11 +130,12 @@ func (r *Rope) Apply(x []float32, heads int, pos []int32) error {
 // row cs = cos‖sin: out[i] = x[i]·cos[i] − x[i+h]·sin[i] and
 // out[i+h] = x[i+h]·cos[i] + x[i]·sin[i], each product rounded to f32 (as HF's
 // q·cos + rotate_half(q)·sin).
-func rotate(p kernels.Path, x, cs []float32) {
-	if rotateSIMD(p, x, cs) {
+func (k *Kernels) rotate(x, cs []float32) {
+	h := len(cs) / 2
+	if k.asm != nil && h%k.asm.rotateBy == 0 {
+		k.asm.rotate(&x[0], &cs[0], h, len(x)/(2*h))
 		return
 	}
-	h := len(cs) / 2
 	c, s := cs[:h], cs[h:]
 	for o := 0; o < len(x); o += 2 * h {
 		a, b := x[o:o+h], x[o+h:o+2*h]

@@ -1,5 +1,7 @@
 package ops
 
+import "math"
+
 // TopK writes the k largest values of x in descending order into vals and
 // their indices into idx (k = len(idx) = len(vals) ≤ len(x)). Equal values
 // keep ascending index order, which is what torch.topk returns on CPU for the
@@ -27,14 +29,40 @@ func TopK(idx []int32, vals []float32, x []float32) {
 
 // Argmax is the index of the largest element of x, the first one on ties
 // (greedy decoding's rule); -1 for an empty x. NaNs are skipped.
-func Argmax(x []float32) int {
-	if len(x) == 0 {
+func (k *Kernels) Argmax(x []float32) int {
+	switch {
+	case len(x) == 0:
 		return -1
-	}
-	if i, ok := argmaxSIMD(simd(), x); ok {
-		return i
+	case k.asm != nil:
+		return k.argmaxSIMD(x)
 	}
 	return argmaxGo(x)
+}
+
+// argmaxSIMD finds the largest non-NaN value, then its first index: the
+// same answer as argmaxGo (which returns 0 when every element is NaN).
+func (k *Kernels) argmaxSIMD(x []float32) int {
+	n := len(x) &^ 15
+	m := float32(math.Inf(-1))
+	if n > 0 {
+		m = k.asm.max(&x[0], n)
+	}
+	for _, v := range x[n:] {
+		if v > m {
+			m = v
+		}
+	}
+	if n > 0 {
+		if i := k.asm.findEq(&x[0], n, m); i >= 0 {
+			return i
+		}
+	}
+	for i, v := range x[n:] {
+		if v == m {
+			return n + i
+		}
+	}
+	return 0
 }
 
 func argmaxGo(x []float32) int {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
@@ -40,7 +41,7 @@ func runnerGreedy(t *testing.T, dir string, kv kvcache.DType, prompt []int32, n 
 		if err := r.Forward([]model.Segment{seg}); err != nil {
 			t.Fatal(err)
 		}
-		tok := int32(ops.Argmax(r.Logits(0)))
+		tok := int32(ops.For(kernels.Active()).Argmax(r.Logits(0)))
 		out = append(out, tok)
 		seg = model.Segment{Slot: 0, Start: seg.Start + len(seg.Tokens), Tokens: []int32{tok}, Logits: model.LogitsLast}
 	}

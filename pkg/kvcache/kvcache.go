@@ -124,6 +124,7 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 	for l := range c.layers {
 		ly := &c.layers[l]
 		ly.Slots, ly.KVHeads, ly.SeqLen, ly.HeadDim = slots, c.KVHeads, seqLen, c.HeadDim
+		ly.Init()
 		off := l * 2 * per * dtype.size()
 		k := unsafe.Pointer(&mem[off])
 		v := unsafe.Pointer(&mem[off+per*dtype.size()])

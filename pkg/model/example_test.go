@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
@@ -35,12 +36,13 @@ func ExampleRunner_Forward() {
 	seq := []int32{785, 3974, 13876, 38835}
 	seg := model.Segment{Slot: 0, Start: 0, Tokens: seq, Logits: model.LogitsLast}
 	var last []float32
+	k := ops.For(kernels.Active())
 	for range 8 {
 		if err := r.Forward([]model.Segment{seg}); err != nil {
 			log.Fatal(err)
 		}
 		last = slices.Clone(r.Logits(0))
-		next := int32(ops.Argmax(last))
+		next := int32(k.Argmax(last))
 		seg = model.Segment{Slot: 0, Start: len(seq), Tokens: []int32{next}, Logits: model.LogitsLast}
 		seq = append(seq, next)
 	}

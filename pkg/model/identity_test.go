@@ -8,7 +8,6 @@ import (
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/attn"
-	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -155,7 +154,7 @@ func TestDecodeMatchesPrefill(t *testing.T) {
 				t.Fatal(err)
 			}
 			stepLogits = append(stepLogits, slices.Clone(dec.Logits(0)))
-			next := int32(ops.Argmax(dec.Logits(0)))
+			next := int32(dec.ops.Argmax(dec.Logits(0)))
 			seg = []Segment{{Start: len(seq), Tokens: []int32{next}, Logits: LogitsLast}}
 			seq = append(seq, next)
 		}
@@ -169,7 +168,7 @@ func TestDecodeMatchesPrefill(t *testing.T) {
 			if d := maxAbsDiff(stepLogits[i], got); d != 0 {
 				t.Errorf("step %d: decode vs prefill max-abs %.3g, want 0", i, d)
 			}
-			if a := int32(ops.Argmax(got)); a != seq[len(prompt)+i] {
+			if a := int32(full.ops.Argmax(got)); a != seq[len(prompt)+i] {
 				t.Errorf("step %d: prefill argmax %d, decode chose %d", i, a, seq[len(prompt)+i])
 			}
 		}
@@ -260,16 +259,16 @@ func TestFusedAttentionWithBias(t *testing.T) {
 	}
 	addBias(row, lw.qkvBias)
 	q, k, v := make([]float32, qd), row[qd:qd+kvd], row[qd+kvd:]
-	if err := ops.RMSNorm(q, row[:qd], lw.qNorm, r.eps); err != nil {
+	if err := r.ops.RMSNorm(q, row[:qd], lw.qNorm, r.eps); err != nil {
 		t.Fatal(err)
 	}
-	if err := ops.HeadRMSNorm(k, lw.kNorm, r.eps); err != nil {
+	if err := r.ops.HeadRMSNorm(k, lw.kNorm, r.eps); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.rope.Apply(q, cfg.NumAttentionHeads, r.pos[:1]); err != nil {
+	if err := r.ops.ApplyRope(r.rope, q, cfg.NumAttentionHeads, r.pos[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.rope.Apply(k, cfg.NumKeyValueHeads, r.pos[:1]); err != nil {
+	if err := r.ops.ApplyRope(r.rope, k, cfg.NumKeyValueHeads, r.pos[:1]); err != nil {
 		t.Fatal(err)
 	}
 	sameBits(t, "queries", r.q[:qd], q)

@@ -137,17 +137,17 @@ func (r *Runner) qkvHead(l int, lw *layer, i, h int) error {
 		addBias(vs, span(b, qd+kvd+h*d, d))
 	}
 	q := span(r.q, i*qd+h*group*d, group*d)
-	if err := ops.RMSNorm(q, qs, lw.qNorm, r.eps); err != nil {
+	if err := r.ops.RMSNorm(q, qs, lw.qNorm, r.eps); err != nil {
 		return err
 	}
-	if err := ops.HeadRMSNorm(ks, lw.kNorm, r.eps); err != nil {
+	if err := r.ops.HeadRMSNorm(ks, lw.kNorm, r.eps); err != nil {
 		return err
 	}
 	pos := r.pos[i : i+1]
-	if err := r.rope.Apply(q, group, pos); err != nil {
+	if err := r.ops.ApplyRope(r.rope, q, group, pos); err != nil {
 		return err
 	}
-	if err := r.rope.Apply(ks, 1, pos); err != nil {
+	if err := r.ops.ApplyRope(r.rope, ks, 1, pos); err != nil {
 		return err
 	}
 	r.cache.Layer(l).StoreHead(int(r.slot[i]), int(pos[0]), h, ks, vs)
@@ -224,7 +224,7 @@ func (r *Runner) sparseMoE(l int, lw *layer, m int) {
 	for t := range m {
 		// routing_weights = F.softmax(router_logits, dim=1, dtype=torch.float)
 		copy(s.probs, s.logits[t*E:(t+1)*E])
-		ops.Softmax(s.probs)
+		r.ops.Softmax(s.probs)
 		// routing_weights, selected_experts = torch.topk(routing_weights, self.top_k, dim=-1)
 		w, idx := s.topVal[t*K:(t+1)*K], s.topIdx[t*K:(t+1)*K]
 		ops.TopK(idx, w, s.probs)

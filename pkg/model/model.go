@@ -79,9 +79,9 @@ type table struct {
 }
 
 // gather writes the embedding rows of ids into out [len(ids), dim].
-func (t *table) gather(out []float32, ids []int32) error {
+func (t *table) gather(k *ops.Kernels, out []float32, ids []int32) error {
 	if t.bf16 != nil {
-		return ops.Embed(out, t.bf16, t.dim, ids)
+		return k.Embed(out, t.bf16, t.dim, ids)
 	}
 	vocab := len(t.f32) / t.dim
 	for i, id := range ids {

@@ -1,9 +1,6 @@
 package model
 
-import (
-	"github.com/ellm-dev/ellm/kernels/ops"
-	"github.com/ellm-dev/ellm/kernels/threads"
-)
+import "github.com/ellm-dev/ellm/kernels/threads"
 
 // rowOp is a per-row step of a layer, outside the products and attention.
 type rowOp uint8
@@ -66,6 +63,6 @@ func (t *rowTask) Run(worker, workers int) {
 	case rowAddNorm:
 		H := r.m.Config.HiddenSize
 		span := func(b []float32) []float32 { return b[lo*H : hi*H] }
-		t.errs[worker] = ops.AddRMSNorm(span(r.xn), span(r.x), span(r.y), t.norm, r.eps)
+		t.errs[worker] = r.ops.AddRMSNorm(span(r.xn), span(r.x), span(r.y), t.norm, r.eps)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"unsafe"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/ops"
@@ -60,6 +61,7 @@ type Runner struct {
 	ownPool bool
 	mm      *gemm.Context
 	att     *attn.Attention
+	ops     *ops.Kernels // norms, RoPE, softmax, embedding: bound by NewRunner
 	rope    *ops.Rope
 	eps     float32
 
@@ -110,7 +112,7 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 	if opts.MaxTokens < 1 {
 		return nil, fmt.Errorf("runner: MaxTokens = %d, must be positive", opts.MaxTokens)
 	}
-	r := &Runner{m: m, cache: cache, pool: opts.Pool, eps: float32(cfg.RMSNormEps)}
+	r := &Runner{m: m, cache: cache, pool: opts.Pool, ops: ops.For(kernels.Active()), eps: float32(cfg.RMSNormEps)}
 	r.maxM, r.maxLogits = runnerRows(opts, cache.Slots, cache.SeqLen)
 	y, err := yarn(cfg)
 	if err != nil {
@@ -303,13 +305,13 @@ func (r *Runner) pass(segs []Segment, m int) error {
 	H := cfg.HiddenSize
 	x, xn := r.x[:m*H], r.xn[:m*H]
 	// inputs_embeds = self.embed_tokens(input_ids)
-	if err := r.m.embed.gather(x, r.ids[:m]); err != nil {
+	if err := r.m.embed.gather(r.ops, x, r.ids[:m]); err != nil {
 		return err
 	}
 	r.trace(0, x, m)
 	// hidden_states = self.input_layernorm(hidden_states) (layer 0; later
 	// layers get theirs fused with the previous residual add)
-	if err := ops.RMSNorm(xn, x, r.m.layers[0].inputNorm, r.eps); err != nil {
+	if err := r.ops.RMSNorm(xn, x, r.m.layers[0].inputNorm, r.eps); err != nil {
 		return err
 	}
 	for l := range r.m.layers {

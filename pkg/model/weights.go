@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -279,13 +280,13 @@ func pack(bf []uint16, f []float32, n, k int, dtype string) *gemm.Weight {
 
 func widen(bf []uint16) []float32 {
 	f := make([]float32, len(bf))
-	ops.ToF32(f, bf)
+	ops.For(kernels.Active()).ToF32(f, bf) // at load: the path's conversion, the same bits on every path
 	return f
 }
 
 func roundBF16(f []float32) []uint16 {
 	bf := make([]uint16, len(f))
-	ops.ToBF16(bf, f)
+	ops.For(kernels.Active()).ToBF16(bf, f)
 	return bf
 }
 

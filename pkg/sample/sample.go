@@ -35,6 +35,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
@@ -110,6 +111,7 @@ var ErrNoToken = errors.New("sample: the constraint allows no token")
 
 // Sampler is the per-slot sampling state. It is not safe for concurrent use.
 type Sampler struct {
+	ops    *ops.Kernels // argmax, bound by New
 	vocab  int
 	params Params
 	rng    rand.PCG
@@ -151,6 +153,7 @@ const smallTopK = 64
 func New(vocab int) *Sampler {
 	words := (vocab + 63) / 64
 	return &Sampler{
+		ops:     ops.For(kernels.Active()),
 		vocab:   vocab,
 		seen:    make([]uint64, words),
 		seenIDs: make([]int32, 0, 1024),
@@ -276,7 +279,7 @@ func (s *Sampler) process(logits []float32) error {
 			logits[id] -= pp + fp*float32(s.counts[id])
 		}
 	}
-	best := ops.Argmax(logits)
+	best := s.ops.Argmax(logits)
 	if best < 0 || math.IsInf(float64(logits[best]), -1) {
 		return ErrNoToken
 	}

@@ -1,0 +1,208 @@
+// Command asmgen writes the assembly headers (and the Go constants behind
+// them) that more than one kernel package needs, into the package that runs
+// it: the Go assembler cannot include a header from another package's
+// directory cleanly, so each package gets its own generated copy of the one
+// definition kept here. A package asks for the files it needs:
+//
+//	//go:generate go run ../internal/asmgen exp_amd64.h exp_const.go
+//
+// exp_amd64.h   the EXP512 / EXP256 macros (ops.Exp32 on a register) and their constants
+// exp_const.go  the same constants for ops.Exp32 itself (package $GOPACKAGE)
+// bf16_amd64.h  the VDPBF16PS_Z macro (the Go assembler does not know the instruction)
+//
+// `make check-generate` fails when a generated file differs from what this
+// program writes.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"log"
+	"math"
+	"os"
+	"strings"
+)
+
+// expConst is one f32 constant of Exp32: its Go name, the assembly's name
+// (c_<asm>, 16 copies in 64 bytes) and its value.
+type expConst struct {
+	goName, asm string
+	bits        uint32
+	doc         string
+}
+
+// The constants of Exp32 (Cephes expf): the clamp range, Cody-Waite range
+// reduction by ln 2 in two parts, and the degree-5 polynomial of
+// e^r ≈ 1 + r + r²·p(r) on |r| ≤ ln2/2, highest coefficient first.
+var expConsts = []expConst{
+	{"expLo", "lo", 0xc2ae0000, "-87: below it Exp32 returns 0 (e^-87 ≈ 1.6e-38 is almost the smallest normal f32)"},
+	{"expHi", "hi", 0x42b00000, "88: above it Exp32 returns e^88 (e^88.7 overflows f32)"},
+	{"log2e", "log2e", 0x3fb8aa3b, "log2(e) rounded to f32"},
+	{"ln2Hi", "ln2hi", 0x3f318000, "ln 2 = ln2Hi + ln2Lo; few mantissa bits, so n·ln2Hi is exact for |n| ≤ 2^8"},
+	{"ln2Lo", "ln2lo", 0xb95e8083, ""},
+	{"expP0", "p0", 0x39506967, "e^r ≈ 1 + r + r²·(((((P0·r + P1)·r + P2)·r + P3)·r + P4)·r + P5)"},
+	{"expP1", "p1", 0x3ab743ce, ""},
+	{"expP2", "p2", 0x3c088908, ""},
+	{"expP3", "p3", 0x3d2aa9c1, ""},
+	{"expP4", "p4", 0x3e2aaaaa, ""},
+	{"expP5", "p5", 0x3f000000, ""},
+}
+
+const expMacros = `// Exp32 (kernels/ops) on a register: x ← e^x; n, t, u (and K2 / k) are
+// scratch. The same operations in the same order as ops.Exp32, each rounded
+// on its own (no fused multiply-add), so the results are its bits. Lanes that
+// are not ≥ -87 (NaN included) are zeroed; they are clamped to -87 before
+// computing, so that no lane forms a subnormal or NaN intermediate (each
+// costs a microcode assist).
+#define EXP512(x, n, t, u) \
+	VCMPPS $13, c_lo<>(SB), x, K2 \
+	{{BODY}} \
+	VMOVAPS.Z x, K2, x
+
+#define EXP256(x, n, t, u, k) \
+	VCMPPS $13, c_lo<>(SB), x, k \
+	{{BODY}} \
+	VANDPS k, x, x
+`
+
+// expBody is the part of EXP512 and EXP256 between the mask and its use;
+// ROUND is the one instruction that differs.
+var expBody = []string{
+	"VMAXPS c_lo<>(SB), x, x",
+	"VMINPS c_hi<>(SB), x, x",
+	"VMULPS c_log2e<>(SB), x, n",
+	"ROUND $0, n, n",
+	"VMULPS c_ln2hi<>(SB), n, t",
+	"VSUBPS t, x, x",
+	"VMULPS c_ln2lo<>(SB), n, t",
+	"VSUBPS t, x, x",
+	"VMULPS c_p0<>(SB), x, t",
+	"VADDPS c_p1<>(SB), t, t",
+	"VMULPS x, t, t",
+	"VADDPS c_p2<>(SB), t, t",
+	"VMULPS x, t, t",
+	"VADDPS c_p3<>(SB), t, t",
+	"VMULPS x, t, t",
+	"VADDPS c_p4<>(SB), t, t",
+	"VMULPS x, t, t",
+	"VADDPS c_p5<>(SB), t, t",
+	"VCVTPS2DQ n, n",
+	"VPSLLD $23, n, n",
+	"VPADDD c_bias<>(SB), n, n",
+	"VMULPS x, x, u",
+	"VMULPS u, t, t",
+	"VADDPS x, t, t",
+	"VADDPS c_one<>(SB), t, t",
+	"VMULPS n, t, x",
+}
+
+const bf16Macro = `// The Go assembler (1.27) does not know the AVX512_BF16 instructions, so the
+// one the kernels use is spelled out here as bytes.
+//
+// VDPBF16PS_Z(src2, src1, dst) is VDPBF16PS zmm(dst), zmm(src1), zmm(src2)
+// in Intel order (register operands only, no mask, no broadcast), with the
+// registers given as numbers 0-31: per lane j,
+//     dst[j] += src1.bf16[2j+1]·src2.bf16[2j+1]; dst[j] += src1.bf16[2j]·src2.bf16[2j]
+// The argument order follows Go's convention (sources first, destination last).
+//
+// Encoding: EVEX.512.F3.0F38.W0 52 /r, i.e. 62 P0 P1 P2 52 ModRM with
+//   P0 = R̄ X̄ B̄ R̄' 0 m m m  R/R' = bits 3/4 of dst (inverted), B/X = bits 3/4 of
+//                            src2 (inverted), mmm = 010 (0F38 map)
+//   P1 = W v̄ v̄ v̄ v̄ 1 p p    W = 0, vvvv = bits 0-3 of src1 (inverted), pp = 10 (F3)
+//   P2 = z L' L b V̄' a a a   z = 0, L'L = 10 (512 bits), b = 0, V' = bit 4 of src1
+//                            (inverted), aaa = 000 (no mask)
+//   ModRM = 11 dst[2:0] src2[2:0]
+// The Go assembler rejects right shifts of negative values, so bits are
+// inverted with ^1 after shifting rather than with ~ before.
+// kernels/gemm's TestVDPBF16PSEncoding disassembles every kernel and checks
+// each use decodes as the instruction and registers written here;
+// TestMatMulAgainstReference and TestSpecialValues check the instruction's
+// arithmetic bit for bit against the emulation in gemm/generic.go.
+#define VDPBF16PS_Z(src2, src1, dst) \
+	BYTE $0x62; \
+	BYTE $((((dst>>3)&1)^1)<<7 | (((src2>>4)&1)^1)<<6 | (((src2>>3)&1)^1)<<5 | (((dst>>4)&1)^1)<<4 | 2); \
+	BYTE $(((src1&15)^15)<<3 | 6); \
+	BYTE $(0x40 | (((src1>>4)&1)^1)<<3); \
+	BYTE $0x52; \
+	BYTE $(0xc0 | (dst&7)<<3 | (src2&7))
+`
+
+const generated = "Code generated by kernels/internal/asmgen; DO NOT EDIT."
+
+func main() {
+	log.SetFlags(0)
+	log.SetPrefix("asmgen: ")
+	if len(os.Args) < 2 {
+		log.Fatal("usage: asmgen file... (exp_amd64.h, exp_const.go, bf16_amd64.h)")
+	}
+	for _, name := range os.Args[1:] {
+		b, err := generate(name, os.Getenv("GOPACKAGE"))
+		if err == nil {
+			err = os.WriteFile(name, b, 0o644)
+		}
+		if err != nil {
+			log.Fatal(err)
+		}
+	}
+}
+
+// generate is the content of the file name for Go package pkg.
+func generate(name, pkg string) ([]byte, error) {
+	switch name {
+	case "exp_amd64.h":
+		return expHeader(), nil
+	case "exp_const.go":
+		return expGo(pkg)
+	case "bf16_amd64.h":
+		return []byte("// " + generated + "\n\n" + bf16Macro), nil
+	}
+	return nil, fmt.Errorf("no generator for %q", name)
+}
+
+// expHeader is exp_amd64.h: the macros, then each constant as 64 read-only
+// bytes (each including file gets its own file-local copy).
+func expHeader() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "// %s\n\n", generated)
+	body := func(round string) string {
+		return strings.ReplaceAll(strings.Join(expBody, " \\\n\t"), "ROUND", round)
+	}
+	m := strings.Replace(expMacros, "{{BODY}}", body("VRNDSCALEPS"), 1)
+	m = strings.Replace(m, "{{BODY}}", body("VROUNDPS"), 1)
+	b.WriteString(m)
+	data := func(name string, bits uint32) {
+		for off := 0; off < 64; off += 8 {
+			fmt.Fprintf(&b, "DATA c_%s<>+%d(SB)/8, $%#016x\n", name, off, uint64(bits)<<32|uint64(bits))
+		}
+		fmt.Fprintf(&b, "GLOBL c_%s<>(SB), RODATA|NOPTR, $64\n", name)
+	}
+	b.WriteString("\n")
+	for _, c := range expConsts {
+		data(c.asm, c.bits)
+	}
+	data("one", math.Float32bits(1))
+	// 2^n is formed as (n << 23) + the bits of 1.0 (the exponent bias).
+	data("bias", math.Float32bits(1))
+	b.WriteString("\n// -inf in every lane: the starting running maximum of a softmax.\n")
+	data("ninf", math.Float32bits(float32(math.Inf(-1))))
+	return b.Bytes()
+}
+
+// expGo is exp_const.go: the constants as Go declarations for package pkg.
+func expGo(pkg string) ([]byte, error) {
+	if pkg == "" {
+		return nil, fmt.Errorf("exp_const.go: GOPACKAGE is not set (run through go generate)")
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "// %s\n\npackage %s\n\n", generated, pkg)
+	b.WriteString("// Exp32's constants, the ones exp_amd64.h holds for the assembly.\nconst (\n")
+	for _, c := range expConsts {
+		if c.doc != "" {
+			fmt.Fprintf(&b, "\t// %s\n", c.doc)
+		}
+		fmt.Fprintf(&b, "\t%s = %v // %#08x\n", c.goName, math.Float32frombits(c.bits), c.bits)
+	}
+	b.WriteString(")\n")
+	return format.Source(b.Bytes())
+}

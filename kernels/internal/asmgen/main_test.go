@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGeneratedFilesUpToDate finds every file under kernels/ that says it
+// was written by this program and checks that it is what the program writes
+// now (as `make check-generate` does for the whole tree), so that no
+// package's copy of a shared macro or constant drifts from the one
+// definition here.
+func TestGeneratedFilesUpToDate(t *testing.T) {
+	marker := []byte(generated)
+	found := map[string]int{}
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || !bytes.Contains(b[:min(len(b), 200)], marker) {
+			return err
+		}
+		want, err := generate(d.Name(), packageOf(t, filepath.Dir(path)))
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+			return nil
+		}
+		if !bytes.Equal(b, want) {
+			t.Errorf("%s differs from what asmgen writes: run go generate in %s", path, filepath.Dir(path))
+		}
+		found[d.Name()]++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ops holds the exponential, gemm and ceiling the VDPBF16PS macro.
+	for _, name := range []string{"exp_amd64.h", "exp_const.go"} {
+		if found[name] < 1 {
+			t.Errorf("no generated %s found under kernels/", name)
+		}
+	}
+	if found["bf16_amd64.h"] < 2 {
+		t.Errorf("%d generated bf16_amd64.h under kernels/, want gemm's and ceiling's", found["bf16_amd64.h"])
+	}
+}
+
+// packageOf is the name of the Go package in dir.
+func packageOf(t *testing.T, dir string) string {
+	t.Helper()
+	pkgs, err := parser.ParseDir(token.NewFileSet(), dir, func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range pkgs {
+		return name
+	}
+	return ""
+}
+
+// TestExpHeaderMacros checks the two macros share one body and that every
+// constant the body reads is defined.
+func TestExpHeaderMacros(t *testing.T) {
+	h := string(expHeader())
+	for _, want := range []string{"#define EXP512(x, n, t, u)", "#define EXP256(x, n, t, u, k)", "VRNDSCALEPS $0, n, n", "VROUNDPS $0, n, n"} {
+		if !strings.Contains(h, want) {
+			t.Errorf("exp_amd64.h lacks %q", want)
+		}
+	}
+	for _, line := range expBody {
+		for _, f := range strings.Fields(strings.ReplaceAll(line, ",", " ")) {
+			if name, ok := strings.CutPrefix(f, "c_"); ok {
+				name = strings.TrimSuffix(name, "<>(SB)")
+				if !strings.Contains(h, "GLOBL c_"+name+"<>(SB), RODATA|NOPTR, $64") {
+					t.Errorf("exp_amd64.h reads c_%s but does not define it", name)
+				}
+			}
+		}
+	}
+}
