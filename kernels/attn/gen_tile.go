@@ -16,7 +16,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/ellm-dev/ellm/kernels/internal/asmgen"
+	"github.com/ellm-dev/ellm/kernels/internal/asmgen/emit"
 )
 
 // source is how a kernel reads K and V.
@@ -48,7 +48,7 @@ var kernels = []kernel{
 }
 
 type gen struct {
-	asmgen.File
+	emit.File
 	kernel
 }
 
@@ -592,7 +592,7 @@ func (g *gen) values() {
 }
 
 func main() {
-	f := asmgen.Header("gen_tile.go", "amd64 && !purego", "../ops/exp_amd64.h")
+	f := emit.Header("gen_tile.go", "amd64 && !purego", "../ops/exp_amd64.h")
 	f.WriteString(`
 // After the score tree, lane 4k+j holds key k+4j: this puts key i in lane i.
 `)

@@ -16,7 +16,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/ellm-dev/ellm/kernels/internal/asmgen"
+	"github.com/ellm-dev/ellm/kernels/internal/asmgen/emit"
 )
 
 type family struct {
@@ -54,7 +54,7 @@ var families = []family{
 type gen struct {
 	f    family
 	r, p int
-	buf  asmgen.File
+	buf  emit.File
 	vecs int // vector registers in use by accumulators
 }
 

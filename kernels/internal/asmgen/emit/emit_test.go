@@ -1,4 +1,4 @@
-package asmgen
+package emit
 
 import (
 	"os"

@@ -1,8 +1,10 @@
-// Package asmgen is what the kernels' assembly generators (gemm's gen_asm.go,
+// Package emit is what the kernels' function generators (gemm's gen_asm.go,
 // attn's gen_tile.go) share: a buffer of Go assembler lines, vector register
 // names, and the instruction sequences more than one kernel family needs, so
-// that each is written once. The generators run at `go generate` time only.
-package asmgen
+// that each is written once. The headers those functions use (EXP512,
+// VDPBF16PS_Z) are written by the asmgen command in the parent directory.
+// The generators run at `go generate` time only.
+package emit
 
 import (
 	"bytes"
@@ -31,10 +33,11 @@ func Y(n int) string { return fmt.Sprintf("Y%d", n) }
 func X(n int) string { return fmt.Sprintf("X%d", n) }
 
 // Exp512 sets x ← e^x on 16 lanes, bit for bit ops.Exp32, with n, t, u as
-// scratch vectors (and K2). It expands the EXP512 macro of
-// kernels/ops/exp_amd64.h, the one assembly definition of the exponential,
-// which the generated file must #include: every kernel that exponentiates
-// goes through here, so a change of that definition reaches all of them.
+// scratch vectors (and K2). It expands the EXP512 macro of exp_amd64.h, the
+// one assembly definition of the exponential (written by the asmgen command
+// from its constants), which the generated file must #include: every
+// exponential a generator emits goes through here, so a change of that
+// definition's name or arguments is made once, here.
 func (f *File) Exp512(x, n, t, u string) { f.I("EXP512(%s, %s, %s, %s)", x, n, t, u) }
 
 // Header is the first lines of a generated assembly file: the generator's
