@@ -592,7 +592,7 @@ func (g *gen) values() {
 }
 
 func main() {
-	f := emit.Header("gen_tile.go", "amd64 && !purego", "../ops/exp_amd64.h")
+	f := emit.Header("gen_tile.go", "amd64 && !purego", "exp_amd64.h")
 	f.WriteString(`
 // After the score tree, lane 4k+j holds key k+4j: this puts key i in lane i.
 `)

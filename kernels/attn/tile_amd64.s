@@ -1,7 +1,7 @@
 //go:build amd64 && !purego
 
 #include "textflag.h"
-#include "../ops/exp_amd64.h"
+#include "exp_amd64.h"
 
 // After the score tree, lane 4k+j holds key k+4j: this puts key i in lane i.
 DATA keyperm<>+0(SB)/4, $0
