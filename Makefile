@@ -7,7 +7,7 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 ARGS    ?= serve
 BIN     := bin/ellm
 
-.PHONY: build test test-go test-align bench lint run generate check-generate check-tidy image
+.PHONY: build test test-go test-align test-clients bench lint run generate check-generate check-tidy image
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/ellm
@@ -26,6 +26,16 @@ test-align: build
 		./$(BIN) align all --ref "$$ref" || exit 1; \
 	done
 	./$(BIN) align tokenizer --ref $(SHARED)/align/tokenizer
+
+# Real clients (the openai SDK, the Vercel AI SDK, LangChain, Qwen Code; pinned in
+# test/clients/package-lock.json) against ellm serve on 127.0.0.1, in a network
+# namespace with only loopback. Needs node >= 20, npm, unshare and ip; not part of `make test`.
+# npm install from the committed lock rather than npm ci, which refuses this lock:
+# @qwen-code/qwen-code lists optional platform packages (@teddyzhu/clipboard-*)
+# that were never published, so no lock can hold them. The lock must not change.
+test-clients: build
+	cd test/clients && npm install --no-save --no-audit --no-fund && git diff --exit-code package-lock.json
+	ELLM_SHARED=$(SHARED) ELLM_BIN=$(abspath $(BIN)) test/clients/run.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./kernels/... ./pkg/tokenizer/...

@@ -134,3 +134,23 @@ func PrintJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// WriteReport writes a command's verdict report r to w, as indented JSON
+// (asJSON) or as text, then makes the exit status 1 when ok is false, so
+// that scripts can test the verdict (check-cpu: deployable; inspect-weights:
+// the checkpoint matches its architecture).
+func WriteReport[R any](w io.Writer, r R, asJSON bool, text func(io.Writer, R) error, ok bool) error {
+	var err error
+	if asJSON {
+		err = PrintJSON(w, r)
+	} else {
+		err = text(w, r)
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}

@@ -26,9 +26,20 @@ type EngineFlags struct {
 	AllowLongContext bool
 	// NUMA is the placement over NUMA nodes: auto or off.
 	NUMA string
-	// PrefixCacheBytes: -1 = the engine's default, 0 = no prefix store.
-	PrefixCacheBytes int64
+	// PrefixCacheBytes sizes the prefix store's memory; PrefixCacheDir adds
+	// its disk tier, bounded by PrefixCacheDiskBytes.
+	PrefixCacheBytes     ByteLimit
+	PrefixCacheDir       string
+	PrefixCacheDiskBytes ByteLimit
 }
+
+// Byte-limit flags whose old numbers keep their meaning (see ByteLimit).
+var (
+	// PrefixCacheLegacy: --prefix-cache-bytes 0 was off, -1 the default.
+	PrefixCacheLegacy = map[string]int64{"0": -1, "-1": 0}
+	// StoreBoundLegacy: --session-store-max-bytes 0 was the default, -1 unbounded.
+	StoreBoundLegacy = map[string]int64{"0": 0, "-1": -1}
+)
 
 // AddFlags defines the flags on fl; the KV shape's defaults and help are the command's.
 func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, batch int, batchHelp string) {
@@ -41,8 +52,11 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
 	AddAllowLongContextFlag(fl, &e.AllowLongContext)
 	fl.StringVar(&e.NUMA, "numa", "auto", "on several NUMA nodes: auto spreads pinned workers over them and interleaves weights and KV cache; off leaves it to the OS")
-	fl.Int64Var(&e.PrefixCacheBytes, "prefix-cache-bytes", -1,
-		"host memory keeping the KV of prompt prefixes evicted from the slots (0 = none, -1 = a quarter of the memory available at start-up)")
+	ByteLimitVar(fl, &e.PrefixCacheBytes, "prefix-cache-bytes", "off", PrefixCacheLegacy,
+		"host memory keeping the KV of prompt prefixes evicted from the slots: a size (e.g. 8GiB), auto (a quarter of the memory available at start-up) or off")
+	fl.StringVar(&e.PrefixCacheDir, "prefix-cache-dir", "", "directory keeping the prefix blocks evicted from memory, across restarts (default: none)")
+	ByteLimitVar(fl, &e.PrefixCacheDiskBytes, "prefix-cache-disk-bytes", "unbounded", StoreBoundLegacy,
+		"bound of --prefix-cache-dir, least recently used blocks evicted beyond it: a size, auto (10% of its file system's free space at start-up) or unbounded")
 }
 
 // AddAllowLongContextFlag defines --allow-long-context, which every command
@@ -79,19 +93,8 @@ func OpenModel(path string, log *slog.Logger) (*modeldir.Model, error) {
 func (e *EngineFlags) Options() engine.Options {
 	return engine.Options{DType: e.DType, KVDType: e.KVDType, Threads: e.Threads, NoPin: !e.PinThreads,
 		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize,
-		PrefixCacheBytes: PrefixCacheOption(e.PrefixCacheBytes), AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
-}
-
-// PrefixCacheOption maps --prefix-cache-bytes (0 = none, negative = the
-// default) onto engine.Options.PrefixCacheBytes (0 = the default, negative = none).
-func PrefixCacheOption(flag int64) int64 {
-	switch {
-	case flag == 0:
-		return -1
-	case flag < 0:
-		return 0
-	}
-	return flag
+		PrefixCacheBytes: e.PrefixCacheBytes.Bytes(), PrefixCacheDir: e.PrefixCacheDir, PrefixCacheDiskBytes: e.PrefixCacheDiskBytes.Bytes(),
+		AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
 }
 
 // ThreadFlags size and place the compute threads; serve, run and bench share them.

@@ -61,6 +61,12 @@ type Options struct {
 	PrefixCacheBytes int64
 	// PrefixBlockTokens is the prefix store's block size (default 256).
 	PrefixBlockTokens int
+	// PrefixCacheDir adds a disk tier to the prefix store: blocks evicted
+	// from its memory are kept there, across restarts; "" = none.
+	// PrefixCacheDiskBytes bounds it: 0 = 10 % of the free space at
+	// start-up, negative = unbounded.
+	PrefixCacheDir       string
+	PrefixCacheDiskBytes int64
 	// SessionStoreMaxBytes bounds the session store's directory: the least
 	// recently used sessions (and other files) are evicted beyond it.
 	// 0 = 10 % of the free space at start-up; negative = unbounded.
@@ -121,7 +127,11 @@ type Info struct {
 	// of PrefixBlockTokens positions.
 	PrefixCacheBytes  int64
 	PrefixBlockTokens int
-	LoadTime          time.Duration
+	// PrefixCacheDir is the prefix store's disk tier ("" = none) and
+	// PrefixCacheDiskBytes its bound (0 = unbounded).
+	PrefixCacheDir       string
+	PrefixCacheDiskBytes int64
+	LoadTime             time.Duration
 }
 
 // Stats is a snapshot of the engine's state and counters.
@@ -140,20 +150,26 @@ type Stats struct {
 	PrefixStoreHits, PrefixStoreMisses    int64
 	PrefixStoreRestored, PrefixStoreSaved int64
 	PrefixStoreBytes, PrefixStoreCapacity int64
-	PrefilledTokens                       int64 // prompt tokens computed
-	GeneratedTokens                       int64
-	Steps                                 int64 // forward passes
-	Sessions                              int   // sessions held in slots
-	SessionsStored                        int   // sessions in the session store
-	SessionStoreBytes                     int64 // files in the session store's directory
-	SessionStoreMaxBytes                  int64
-	SessionsDropped                       int64 // stored sessions evicted to keep within SessionStoreMaxBytes
-	SessionsExpired                       int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
-	SessionsEvicted                       int64 // sessions moved out of a slot (to the store when there is one)
-	SessionsRestored                      int64 // sessions read back from the store
-	SessionsRecomputed                    int64 // stored sessions found unusable (corrupt, other model) and recomputed
-	LastStepDuration                      time.Duration
-	MaxDecodeStepLatency                  time.Duration // longest step that advanced a decoding slot
+	// The prefix store's disk tier: bytes of its block files and its bound,
+	// blocks on disk, blocks written (evicted from memory), read back (on a
+	// hit), evicted by the bound and discarded as unusable.
+	PrefixDiskBytes, PrefixDiskCapacity                                       int64
+	PrefixDiskBlocks                                                          int
+	PrefixDiskWritten, PrefixDiskRead, PrefixDiskEvicted, PrefixDiskDiscarded int64
+	PrefilledTokens                                                           int64 // prompt tokens computed
+	GeneratedTokens                                                           int64
+	Steps                                                                     int64 // forward passes
+	Sessions                                                                  int   // sessions held in slots
+	SessionsStored                                                            int   // sessions in the session store
+	SessionStoreBytes                                                         int64 // files in the session store's directory
+	SessionStoreMaxBytes                                                      int64
+	SessionsDropped                                                           int64 // stored sessions evicted to keep within SessionStoreMaxBytes
+	SessionsExpired                                                           int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
+	SessionsEvicted                                                           int64 // sessions moved out of a slot (to the store when there is one)
+	SessionsRestored                                                          int64 // sessions read back from the store
+	SessionsRecomputed                                                        int64 // stored sessions found unusable (corrupt, other model) and recomputed
+	LastStepDuration                                                          time.Duration
+	MaxDecodeStepLatency                                                      time.Duration // longest step that advanced a decoding slot
 }
 
 // Request is one generation.
@@ -504,6 +520,13 @@ func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, stor
 	if e.prefix != nil {
 		e.info.PrefixCacheBytes, e.info.PrefixBlockTokens = e.prefix.capacity(), opts.PrefixBlockTokens
 		e.stats.PrefixStoreCapacity = e.prefix.capacity()
+	}
+	if err := e.openPrefixDisk(storeID); err != nil {
+		e.prefix.close()
+		if e.store != nil {
+			e.store.close()
+		}
+		return nil, err
 	}
 	e.stats.Slots = opts.BatchSize
 	e.stats.KVCapacity = opts.BatchSize * opts.SequenceLength

@@ -261,26 +261,7 @@ func TestModelEnginePrefixSharingMatchesScratch(t *testing.T) {
 	system := tok.Encode("You are a careful assistant. You answer questions about foxes, dogs and the weather in short sentences. ")
 	a := append(slices.Clone(system), tok.Encode("The quick brown fox jumps over the lazy dog, again and again, every single morning of the year.")...)
 	b := append(slices.Clone(system), tok.Encode("Is it raining?")...)
-	type out struct {
-		tokens   []int32
-		logprobs []float32
-	}
-	run := func(e *Engine, p []int32) (out, Result) {
-		t.Helper()
-		var o out
-		res, err := e.Generate(context.Background(), Request{Tokens: p, MaxTokens: 6, StopTokens: []int32{}, TopLogprobs: 5},
-			func(ev Event) error {
-				o.tokens = append(o.tokens, ev.Token)
-				for _, tl := range ev.Top {
-					o.logprobs = append(o.logprobs, tl.Logprob)
-				}
-				return nil
-			})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o, res
-	}
+	run := func(e *Engine, p []int32) (topTokens, Result) { return generateTop(t, e, p) }
 	wantB, _ := run(scratch, b)
 
 	// Two slots: b copies the system prompt from a's slot.

@@ -41,8 +41,9 @@ type prefixStore struct {
 	blocks      map[uint64]*pblock // full blocks by chained hash
 	root        pblock
 	clock       uint64
-	path        []*pblock // blocks of the last match, in position order
-	stack       []*pblock // scratch of the LRU search
+	path        []*pblock   // blocks of the last match, in position order
+	stack       []*pblock   // scratch of the LRU search
+	disk        *prefixDisk // nil: no disk tier (prefix_disk.go)
 }
 
 // pblock is one block of stored positions.
@@ -92,6 +93,7 @@ func (p *prefixStore) close() error {
 	if p == nil || p.arena == nil {
 		return nil
 	}
+	p.disk.close()
 	err := unix.Munmap(p.arena)
 	p.arena = nil
 	return err
@@ -125,6 +127,7 @@ const hashBasis = 14695981039346656037
 // match finds the longest stored prefix of prompt and returns its length;
 // restore then loads it. The blocks it walks are kept in p.path.
 func (p *prefixStore) match(prompt []int32) int {
+	p.clock++ // the blocks matched are in use: a block brought back from disk does not evict them
 	p.path = p.path[:0]
 	node, h, pos := &p.root, uint64(hashBasis), 0
 	for pos+p.blockTokens <= len(prompt) {
@@ -132,8 +135,11 @@ func (p *prefixStore) match(prompt []int32) int {
 		hh := chain(h, want)
 		b := p.blocks[hh]
 		if b == nil || b.parent != node || !slices.Equal(b.tokens, want) {
-			break
+			if b = p.promote(node, h, hh, want, pos); b == nil {
+				break
+			}
 		}
+		b.used = p.clock
 		p.path = append(p.path, b)
 		node, h, pos = b, hh, pos+p.blockTokens
 	}
@@ -146,7 +152,13 @@ func (p *prefixStore) match(prompt []int32) int {
 			best, bestN = c, n
 		}
 	}
+	if d, n := p.bestDiskChild(h, prompt[pos:], bestN); d != nil {
+		if b := p.promote(node, h, d.hash, d.tokens, pos); b != nil {
+			best, bestN = b, n
+		}
+	}
 	if best != nil {
+		best.used = p.clock
 		p.path = append(p.path, best)
 	}
 	return pos + bestN
@@ -262,6 +274,7 @@ func (p *prefixStore) alloc() (int, bool) {
 		return 0, false
 	}
 	buf := victim.buf
+	p.spill(victim)
 	p.remove(victim)
 	p.free = p.free[:len(p.free)-1] // remove returned it; hand it out again
 	return buf, true

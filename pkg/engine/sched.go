@@ -388,6 +388,7 @@ func (e *Engine) extendPrefix(j *job, s *slot, reuse, limit int) int {
 		} else {
 			e.stats.PrefixStoreMisses++
 		}
+		e.prefixStatsLocked()
 	}
 	e.mu.Unlock()
 	return n
@@ -404,7 +405,7 @@ func (e *Engine) savePrefix(s *slot) {
 	}
 	e.mu.Lock()
 	e.stats.PrefixStoreSaved += int64(n)
-	e.stats.PrefixStoreBytes = e.prefix.used()
+	e.prefixStatsLocked()
 	e.mu.Unlock()
 }
 
@@ -512,7 +513,8 @@ func (e *Engine) restore(s *slot, sid string) {
 	}
 }
 
-// shutdown fails every request and saves the sessions held in slots.
+// shutdown fails every request, saves the sessions held in slots and
+// writes the prefixes in memory to the prefix store's disk tier.
 func (e *Engine) shutdown() {
 	e.mu.Lock()
 	e.queue = append(e.queue, e.incoming...)
@@ -526,4 +528,5 @@ func (e *Engine) shutdown() {
 		e.finish(e.active[0], "", ErrClosed)
 	}
 	e.closeErr = e.saveSlotSessions()
+	e.persistPrefixes()
 }

@@ -166,23 +166,13 @@ func openStore(c storeConfig) (*store, error) {
 	}
 	s := &store{dir: c.dir, tid: c.tid, kid: c.kid, vocab: c.vocab, ttl: c.ttl, now: c.now, log: c.log,
 		index: map[string]*storeEntry{}, foreign: map[string]foreignFile{}}
-	switch {
-	case c.maxBytes > 0:
-		s.maxBytes = c.maxBytes
-	case c.maxBytes == 0:
-		var st unix.Statfs_t
-		if err := unix.Statfs(c.dir, &st); err != nil {
-			return nil, fmt.Errorf("session store: free space of %s: %w", c.dir, err)
-		}
-		s.maxBytes = max(int64(st.Bavail)*int64(st.Bsize)/defaultStoreShare, 1)
-	}
-	lock, err := os.OpenFile(s.lockPath(), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
+	var err error
+	if s.maxBytes, err = dirBound(c.dir, c.maxBytes); err != nil {
 		return nil, fmt.Errorf("session store: %w", err)
 	}
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("session store %s is in use by another ellm serving this model: %w", c.dir, err)
+	lock, err := lockDir(s.lockPath(), "session store")
+	if err != nil {
+		return nil, err
 	}
 	s.lock = lock
 	if err := s.load(); err != nil {
@@ -199,6 +189,37 @@ func openStore(c storeConfig) (*store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// dirBound resolves a directory's byte bound: set (> 0), the default
+// (0: defaultStoreShare % of its file system's free space now) or none
+// (< 0, returned as 0).
+func dirBound(dir string, maxBytes int64) (int64, error) {
+	switch {
+	case maxBytes > 0:
+		return maxBytes, nil
+	case maxBytes < 0:
+		return 0, nil
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("free space of %s: %w", dir, err)
+	}
+	return max(int64(st.Bavail)*int64(st.Bsize)/defaultStoreShare, 1), nil
+}
+
+// lockDir takes an exclusive lock on path (created if needed) for as long
+// as the returned file is open: one ellm per model and directory.
+func lockDir(path, what string) (*os.File, error) {
+	lock, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("%s %s is in use by another ellm serving this model: %w", what, filepath.Dir(path), err)
+	}
+	return lock, nil
 }
 
 // load reads the index and accounts for every file in the directory.
@@ -311,10 +332,11 @@ func (s *store) stats() storeStats {
 	return storeStats{sessions: len(s.index), bytes: s.bytes, maxBytes: s.maxBytes, evicted: s.evicted, expired: s.expired}
 }
 
-// writeFile writes a session file through a temporary file and a rename,
-// so that readers and a crash see the old file or the new one.
-func (s *store) writeFile(path string, write func(w *bufio.Writer) error) (int64, error) {
-	tmp, err := os.CreateTemp(s.dir, filepath.Base(path)+".tmp*")
+// writeFileAtomic writes a store's file through a temporary file beside it
+// (named path.tmp…) and a rename, so that readers and a crash see the old
+// file or the new one; it returns the file's size.
+func writeFileAtomic(path string, write func(w *bufio.Writer) error) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
 	if err != nil {
 		return 0, err
 	}
@@ -404,7 +426,7 @@ func (s *store) save(sid string, tokens []int32, kv, slot int, be backend, lastU
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
 	}
-	size, err := s.writeFile(s.path(sid, kvExt), func(w *bufio.Writer) error {
+	size, err := writeFileAtomic(s.path(sid, kvExt), func(w *bufio.Writer) error {
 		if err := writeHeader(w, kvMagic, meta); err != nil {
 			return err
 		}
@@ -495,7 +517,7 @@ func (s *store) saveTranscript(sid string, t Transcript) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	size, err := s.writeFile(s.path(sid, transcriptExt), func(w *bufio.Writer) error {
+	size, err := writeFileAtomic(s.path(sid, transcriptExt), func(w *bufio.Writer) error {
 		return writeHeader(w, transcriptMagic, meta)
 	})
 	if err != nil {

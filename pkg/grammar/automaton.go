@@ -62,6 +62,8 @@ const (
 	stText
 	// sequences: pos is the next part
 	stSeq
+	// plain text matched whole by a regular expression
+	stRegex
 )
 
 // maxAlternatives bounds the stacks followed at once: a pathological anyOf
@@ -95,6 +97,8 @@ func step(f *frame, c byte, out []*frame) []*frame {
 		return stepText(f, c, out)
 	case stSeq:
 		return stepSeq(f, c, out)
+	case stRegex:
+		return stepRegex(f, c, out)
 	}
 	if f.st >= stNumMinus && f.st <= stNumExpDig {
 		return stepNumber(f, c, out)
@@ -164,6 +168,8 @@ func start(f *frame, c byte, out []*frame) []*frame {
 		return stepLiteral(&frame{up: f.up, n: n, st: stLit, hi: int32(len(n.lits))}, c, out)
 	case kSeq:
 		return start(&frame{up: &frame{up: f.up, n: n, st: stSeq, pos: 1}, n: n.parts[0]}, c, out)
+	case kRegex:
+		return stepRegex(&frame{up: f.up, n: n, st: stRegex, re: n.re.begin()}, c, out)
 	}
 	return out
 }
@@ -269,28 +275,36 @@ func stepString(f *frame, c byte, out []*frame) []*frame {
 	if !ok {
 		return out
 	}
-	g := &frame{up: f.up, n: n, st: stStrBody, u8: u8, u8lo: lo, u8hi: hi, cnt: f.cnt, re: f.re}
+	g := &frame{up: f.up, n: n, st: stStrBody, u8: u8, u8lo: lo, u8hi: hi, cnt: f.cnt, re: f.re, rn: nextRune(f, c)}
 	if f.u8 == 0 {
 		g.cnt++
-		g.rn = utf8Lead(c)
-	} else {
-		g.rn = f.rn<<6 | int32(c&0x3F)
 	}
-	if n.re != nil {
-		if u8 == 0 {
-			if g.re = n.re.step(f.re, rune(g.rn)); g.re.empty() || n.maxLen >= 0 && g.cnt+n.re.minDist(g.re) > n.maxLen {
-				return out
-			}
-		} else {
-			// The characters this prefix can still become, by the range of
-			// the next byte.
-			rest := 6 * (u8 - 1)
-			lo := (rune(g.rn)<<6 | rune(g.u8lo&0x3F)) << rest
-			hi := (rune(g.rn)<<6|rune(g.u8hi&0x3F))<<rest | (1<<rest - 1)
-			if !n.re.mayStep(f.re, lo, hi) {
-				return out
-			}
-		}
+	if n.re != nil && (!n.re.readByte(f.re, g) || g.u8 == 0 && n.maxLen >= 0 && g.cnt+n.re.minDist(g.re) > n.maxLen) {
+		return out
+	}
+	return append(out, g)
+}
+
+// nextRune is the character (or its leading bits) being decoded once byte
+// c follows f.
+func nextRune(f *frame, c byte) int32 {
+	if f.u8 == 0 {
+		return utf8Lead(c)
+	}
+	return f.rn<<6 | int32(c&0x3F)
+}
+
+// stepRegex reads plain text that must match n.re as a whole (vLLM's
+// guided_regex): any valid UTF-8 the expression allows, control
+// characters included.
+func stepRegex(f *frame, c byte, out []*frame) []*frame {
+	u8, lo, hi, ok := stepUTF8(f, c)
+	if !ok {
+		return out
+	}
+	g := &frame{up: f.up, n: f.n, st: stRegex, u8: u8, u8lo: lo, u8hi: hi, rn: nextRune(f, c)}
+	if !f.n.re.readByte(f.re, g) {
+		return out
 	}
 	return append(out, g)
 }
@@ -707,6 +721,14 @@ func complete(f *frame) bool {
 		switch {
 		case f.n.kind == kDone:
 			return true
+		case f.st == stStart: // a regex that matches the empty text
+			if f.n.kind != kRegex || !f.n.re.accepts(f.n.re.begin()) {
+				return false
+			}
+		case f.st == stRegex:
+			if f.u8 != 0 || !f.n.re.accepts(f.re) {
+				return false
+			}
 		case f.st == stLit:
 			i := exact(f.n.lits, f.lo, f.hi, f.pos)
 			if i < 0 || f.n.next != nil {

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"encoding/json"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -189,7 +190,9 @@ func BenchmarkToolCall(b *testing.B) {
 // most tokens are allowed, after a key only the separator, and every
 // allowed token's bytes are accepted; inside free text (a string, a free
 // key, a Qwen3-Coder value), where the plain-token sets stand in for the
-// walk, exactly the accepted tokens are allowed.
+// walk, exactly the accepted tokens are allowed, as in plain-text grammars
+// (guided_regex, guided_choice) wherever the text ahead is not forced; the
+// end tokens are allowed exactly where the text so far is whole.
 func TestQwenVocabMask(t *testing.T) {
 	v := qwenVocab(t)
 	person := mustCompile(t, personSchema)
@@ -197,23 +200,47 @@ func TestQwenVocabMask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	re := func(p string) *Grammar {
+		g, err := Regex(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	email := re(`[a-z]{1,8}@example\.(com|org)`)
+	choice, err := Choice([]string{"positive", "negative", "neutral"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		g        *Grammar
 		prefix   string
-		min, max int
+		min, max int // tokens allowed, the end tokens included
 		exact    bool
+		end      bool // the end tokens are allowed
 	}{
-		{person, `{"name": "Ann`, 100000, v.size, true},
-		{person, `{"name"`, 1, 1000, false},
-		{person, `{"name": "Ann", "age": 4`, 10, 2000, false},
-		{JSONObject(Spaced), `{"na`, 100000, v.size, true},
-		{xml, "<tool_call>\n<function=write>\n<parameter=text>\n", 100000, v.size, true},
-		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nsome text", 100000, v.size, true},
-		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n", 100000, v.size, true},
-		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n</par", 100000, v.size, true},
-		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline</param", 100000, v.size, true},
-		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n</parameter", 100000, v.size, true},
-		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline</parameter", 100000, v.size, true},
+		{person, `{"name": "Ann`, 100000, v.size, true, false},
+		{person, `{"name"`, 1, 1000, false, false},
+		{person, `{"name": "Ann", "age": 4`, 10, 2000, false, false},
+		{JSONObject(Spaced), `{"na`, 100000, v.size, true, false},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\n", 100000, v.size, true, false},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nsome text", 100000, v.size, true, false},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n", 100000, v.size, true, false},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n</par", 100000, v.size, true, false},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline</param", 100000, v.size, true, false},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline\n</parameter", 100000, v.size, true, false},
+		{xml, "<tool_call>\n<function=write>\n<parameter=text>\nline</parameter", 100000, v.size, true, false},
+		{email, "", 5000, 30000, true, false},
+		{email, "bob", 5000, 30000, true, false},
+		{email, "bob@", 1, 1, false, false}, // forced: only the longest token within "example."
+		{email, "bob@example.com", 2, 2, true, true},
+		{re(`(?s).*`), "anything", 100000, v.size, true, true},
+		{re(`[^\n]*\n`), "a line", 100000, v.size, true, false},
+		{re(`\d+`), "12", 10, 2000, true, true},
+		{choice, "", 2, 50, true, false},
+		{choice, "ne", 2, 50, true, false},
+		{choice, "pos", 1, 1, false, false},
+		{choice, "neutral", 2, 2, true, true},
 	} {
 		c := tc.g.Constraint(v)
 		if !feed(c, tc.prefix) {
@@ -229,6 +256,9 @@ func TestQwenVocabMask(t *testing.T) {
 			allowed := mask[id/64]&(1<<(id%64)) != 0
 			if allowed {
 				n++
+			}
+			if slices.Contains(v.end, id) && allowed != tc.end {
+				t.Errorf("after %q: end token %d allowed %v, want %v", tc.prefix, id, allowed, tc.end)
 			}
 			if !allowed && !tc.exact || v.tokens[id] == nil {
 				continue

@@ -272,7 +272,8 @@ type maskedGrammar struct {
 	schema any            // a document's schema
 	tools  map[string]any // a call's arguments' schema, by tool name
 	format toolcall.Format
-	max    int // calls
+	max    int               // calls
+	text   func([]byte) bool // a plain-text grammar's check of a whole output
 }
 
 func maskedGrammars(tb testing.TB) []maskedGrammar {
@@ -305,7 +306,7 @@ func maskedGrammars(tb testing.TB) []maskedGrammar {
 			out = append(out, maskedGrammar{g: g, tools: schemas, format: f.p, max: max})
 		}
 	}
-	return out
+	return append(out, textGrammars(tb)...)
 }
 
 // maskedTools are the tools of maskedGrammars as a request sends them
@@ -340,7 +341,13 @@ func runMasked(t *testing.T, toks [][]byte, v *Vocab, mg maskedGrammar, choices 
 		}
 		out = append(out, toks[id]...)
 	}
-	if mg.tools == nil {
+	switch {
+	case mg.text != nil:
+		if !mg.text(out) {
+			t.Fatalf("finished %q, which the plain-text grammar rejects", out)
+		}
+		return true
+	case mg.tools == nil:
 		val, err := decodeNumbers(out)
 		if err != nil || !validate(mg.schema, val) {
 			t.Fatalf("finished %q, which does not validate: %v", out, err)

@@ -3,6 +3,7 @@ package grammar
 import (
 	"fmt"
 	"regexp/syntax"
+	"unicode"
 )
 
 // A string's pattern (or format) runs as an NFA over its characters: Go's
@@ -20,32 +21,56 @@ func (s *reSet) add(pc uint32)     { s[pc/64] |= 1 << (pc % 64) }
 func (s reSet) empty() bool        { return s[0]|s[1] == 0 }
 func (s reSet) and(t reSet) reSet  { return reSet{s[0] & t[0], s[1] & t[1]} }
 
-func (r *regex) findLive() {
+// fixpoint adds to s every state for which holds(in, s) is true, until
+// none is added.
+func (r *regex) fixpoint(s *reSet, holds func(in *syntax.Inst, s *reSet) bool) {
 	for changed := true; changed; {
 		changed = false
 		for pc := range uint32(len(r.prog.Inst)) {
-			if r.live.has(pc) {
-				continue
-			}
-			in := &r.prog.Inst[pc]
-			var ok bool
-			switch in.Op {
-			case syntax.InstMatch:
-				ok = true
-			case syntax.InstAlt, syntax.InstAltMatch:
-				ok = r.live.has(in.Out) || r.live.has(in.Arg)
-			case syntax.InstEmptyWidth:
-				ok = syntax.EmptyOp(in.Arg)&(syntax.EmptyBeginText|syntax.EmptyBeginLine) == 0 && r.live.has(in.Out)
-			case syntax.InstFail:
-			default:
-				ok = r.live.has(in.Out)
-			}
-			if ok {
-				r.live.add(pc)
+			if !s.has(pc) && holds(&r.prog.Inst[pc], s) {
+				s.add(pc)
 				changed = true
 			}
 		}
 	}
+}
+
+func (r *regex) findLive() {
+	// empty are the states that reach a match at the end of the text
+	// without reading a character: after $, only they can still match.
+	var empty reSet
+	r.fixpoint(&empty, func(in *syntax.Inst, s *reSet) bool {
+		switch in.Op {
+		case syntax.InstMatch:
+			return true
+		case syntax.InstAlt, syntax.InstAltMatch:
+			return s.has(in.Out) || s.has(in.Arg)
+		case syntax.InstNop, syntax.InstCapture:
+			return s.has(in.Out)
+		case syntax.InstEmptyWidth:
+			return syntax.EmptyOp(in.Arg)&syntax.EmptyBeginText == 0 && s.has(in.Out)
+		}
+		return false
+	})
+	r.fixpoint(&r.live, func(in *syntax.Inst, s *reSet) bool {
+		switch in.Op {
+		case syntax.InstMatch:
+			return true
+		case syntax.InstAlt, syntax.InstAltMatch:
+			return s.has(in.Out) || s.has(in.Arg)
+		case syntax.InstEmptyWidth:
+			switch op := syntax.EmptyOp(in.Arg); {
+			case op&syntax.EmptyBeginText != 0:
+				return false // never true after a character
+			case op&syntax.EmptyEndText != 0:
+				return empty.has(in.Out)
+			}
+			return s.has(in.Out) // line anchors hold next to a newline
+		case syntax.InstFail:
+			return false
+		}
+		return s.has(in.Out)
+	})
 }
 
 type regex struct {
@@ -61,7 +86,8 @@ type regex struct {
 
 // compileRegex compiles a JSON Schema pattern. Patterns are unanchored as
 // JSON Schema says (a match anywhere in the string); ^ and $ anchor them.
-func compileRegex(pattern string) (*regex, error) {
+// With whole, the text must match as a whole (vLLM's guided_regex).
+func compileRegex(pattern string, whole bool) (*regex, error) {
 	re, err := syntax.Parse(pattern, syntax.Perl)
 	if err != nil {
 		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
@@ -69,9 +95,12 @@ func compileRegex(pattern string) (*regex, error) {
 	if err := checkRegex(re); err != nil {
 		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
 	}
-	any := &syntax.Regexp{Op: syntax.OpStar, Sub: []*syntax.Regexp{{Op: syntax.OpAnyChar}}}
-	whole := &syntax.Regexp{Op: syntax.OpConcat, Sub: []*syntax.Regexp{any, stripCaptures(re), any}}
-	prog, err := syntax.Compile(whole.Simplify())
+	re = stripCaptures(re)
+	if !whole {
+		any := &syntax.Regexp{Op: syntax.OpStar, Sub: []*syntax.Regexp{{Op: syntax.OpAnyChar}}}
+		re = &syntax.Regexp{Op: syntax.OpConcat, Sub: []*syntax.Regexp{any, re, any}}
+	}
+	prog, err := syntax.Compile(re.Simplify())
 	if err != nil {
 		return nil, fmt.Errorf("pattern %q: %v", pattern, err)
 	}
@@ -83,6 +112,9 @@ func compileRegex(pattern string) (*regex, error) {
 	r.findDist()
 	r.closure(&r.start, uint32(prog.Start), syntax.EmptyBeginText|syntax.EmptyBeginLine)
 	r.start = r.start.and(r.live)
+	if r.start.empty() {
+		return nil, fmt.Errorf("pattern %q matches no text", pattern)
+	}
 	return r, nil
 }
 
@@ -134,8 +166,22 @@ func (r *regex) closure(s *reSet, pc uint32, flags syntax.EmptyOp) {
 
 func (r *regex) begin() reSet { return r.start }
 
-// step advances s past character c.
+// step advances s past character c. Line anchors ((?m)^ and $) hold
+// next to a newline.
 func (r *regex) step(s reSet, c rune) reSet {
+	if c == '\n' {
+		var before reSet
+		for pc := range uint32(len(r.prog.Inst)) {
+			if s.has(pc) {
+				r.closure(&before, pc, syntax.EmptyEndLine)
+			}
+		}
+		s = before
+	}
+	var after syntax.EmptyOp
+	if c == '\n' {
+		after = syntax.EmptyBeginLine
+	}
 	var next reSet
 	for pc := range uint32(len(r.prog.Inst)) {
 		if !s.has(pc) {
@@ -145,11 +191,29 @@ func (r *regex) step(s reSet, c rune) reSet {
 		switch in.Op {
 		case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
 			if in.MatchRune(c) {
-				r.closure(&next, in.Out, 0)
+				r.closure(&next, in.Out, after)
 			}
 		}
 	}
 	return next.and(r.live)
+}
+
+// readByte advances g in the NFA from state s: g's UTF-8 state and rn are
+// already past the byte. At a character's last byte r steps past it;
+// before, some character the bytes so far can still become must be able
+// to follow (byte-level tokens split characters).
+func (r *regex) readByte(s reSet, g *frame) bool {
+	if g.u8 == 0 {
+		g.re = r.step(s, rune(g.rn))
+		return !g.re.empty()
+	}
+	g.re = s
+	// The characters this prefix can still become, by the range of the
+	// next byte.
+	rest := 6 * (g.u8 - 1)
+	lo := (rune(g.rn)<<6 | rune(g.u8lo&0x3F)) << rest
+	hi := (rune(g.rn)<<6|rune(g.u8hi&0x3F))<<rest | (1<<rest - 1)
+	return r.mayStep(s, lo, hi)
 }
 
 func (r *regex) findDist() {
@@ -171,7 +235,7 @@ func (r *regex) findDist() {
 			case syntax.InstNop, syntax.InstCapture:
 				d = r.dist[in.Out]
 			case syntax.InstEmptyWidth:
-				if syntax.EmptyOp(in.Arg)&(syntax.EmptyBeginText|syntax.EmptyBeginLine) == 0 {
+				if syntax.EmptyOp(in.Arg)&syntax.EmptyBeginText == 0 {
 					d = r.dist[in.Out]
 				}
 			case syntax.InstRune, syntax.InstRune1, syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
@@ -211,8 +275,19 @@ func (r *regex) mayStep(s reSet, lo, hi rune) bool {
 				return true
 			}
 		case syntax.InstRune:
-			if syntax.Flags(in.Arg)&syntax.FoldCase != 0 {
-				return true // conservative
+			if len(in.Rune) == 1 { // a literal; with (?i), its case folds
+				for c := in.Rune[0]; ; {
+					if c >= lo && c <= hi {
+						return true
+					}
+					if syntax.Flags(in.Arg)&syntax.FoldCase == 0 {
+						break
+					}
+					if c = unicode.SimpleFold(c); c == in.Rune[0] {
+						break
+					}
+				}
+				continue
 			}
 			for i := 0; i+1 < len(in.Rune); i += 2 {
 				if in.Rune[i] <= hi && in.Rune[i+1] >= lo {

@@ -1,5 +1,6 @@
 // Package grammar compiles JSON schemas (and tool-call formats built on
-// them) into byte-level pushdown automata and turns them into token masks
+// them), and plain-text regular expressions and choices, into byte-level
+// pushdown automata and turns them into token masks
 // for constrained decoding: the sampler asks, before each token, which
 // vocabulary entries keep the output a prefix of a document the grammar
 // accepts (Mask), then advances the automaton past the chosen token
@@ -43,6 +44,7 @@ const (
 	kText    // free text up to a terminator (Qwen3-Coder parameter values)
 	kSeq     // parts one after the other
 	kRepeat  // items separated by a fixed text
+	kRegex   // plain text matched whole by a regular expression (guided_regex)
 	kKey     // internal: an object key being read
 	kDone    // internal: the document is complete
 )
@@ -496,7 +498,7 @@ func (c *compiler) compileString(s *object, path string) (*node, error) {
 		pattern = fp
 	}
 	if pattern != "" {
-		if n.re, err = compileRegex(pattern); err != nil {
+		if n.re, err = compileRegex(pattern, false); err != nil {
 			return nil, &SchemaError{path + "/pattern", err.Error()}
 		}
 		if d := n.re.minDist(n.re.start); n.maxLen >= 0 && d > n.maxLen {

@@ -45,7 +45,7 @@ func (s *Server) chatGrammar(rf *openai.ResponseFormat, guided openai.VLLMSampli
 	case "text":
 		return nil, nil
 	case "json_object":
-		return s.grammars.get("object\x00"+s.jsonStyle.Name, func() (*grammar.Grammar, error) { return grammar.JSONObject(s.jsonStyle), nil })
+		return s.jsonObjectGrammar()
 	case "json_schema":
 		if rf.JSONSchema == nil || len(bytes.TrimSpace(rf.JSONSchema.Schema)) == 0 {
 			return nil, invalid("response_format.json_schema.schema", "json_schema needs a schema")
@@ -53,29 +53,6 @@ func (s *Server) chatGrammar(rf *openai.ResponseFormat, guided openai.VLLMSampli
 		return s.compileSchema("response_format.json_schema.schema", rf.JSONSchema.Schema)
 	}
 	return nil, invalid("response_format.type", "unknown response_format type %q (text, json_object or json_schema)", rf.Type)
-}
-
-// guidedGrammar compiles vLLM's structured-output fields: guided_json (a
-// schema, or its JSON text) is response_format json_schema under another
-// name. guided_regex and guided_choice need a grammar of plain text, which
-// pkg/grammar does not have: they are a 400 rather than ignored. param names
-// the field used.
-func (s *Server) guidedGrammar(v openai.VLLMSampling) (g *grammar.Grammar, param string, err error) {
-	switch {
-	case v.GuidedRegex != nil:
-		return nil, "", invalid("guided_regex", "guided_regex is not supported (use guided_json or response_format)")
-	case v.GuidedChoice != nil:
-		return nil, "", invalid("guided_choice", "guided_choice is not supported (use guided_json with an enum, which yields a JSON string)")
-	case len(v.GuidedJSON) == 0 || string(v.GuidedJSON) == "null":
-		return nil, "", nil
-	}
-	schema := v.GuidedJSON
-	var text string
-	if json.Unmarshal(schema, &text) == nil {
-		schema = json.RawMessage(text)
-	}
-	g, err = s.compileSchema("guided_json", schema)
-	return g, "guided_json", err
 }
 
 // minTokens forbids the stop tokens until n tokens have been generated

@@ -74,6 +74,13 @@ func newMetrics(eng Engine) *metrics {
 	cfunc("prefix_store_restored_tokens_total", "Prompt tokens restored from the prefix store.", func(s engine.Stats) float64 { return float64(s.PrefixStoreRestored) })
 	gauge("prefix_store_bytes", "Host memory holding evicted prefixes' KV.", func(s engine.Stats) float64 { return float64(s.PrefixStoreBytes) })
 	gauge("prefix_store_capacity_bytes", "The prefix store's bound (--prefix-cache-bytes).", func(s engine.Stats) float64 { return float64(s.PrefixStoreCapacity) })
+	gauge("prefix_disk_bytes", "Bytes of the prefix store's block files (--prefix-cache-dir).", func(s engine.Stats) float64 { return float64(s.PrefixDiskBytes) })
+	gauge("prefix_disk_capacity_bytes", "The prefix store's disk bound (--prefix-cache-disk-bytes); 0 = none.", func(s engine.Stats) float64 { return float64(s.PrefixDiskCapacity) })
+	gauge("prefix_disk_blocks", "Prefix blocks on disk.", func(s engine.Stats) float64 { return float64(s.PrefixDiskBlocks) })
+	cfunc("prefix_disk_written_blocks_total", "Prefix blocks written to disk (evicted from memory, or at shutdown).", func(s engine.Stats) float64 { return float64(s.PrefixDiskWritten) })
+	cfunc("prefix_disk_read_blocks_total", "Prefix blocks read back from disk on a hit.", func(s engine.Stats) float64 { return float64(s.PrefixDiskRead) })
+	cfunc("prefix_disk_evicted_blocks_total", "Prefix blocks deleted to stay within the disk bound.", func(s engine.Stats) float64 { return float64(s.PrefixDiskEvicted) })
+	cfunc("prefix_disk_discarded_blocks_total", "Prefix block files found corrupt or of other weights, deleted unused.", func(s engine.Stats) float64 { return float64(s.PrefixDiskDiscarded) })
 	return m
 }
 

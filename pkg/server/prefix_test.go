@@ -17,30 +17,12 @@ import (
 // long prompt stays cached with 4 slots (in its slot) and with 1 slot (in
 // the prefix store).
 func TestRealEnginePrefixCacheWithoutSessions(t *testing.T) {
-	var long, other strings.Builder
-	for i := range 60 {
-		fmt.Fprintf(&long, "Rule %d: keep the answer short and cite file %d. ", i, i*7)
-	}
-	for i := range 20 {
-		fmt.Fprintf(&other, "Extract memory item %d from the conversation. ", i)
-	}
-	l1 := greedyChat(openai.SystemMessage(long.String()), openai.UserMessage("List the files."))
-	l2 := greedyChat(openai.SystemMessage(other.String()), openai.UserMessage("Go."))
 	for _, slots := range []int{4, 1} {
 		t.Run(fmt.Sprintf("slots=%d", slots), func(t *testing.T) {
 			e := tinyEngine(t, engine.Options{BatchSize: slots})
 			defer e.Close()
 			_, base := startServer(t, e, Options{})
-			c := newClient(base)
-			var cached, prompt []int
-			for _, p := range []openai.ChatCompletionNewParams{l1, l2, l1} {
-				resp, err := c.Chat.Completions.New(context.Background(), p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cached = append(cached, int(resp.Usage.PromptTokensDetails.CachedTokens))
-				prompt = append(prompt, int(resp.Usage.PromptTokens))
-			}
+			prompt, cached := agentPattern(t, base)
 			if prompt[0] < 700 || cached[0] != 0 || cached[1] > 5 || cached[2] != prompt[2]-1 {
 				t.Errorf("prompt tokens %v, cached %v: want 0, a few template tokens, all but the last", prompt, cached)
 			}
@@ -54,4 +36,31 @@ func TestRealEnginePrefixCacheWithoutSessions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agentPattern sends what an agent does without session ids, greedily: a
+// long prompt (~1000 tokens of system prompt), one with another system
+// prompt, the long one again. It returns each request's prompt and cached
+// tokens.
+func agentPattern(t *testing.T, base string) (prompt, cached []int) {
+	t.Helper()
+	var long, other strings.Builder
+	for i := range 60 {
+		fmt.Fprintf(&long, "Rule %d: keep the answer short and cite file %d. ", i, i*7)
+	}
+	for i := range 20 {
+		fmt.Fprintf(&other, "Extract memory item %d from the conversation. ", i)
+	}
+	l1 := greedyChat(openai.SystemMessage(long.String()), openai.UserMessage("List the files."))
+	l2 := greedyChat(openai.SystemMessage(other.String()), openai.UserMessage("Go."))
+	c := newClient(base)
+	for _, p := range []openai.ChatCompletionNewParams{l1, l2, l1} {
+		resp, err := c.Chat.Completions.New(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached = append(cached, int(resp.Usage.PromptTokensDetails.CachedTokens))
+		prompt = append(prompt, int(resp.Usage.PromptTokens))
+	}
+	return prompt, cached
 }

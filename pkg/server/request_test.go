@@ -266,12 +266,12 @@ func TestGuidedDecoding(t *testing.T) {
 		t.Errorf("guided_json not enforced: %q", r.Choices[0].Message.Content)
 	}
 	for _, tc := range []struct{ body, param string }{
-		{`{` + hi + `,"guided_regex":"a+"}`, "guided_regex"},
-		{`{` + hi + `,"guided_choice":["yes","no"]}`, "guided_choice"},
+		{`{` + hi + `,"guided_grammar":"root ::= \"a\""}`, "guided_grammar"},
+		{`{` + hi + `,"structured_outputs":{"grammar":"root ::= \"a\""}}`, "structured_outputs.grammar"},
 		{`{` + hi + `,"guided_json":{"type":"object","$ref":"#"}}`, "guided_json"},
 		{`{` + hi + `,"guided_json":"{"}`, "guided_json"},
 		{`{` + hi + `,"guided_json":` + schema + `,"response_format":{"type":"json_object"}}`, "guided_json"},
-		{`{"prompt":"x","guided_regex":"a+"}`, "guided_regex"},
+		{`{"prompt":"x","guided_grammar":"root ::= \"a\""}`, "guided_grammar"},
 	} {
 		path := "/v1/chat/completions"
 		if strings.HasPrefix(tc.body, `{"prompt"`) {
@@ -308,6 +308,8 @@ func TestReasoningEffort(t *testing.T) {
 		{`"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":false}`, false},
 		// A constrained reply has no room for thinking.
 		{`"reasoning_effort":"high","response_format":{"type":"json_object"},"max_tokens":2`, false},
+		{`"reasoning_effort":"high","guided_choice":["ok","no"]`, false},
+		{`"reasoning_effort":"high","structured_outputs":{"regex":"o?k"}`, false},
 	} {
 		body := strings.Replace(`{`+hi+`,`+tc.extra+`}`, ",}", "}", 1)
 		postOK(t, base, "/v1/chat/completions", body)

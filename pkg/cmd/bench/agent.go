@@ -13,7 +13,7 @@ import (
 type AgentOptions struct {
 	Common
 	BatchSize         int
-	PrefixCacheBytes  int64
+	PrefixCacheBytes  cmdutil.ByteLimit
 	Turns             int
 	SystemTokens      int
 	MemoryTokens      int
@@ -47,7 +47,8 @@ of its kind left reusable.`,
 	addCommonFlags(cmd, &opts.Common)
 	fl := cmd.Flags()
 	fl.IntVar(&opts.BatchSize, "batch-size", 2, "KV cache slots")
-	fl.Int64Var(&opts.PrefixCacheBytes, "prefix-cache-bytes", -1, "prefix store size (0 = none, -1 = the engine's default)")
+	cmdutil.ByteLimitVar(fl, &opts.PrefixCacheBytes, "prefix-cache-bytes", "off", cmdutil.PrefixCacheLegacy,
+		"prefix store size: a size (e.g. 8GiB), auto (the engine's default) or off")
 	fl.IntVar(&opts.Turns, "turns", 8, "agent turns (a main and a memory request each)")
 	fl.IntVar(&opts.SystemTokens, "system-tokens", 4096, "main system prompt and tool definitions")
 	fl.IntVar(&opts.MemoryTokens, "memory-tokens", 1024, "memory-extraction system prompt")
@@ -70,7 +71,7 @@ func agentRun(cmd *cobra.Command, opts *AgentOptions) error {
 	}
 	ao := bench.AgentOptions{Turns: opts.Turns, SystemTokens: opts.SystemTokens, MemoryTokens: opts.MemoryTokens,
 		TurnTokens: opts.TurnTokens, ReplyTokens: opts.ReplyTokens, MemoryReplyTokens: opts.MemoryReplyTokens, Seed: opts.Seed}
-	opts.prefixCacheBytes = cmdutil.PrefixCacheOption(opts.PrefixCacheBytes)
+	opts.prefixCacheBytes = opts.PrefixCacheBytes.Bytes()
 	s, err := opts.start(cmd.Context(), bench.AgentSequenceLength(ao), opts.BatchSize, 0)
 	if err != nil {
 		return err

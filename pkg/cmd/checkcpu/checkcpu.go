@@ -133,18 +133,7 @@ func checkcpuRun(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		err = cmdutil.PrintJSON(opts.IO.Out, r)
-	} else {
-		err = printReport(opts.IO.Out, r)
-	}
-	if err != nil {
-		return err
-	}
-	if !r.Deployable {
-		return &cmdutil.ExitError{Code: 1}
-	}
-	return nil
+	return cmdutil.WriteReport(opts.IO.Out, r, opts.JSON, printReport, r.Deployable)
 }
 
 func buildReport(opts *Options) (*Report, error) {

@@ -122,18 +122,7 @@ func inspectRun(opts *Options) error {
 	if err != nil {
 		return err
 	}
-	if opts.JSON {
-		err = cmdutil.PrintJSON(opts.IO.Out, r)
-	} else {
-		err = printReport(opts.IO.Out, r)
-	}
-	if err != nil {
-		return err
-	}
-	if !r.OK {
-		return &cmdutil.ExitError{Code: 1}
-	}
-	return nil
+	return cmdutil.WriteReport(opts.IO.Out, r, opts.JSON, printReport, r.OK)
 }
 
 // configDir is where config.json lives for a model path that may be a file.

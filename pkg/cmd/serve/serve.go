@@ -35,7 +35,7 @@ type Options struct {
 	MaxQueue        int
 	QueueTimeout    time.Duration
 	SessionStore    string
-	SessionMaxBytes int64
+	SessionMaxBytes cmdutil.ByteLimit
 	SessionTTL      time.Duration
 	MaxBodyBytes    int64
 	DrainTimeout    time.Duration
@@ -102,7 +102,8 @@ error event and [DONE]), then exits.`,
 	fl.IntVar(&opts.MaxQueue, "max-queue", 1024, "requests waiting for a slot before new ones get 429 (with Retry-After)")
 	fl.DurationVar(&opts.QueueTimeout, "queue-timeout", 0, "longest wait for a slot before a 429 (0 = no limit)")
 	fl.StringVar(&opts.SessionStore, "session-store", "", "directory keeping sessions (KV and transcripts) across eviction and restarts")
-	fl.Int64Var(&opts.SessionMaxBytes, "session-store-max-bytes", 0, "bound of --session-store in bytes, least recently used sessions evicted beyond it (0 = 10% of the free space at start-up, -1 = none)")
+	cmdutil.ByteLimitVar(fl, &opts.SessionMaxBytes, "session-store-max-bytes", "unbounded", cmdutil.StoreBoundLegacy,
+		"bound of --session-store, least recently used sessions evicted beyond it: a size (e.g. 20GiB), auto (10% of its file system's free space at start-up) or unbounded")
 	fl.DurationVar(&opts.SessionTTL, "session-ttl", 24*time.Hour, "delete sessions idle for longer (0 = never)")
 	fl.Int64Var(&opts.MaxBodyBytes, "max-body-bytes", 16<<20, "largest request body accepted (413 beyond)")
 	fl.DurationVar(&opts.DrainTimeout, "drain-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long in-flight requests may finish before they end with an error event")
@@ -162,7 +163,7 @@ func serveRun(opts *Options) error {
 	}
 	eo := opts.EngineFlags.Options()
 	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
-	eo.SessionStoreMaxBytes, eo.SessionTTL = opts.SessionMaxBytes, opts.SessionTTL
+	eo.SessionStoreMaxBytes, eo.SessionTTL = opts.SessionMaxBytes.Bytes(), opts.SessionTTL
 	newEngine := opts.newEngine
 	if newEngine == nil {
 		newEngine = engine.New

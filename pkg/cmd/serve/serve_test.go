@@ -31,16 +31,22 @@ func TestFlags(t *testing.T) {
 	}{
 		{nil, nil, func(o *Options) bool {
 			return o.Host == "0.0.0.0" && o.Port == 8000 && o.BatchSize == 4 && o.SequenceLength == 4096 && o.APIKey == "" &&
-				o.SessionMaxBytes == 0 && o.SessionTTL == 24*time.Hour &&
+				o.SessionMaxBytes.Bytes() == 0 && o.SessionTTL == 24*time.Hour &&
 				o.DrainTimeout == 30*time.Second && o.ReadTimeout == 30*time.Second && o.WriteTimeout == time.Minute &&
 				o.IdleTimeout == 2*time.Minute && o.MaxConnections == 4096
 		}},
 		{[]string{"--session-store-max-bytes", "1000000", "--session-ttl", "0"}, map[string]string{"ELLM_SESSION_TTL": "1h"}, func(o *Options) bool {
-			return o.SessionMaxBytes == 1000000 && o.SessionTTL == 0
+			return o.SessionMaxBytes.Bytes() == 1000000 && o.SessionTTL == 0
 		}},
 		{nil, map[string]string{"ELLM_SESSION_STORE_MAX_BYTES": "-1", "ELLM_SESSION_TTL": "90m"}, func(o *Options) bool {
-			return o.SessionMaxBytes == -1 && o.SessionTTL == 90*time.Minute
+			return o.SessionMaxBytes.Bytes() == -1 && o.SessionTTL == 90*time.Minute
 		}},
+		{nil, map[string]string{"ELLM_SESSION_STORE_MAX_BYTES": "unbounded"}, func(o *Options) bool { return o.SessionMaxBytes.Bytes() == -1 }},
+		{[]string{"--session-store-max-bytes", "20GiB", "--prefix-cache-dir", "/p", "--prefix-cache-disk-bytes", "1T", "--prefix-cache-bytes", "off"}, nil,
+			func(o *Options) bool {
+				eo := o.EngineFlags.Options()
+				return o.SessionMaxBytes.Bytes() == 20<<30 && eo.PrefixCacheDir == "/p" && eo.PrefixCacheDiskBytes == 1e12 && eo.PrefixCacheBytes == -1
+			}},
 		{[]string{"--drain-timeout", "5s", "--read-timeout", "1s", "--write-timeout", "2s", "--idle-timeout", "3s", "--max-connections", "7"},
 			nil, func(o *Options) bool {
 				return o.DrainTimeout == 5*time.Second && o.ReadTimeout == time.Second && o.WriteTimeout == 2*time.Second &&

@@ -80,9 +80,30 @@ type VLLMSampling struct {
 	IncludeStopStrInOutput bool `json:"include_stop_str_in_output,omitempty"`
 	// GuidedJSON is a JSON schema (an object, or its text) the reply must
 	// satisfy: an alias of response_format json_schema.
-	GuidedJSON   json.RawMessage `json:"guided_json,omitempty"`
-	GuidedRegex  *string         `json:"guided_regex,omitempty"`
-	GuidedChoice []string        `json:"guided_choice,omitempty"`
+	GuidedJSON json.RawMessage `json:"guided_json,omitempty"`
+	// GuidedRegex is a regular expression the whole reply must match.
+	GuidedRegex *string `json:"guided_regex,omitempty"`
+	// GuidedChoice lists the replies allowed, as bare text.
+	GuidedChoice []string `json:"guided_choice,omitempty"`
+	// GuidedGrammar (an EBNF grammar) and GuidedWhitespacePattern are
+	// read only to be refused: ellm has no context-free grammars, and its
+	// JSON layout is fixed.
+	GuidedGrammar           *string `json:"guided_grammar,omitempty"`
+	GuidedWhitespacePattern *string `json:"guided_whitespace_pattern,omitempty"`
+	// StructuredOutputs is vLLM's newer home of the guided_* fields.
+	StructuredOutputs *StructuredOutputs `json:"structured_outputs,omitempty"`
+}
+
+// StructuredOutputs is vLLM's structured_outputs (which replaced the
+// guided_* fields in vLLM 0.12): one of json, regex, choice or json_object.
+type StructuredOutputs struct {
+	JSON              json.RawMessage `json:"json,omitempty"`
+	Regex             *string         `json:"regex,omitempty"`
+	Choice            []string        `json:"choice,omitempty"`
+	JSONObject        *bool           `json:"json_object,omitempty"`
+	Grammar           *string         `json:"grammar,omitempty"`
+	WhitespacePattern *string         `json:"whitespace_pattern,omitempty"`
+	StructuralTag     json.RawMessage `json:"structural_tag,omitempty"`
 }
 
 // StreamOptions are the options of a streamed response.
