@@ -1,9 +1,10 @@
 //go:build ignore
 
-// gen_tile writes tile_group_amd64.s: the AVX-512 group tile kernels, which
-// run two or four queries of a GQA group over one tile of K/V, for each way
-// the tile is read (widened f32 tile, bf16 cache in place, int8 cache in
-// place). Run it with `go generate` in this directory.
+// gen_tile writes tile_group_amd64.s: the AVX-512 tile kernels, the
+// single-query one and the group kernels, which run two or four queries of
+// a GQA group over one tile of K/V, for each way the tile is read (widened
+// f32 tile, bf16 cache in place, int8 cache in place). Run it with
+// `go generate` in this directory.
 //
 // Per query every kernel computes exactly tileAVX512's operations (the score
 // as one 16-lane FMA chain over head_dim folded by the fixed tree (i, i+8),
@@ -243,7 +244,7 @@ func (g *gen) scores() {
 	if g.prefill {
 		g.label("fold")
 	}
-	g.fold()
+	fold(&g.File)
 	g.I("VPERMPS Z0, Z28, Z0     // lane %dq+j: query q, key BX+j", kb)
 	g.I("VMULPS Z29, Z0, Z0")
 	for i := range q {
@@ -277,11 +278,11 @@ func (g *gen) scores() {
 
 // fold reduces the 16 accumulators Z0..Z15 to their 16 scores in Z0 by the
 // score tree; after it lane 4k+j holds accumulator k+4j (keyperm undoes that).
-func (g *gen) fold() {
+func fold(f *emit.File) {
 	level := func(shuf string, lo, hi string, a, b int) {
-		g.I("%s $%s, Z%d, Z%d, Z16", shuf, lo, b, a)
-		g.I("%s $%s, Z%d, Z%d, Z17", shuf, hi, b, a)
-		g.I("VADDPS Z17, Z16, Z%d", a)
+		f.I("%s $%s, Z%d, Z%d, Z16", shuf, lo, b, a)
+		f.I("%s $%s, Z%d, Z%d, Z17", shuf, hi, b, a)
+		f.I("VADDPS Z17, Z16, Z%d", a)
 	}
 	for a := 0; a < 16; a += 2 { // lanes (i, i+8)
 		level("VSHUFF32X4", "0x44", "0xEE", a, a+1)
@@ -591,6 +592,159 @@ func (g *gen) values() {
 	g.I("RET")
 }
 
+// single writes tileAVX512: one query over the tile, the reference the
+// group kernels are tested against. Scores in blocks of 16 keys (Z0..Z15
+// accumulate key i over the head_dim chunks, K as the FMAs' memory operand),
+// the same fold; V in passes of 128, 64 or 16 dims.
+func single(f *emit.File) {
+	fmt.Fprintf(f, "\n// func tileAVX512(ml, acc, q, k, v, s *float32, n, hd int, scale float32)\n//\n")
+	fmt.Fprintf(f, "// Registers: AX ml, BX acc, CX q, DX k (chunk-major tile), SI v (rows),\n// DI s, R8 n, R9 hd.\n")
+	fmt.Fprintf(f, "TEXT ·tileAVX512(SB), NOSPLIT, $0-68\n")
+	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
+		f.I("MOVQ %s", a)
+	}
+	f.I("VBROADCASTSS scale+64(FP), Z19")
+	f.I("VMOVDQU32 keyperm<>(SB), Z18")
+	f.I("VBROADCASTSS c_ninf<>(SB), Z20 // running max of valid scores")
+	f.I("")
+	f.Comment("Scores, 16 keys per block g: Z0..Z15 accumulate key i over the head_dim chunks.")
+	f.I("XORQ R11, R11           // g·16: first key of the block")
+	f.Label("scoreblock")
+	f.I("VPXORD Z0, Z0, Z0")
+	for i := 1; i < 16; i++ {
+		f.I("VMOVAPS Z0, Z%d", i)
+	}
+	f.I("MOVQ R11, R12")
+	f.I("SHLQ $6, R12")
+	f.I("ADDQ DX, R12            // &k[chunk 0][key g·16]")
+	f.I("MOVQ CX, R13            // &q[0]")
+	f.I("MOVQ R9, R14")
+	f.I("SHRQ $4, R14            // chunks")
+	f.Label("scorechunk")
+	f.I("VMOVUPS (R13), Z16")
+	for j := range 16 {
+		f.I("VFMADD231PS %d(R12), Z16, Z%d", 64*j, j)
+	}
+	f.I("ADDQ $64, R13")
+	f.I("ADDQ $4096, R12")
+	f.I("DECQ R14")
+	f.I("JNZ  scorechunk")
+	f.I("")
+	fold(f)
+	f.I("VPERMPS Z0, Z18, Z0")
+	f.I("VMULPS Z19, Z0, Z0")
+	f.I("VMOVUPS Z0, (DI)(R11*4)")
+	f.I("")
+	f.Comment("K1 = lanes of this block below n")
+	f.I("MOVQ R8, R13")
+	f.I("SUBQ R11, R13")
+	f.I("MOVL $0xffff, R14")
+	f.I("BZHIL R13, R14, R14")
+	f.I("KMOVW R14, K1")
+	f.I("VMAXPS Z0, Z20, K1, Z20")
+	f.I("")
+	f.I("ADDQ $16, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  scoreblock")
+	f.I("")
+	f.Comment("m' = max(m, max of the tile's scores)")
+	f.I("VEXTRACTF32X8 $1, Z20, Y1")
+	f.I("VMAXPS Y1, Y20, Y1")
+	f.I("VEXTRACTF128 $1, Y1, X2")
+	f.I("VMAXPS X2, X1, X1")
+	f.I("VMOVHLPS X1, X1, X2")
+	f.I("VMAXPS X2, X1, X1")
+	f.I("VMOVSHDUP X1, X2")
+	f.I("VMAXSS X2, X1, X1")
+	f.I("VMOVSS (AX), X3         // m")
+	f.I("VMAXSS X3, X1, X1       // m'")
+	f.I("VMOVSS X1, (AX)")
+	f.I("VSUBSS X1, X3, X3       // m − m'")
+	f.I("VBROADCASTSS X1, Z18    // m' in every lane")
+	f.I("VBROADCASTSS X3, Z19")
+	f.I("")
+	f.Exp512("Z19", "Z0", "Z1", "Z2") // corr = e^(m−m') in every lane
+	f.I("")
+	f.Comment("p = e^(s − m'), summed per lane over the blocks of valid keys")
+	f.I("VPXORD Z17, Z17, Z17")
+	f.I("XORQ R11, R11")
+	f.Label("expblock")
+	f.I("VMOVUPS (DI)(R11*4), Z3")
+	f.I("VSUBPS Z18, Z3, Z3")
+	f.Exp512("Z3", "Z0", "Z1", "Z2")
+	f.I("VMOVUPS Z3, (DI)(R11*4)")
+	f.I("MOVQ R8, R13")
+	f.I("SUBQ R11, R13")
+	f.I("MOVL $0xffff, R14")
+	f.I("BZHIL R13, R14, R14")
+	f.I("KMOVW R14, K1")
+	f.I("VADDPS Z3, Z17, K1, Z17")
+	f.I("ADDQ $16, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  expblock")
+	f.I("")
+	f.Comment("l' = l·corr + fold of the lane sums in the tree order")
+	f.I("VEXTRACTF32X8 $1, Z17, Y1")
+	f.I("VADDPS Y1, Y17, Y1")
+	f.I("VEXTRACTF128 $1, Y1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVHLPS X1, X1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVSHDUP X1, X2")
+	f.I("VADDSS X2, X1, X1")
+	f.I("VMOVSS 4(AX), X2")
+	f.I("VMULSS X19, X2, X2")
+	f.I("VADDSS X1, X2, X2")
+	f.I("VMOVSS X2, 4(AX)")
+	f.I("")
+	f.Comment("acc = acc·corr + Σ_t p_t·v_t, in blocks of 128, 64 or 16 dims.")
+	f.I("MOVQ R9, R10")
+	f.I("SHLQ $2, R10            // row stride in bytes")
+	f.I("XORQ R11, R11           // byte offset of the dim block")
+	f.Label("vblock")
+	f.I("MOVQ R9, R12")
+	f.I("SHLQ $2, R12")
+	f.I("SUBQ R11, R12           // bytes left in the row")
+	f.I("CMPQ R12, $512")
+	f.I("JGE  v128")
+	f.I("CMPQ R12, $256")
+	f.I("JGE  v64")
+	f.I("JMP  v16")
+	for _, dims := range []int{128, 64, 16} {
+		f.I("")
+		f.Label(fmt.Sprintf("v%d", dims))
+		nv := dims / 16
+		f.I("LEAQ (BX)(R11*1), R13")
+		for c := range nv {
+			f.I("VMULPS %d(R13), Z19, Z%d", 64*c, c)
+		}
+		f.I("LEAQ (SI)(R11*1), R14")
+		f.I("XORQ R15, R15")
+		f.Label(fmt.Sprintf("v%dt", dims))
+		f.I("VBROADCASTSS (DI)(R15*4), Z8")
+		for c := range nv {
+			f.I("VFMADD231PS %d(R14), Z8, Z%d", 64*c, c)
+		}
+		f.I("ADDQ R10, R14")
+		f.I("INCQ R15")
+		f.I("CMPQ R15, R8")
+		f.I("JLT  v%dt", dims)
+		for c := range nv {
+			f.I("VMOVUPS Z%d, %d(R13)", c, 64*c)
+		}
+		f.I("ADDQ $%d, R11", 4*dims)
+		if dims != 16 {
+			f.I("JMP  vnext")
+		}
+	}
+	f.I("")
+	f.Label("vnext")
+	f.I("CMPQ R11, R10")
+	f.I("JLT  vblock")
+	f.I("VZEROUPPER")
+	f.I("RET")
+}
+
 func main() {
 	f := emit.Header("gen_tile.go", "amd64 && !purego", "exp_amd64.h")
 	f.WriteString(`
@@ -600,6 +754,7 @@ func main() {
 		fmt.Fprintf(f, "DATA keyperm<>+%d(SB)/4, $%d\n", 4*i, i%4*4+i/4)
 	}
 	f.WriteString("GLOBL keyperm<>(SB), RODATA|NOPTR, $64\n")
+	single(f)
 	for _, k := range kernels {
 		g := &gen{kernel: k}
 		g.generate()
