@@ -1,9 +1,9 @@
 //go:build ignore
 
-// gen_tile writes tile_group_amd64.s: the AVX-512 tile kernels, the
-// single-query one and the group kernels, which run two or four queries of
-// a GQA group over one tile of K/V, for each way the tile is read (widened
-// f32 tile, bf16 cache in place, int8 cache in place). Run it with
+// gen_tile writes tile_gen_amd64.s: the tile kernels, the single-query
+// ones (AVX-512, AVX2) and the AVX-512 group kernels, which run two or four
+// queries of a GQA group over one tile of K/V, for each way the tile is read
+// (widened f32 tile, bf16 cache in place, int8 cache in place). Run it with
 // `go generate` in this directory.
 //
 // Per query every kernel computes exactly tileAVX512's operations (the score
@@ -745,6 +745,176 @@ func single(f *emit.File) {
 	f.I("RET")
 }
 
+// avx2 writes tileAVX2: tileAVX512's steps with each 16-lane accumulator as
+// two 8-lane registers (lanes 0-7, 8-15) and the same fold tree, so both
+// paths give the same bits. Scores in blocks of 4 keys; V in passes of 64
+// or 16 dims.
+func avx2(f *emit.File) {
+	f.WriteString(`
+// 16 all-ones lanes then 16 zero lanes: loading at byte offset 4·(16−r)
+// gives a mask of the first r lanes.
+`)
+	for off := 0; off < 128; off += 8 {
+		v := "$-1"
+		if off >= 64 {
+			v = "$0"
+		}
+		fmt.Fprintf(f, "DATA lanemask<>+%d(SB)/8, %s\n", off, v)
+	}
+	f.WriteString("GLOBL lanemask<>(SB), RODATA|NOPTR, $128\n\n// After the AVX2 score tree lanes 0, 4, 2, 6 hold keys 0, 1, 2, 3.\n")
+	for i, k := range []int{0, 4, 2, 6, 1, 5, 3, 7} {
+		fmt.Fprintf(f, "DATA keyperm4<>+%d(SB)/4, $%d\n", 4*i, k)
+	}
+	f.WriteString("GLOBL keyperm4<>(SB), RODATA|NOPTR, $32\n")
+	fmt.Fprintf(f, "\n// func tileAVX2(ml, acc, q, k, v, s *float32, n, hd int, scale float32)\n")
+	fmt.Fprintf(f, "TEXT ·tileAVX2(SB), NOSPLIT, $0-68\n")
+	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
+		f.I("MOVQ %s", a)
+	}
+	f.I("VBROADCASTSS scale+64(FP), Y10")
+	f.I("VMOVDQU keyperm4<>(SB), Y11")
+	f.I("")
+	f.Comment("Scores, 4 keys per block: Y(2j), Y(2j+1) are lanes 0-7, 8-15 of key j.")
+	f.I("XORQ R11, R11")
+	f.Label("a2block")
+	for i := range 8 {
+		f.I("VXORPS Y%d, Y%d, Y%d", i, i, i)
+	}
+	f.I("MOVQ R11, R12")
+	f.I("SHLQ $6, R12")
+	f.I("ADDQ DX, R12")
+	f.I("MOVQ CX, R13")
+	f.I("MOVQ R9, R14")
+	f.I("SHRQ $4, R14")
+	f.Label("a2chunk")
+	f.I("VMOVUPS (R13), Y8")
+	f.I("VMOVUPS 32(R13), Y9")
+	for i := range 8 {
+		f.I("VFMADD231PS %d(R12), Y%d, Y%d", 32*i, 8+i%2, i)
+	}
+	f.I("ADDQ $64, R13")
+	f.I("ADDQ $4096, R12")
+	f.I("DECQ R14")
+	f.I("JNZ  a2chunk")
+	for i := 0; i < 8; i += 2 {
+		f.I("VADDPS Y%d, Y%d, Y%d       // (i, i+8)", i+1, i, i)
+	}
+	for _, a := range []int{0, 4} {
+		f.I("VPERM2F128 $0x20, Y%d, Y%d, Y8 // (i, i+4)", a+2, a)
+		f.I("VPERM2F128 $0x31, Y%d, Y%d, Y9", a+2, a)
+		f.I("VADDPS Y9, Y8, Y%d", a)
+	}
+	f.I("VSHUFPS $0x44, Y4, Y0, Y8    // (i, i+2)")
+	f.I("VSHUFPS $0xEE, Y4, Y0, Y9")
+	f.I("VADDPS Y9, Y8, Y8")
+	f.I("VPERMILPS $0xB1, Y8, Y9      // (i, i+1)")
+	f.I("VADDPS Y9, Y8, Y8")
+	f.I("VPERMPS Y8, Y11, Y8")
+	f.I("VMULPS Y10, Y8, Y8")
+	f.I("VMOVUPS X8, (DI)(R11*4)")
+	f.I("ADDQ $4, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  a2block")
+	f.I("")
+	f.Comment("m' = max(m, scores[0:n])")
+	f.I("VBROADCASTSS c_ninf<>(SB), X1")
+	f.I("XORQ R11, R11")
+	f.Label("a2max")
+	f.I("VMAXSS (DI)(R11*4), X1, X1")
+	f.I("INCQ R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  a2max")
+	f.I("VMOVSS (AX), X3")
+	f.I("VMAXSS X3, X1, X1")
+	f.I("VMOVSS X1, (AX)")
+	f.I("VSUBSS X1, X3, X3")
+	f.I("VBROADCASTSS X1, Y14")
+	f.I("VBROADCASTSS X3, Y15")
+	f.Exp256("Y15", "Y0", "Y1", "Y2", "Y3")
+	f.I("")
+	f.Comment("p = e^(s − m'), lane sums over the valid keys")
+	f.I("VXORPS Y12, Y12, Y12")
+	f.I("VXORPS Y13, Y13, Y13")
+	f.I("XORQ R11, R11")
+	f.Label("a2exp")
+	f.I("MOVQ R8, R12")
+	f.I("SUBQ R11, R12")
+	f.I("CMPQ R12, $16")
+	f.I("JLE  a2r")
+	f.I("MOVQ $16, R12")
+	f.Label("a2r")
+	f.I("NEGQ R12")
+	f.I("LEAQ lanemask<>+64(SB), R13")
+	f.I("LEAQ (R13)(R12*4), R13  // mask of the first r lanes")
+	for h, r := range []int{5, 6} {
+		f.I("VMOVUPS %s(DI)(R11*4), Y%d", map[int]string{0: "", 1: "32"}[h], r)
+		f.I("VSUBPS Y14, Y%d, Y%d", r, r)
+		f.Exp256(fmt.Sprintf("Y%d", r), "Y0", "Y1", "Y2", "Y3")
+		f.I("VMOVUPS Y%d, %s(DI)(R11*4)", r, map[int]string{0: "", 1: "32"}[h])
+		f.I("VANDPS %s(R13), Y%d, Y%d", map[int]string{0: "", 1: "32"}[h], r, r)
+		f.I("VADDPS Y%d, Y%d, Y%d", r, 12+h, 12+h)
+	}
+	f.I("ADDQ $16, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  a2exp")
+	f.I("VADDPS Y13, Y12, Y1")
+	f.I("VEXTRACTF128 $1, Y1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVHLPS X1, X1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVSHDUP X1, X2")
+	f.I("VADDSS X2, X1, X1")
+	f.I("VMOVSS 4(AX), X2")
+	f.I("VMULSS X15, X2, X2")
+	f.I("VADDSS X1, X2, X2")
+	f.I("VMOVSS X2, 4(AX)")
+	f.I("")
+	f.Comment("acc = acc·corr + Σ_t p_t·v_t, 64 (else 16) dims at a time")
+	f.I("MOVQ R9, R10")
+	f.I("SHLQ $2, R10")
+	f.I("XORQ R11, R11")
+	f.Label("a2v")
+	f.I("MOVQ R10, R12")
+	f.I("SUBQ R11, R12")
+	f.I("CMPQ R12, $256")
+	f.I("JLT  a2v16")
+	for _, dims := range []int{64, 16} {
+		if dims == 16 {
+			f.I("")
+			f.Label("a2v16")
+		}
+		nv := dims / 8
+		f.I("LEAQ (BX)(R11*1), R13")
+		for c := range nv {
+			f.I("VMULPS %d(R13), Y15, Y%d", 32*c, c)
+		}
+		f.I("LEAQ (SI)(R11*1), R14")
+		f.I("XORQ R15, R15")
+		f.Label(fmt.Sprintf("a2v%dt", dims))
+		f.I("VBROADCASTSS (DI)(R15*4), Y8")
+		for c := range nv {
+			f.I("VFMADD231PS %d(R14), Y8, Y%d", 32*c, c)
+		}
+		f.I("ADDQ R10, R14")
+		f.I("INCQ R15")
+		f.I("CMPQ R15, R8")
+		f.I("JLT  a2v%dt", dims)
+		for c := range nv {
+			f.I("VMOVUPS Y%d, %d(R13)", c, 32*c)
+		}
+		f.I("ADDQ $%d, R11", 4*dims)
+		if dims == 64 {
+			f.I("JMP  a2vnext")
+		}
+	}
+	f.I("")
+	f.Label("a2vnext")
+	f.I("CMPQ R11, R10")
+	f.I("JLT  a2v")
+	f.I("VZEROUPPER")
+	f.I("RET")
+}
+
 func main() {
 	f := emit.Header("gen_tile.go", "amd64 && !purego", "exp_amd64.h")
 	f.WriteString(`
@@ -755,12 +925,13 @@ func main() {
 	}
 	f.WriteString("GLOBL keyperm<>(SB), RODATA|NOPTR, $64\n")
 	single(f)
+	avx2(f)
 	for _, k := range kernels {
 		g := &gen{kernel: k}
 		g.generate()
 		f.Write(g.Bytes())
 	}
-	if err := f.WriteFile("tile_group_amd64.s"); err != nil {
+	if err := f.WriteFile("tile_gen_amd64.s"); err != nil {
 		log.Fatal(err)
 	}
 }

@@ -40,6 +40,10 @@ func X(n int) string { return fmt.Sprintf("X%d", n) }
 // definition's name or arguments is made once, here.
 func (f *File) Exp512(x, n, t, u string) { f.I("EXP512(%s, %s, %s, %s)", x, n, t, u) }
 
+// Exp256 is Exp512 on 8 lanes for AVX2 (the EXP256 macro; k is a scratch
+// vector for the mask).
+func (f *File) Exp256(x, n, t, u, k string) { f.I("EXP256(%s, %s, %s, %s, %s)", x, n, t, u, k) }
+
 // Header is the first lines of a generated assembly file: the generator's
 // name, the build constraint and the includes.
 func Header(generator, build string, includes ...string) *File {

@@ -297,6 +297,230 @@ vnext:
 	VZEROUPPER
 	RET
 
+// 16 all-ones lanes then 16 zero lanes: loading at byte offset 4·(16−r)
+// gives a mask of the first r lanes.
+DATA lanemask<>+0(SB)/8, $-1
+DATA lanemask<>+8(SB)/8, $-1
+DATA lanemask<>+16(SB)/8, $-1
+DATA lanemask<>+24(SB)/8, $-1
+DATA lanemask<>+32(SB)/8, $-1
+DATA lanemask<>+40(SB)/8, $-1
+DATA lanemask<>+48(SB)/8, $-1
+DATA lanemask<>+56(SB)/8, $-1
+DATA lanemask<>+64(SB)/8, $0
+DATA lanemask<>+72(SB)/8, $0
+DATA lanemask<>+80(SB)/8, $0
+DATA lanemask<>+88(SB)/8, $0
+DATA lanemask<>+96(SB)/8, $0
+DATA lanemask<>+104(SB)/8, $0
+DATA lanemask<>+112(SB)/8, $0
+DATA lanemask<>+120(SB)/8, $0
+GLOBL lanemask<>(SB), RODATA|NOPTR, $128
+
+// After the AVX2 score tree lanes 0, 4, 2, 6 hold keys 0, 1, 2, 3.
+DATA keyperm4<>+0(SB)/4, $0
+DATA keyperm4<>+4(SB)/4, $4
+DATA keyperm4<>+8(SB)/4, $2
+DATA keyperm4<>+12(SB)/4, $6
+DATA keyperm4<>+16(SB)/4, $1
+DATA keyperm4<>+20(SB)/4, $5
+DATA keyperm4<>+24(SB)/4, $3
+DATA keyperm4<>+28(SB)/4, $7
+GLOBL keyperm4<>(SB), RODATA|NOPTR, $32
+
+// func tileAVX2(ml, acc, q, k, v, s *float32, n, hd int, scale float32)
+TEXT ·tileAVX2(SB), NOSPLIT, $0-68
+	MOVQ ml+0(FP), AX
+	MOVQ acc+8(FP), BX
+	MOVQ q+16(FP), CX
+	MOVQ k+24(FP), DX
+	MOVQ v+32(FP), SI
+	MOVQ s+40(FP), DI
+	MOVQ n+48(FP), R8
+	MOVQ hd+56(FP), R9
+	VBROADCASTSS scale+64(FP), Y10
+	VMOVDQU keyperm4<>(SB), Y11
+	
+	// Scores, 4 keys per block: Y(2j), Y(2j+1) are lanes 0-7, 8-15 of key j.
+	XORQ R11, R11
+a2block:
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	MOVQ R11, R12
+	SHLQ $6, R12
+	ADDQ DX, R12
+	MOVQ CX, R13
+	MOVQ R9, R14
+	SHRQ $4, R14
+a2chunk:
+	VMOVUPS (R13), Y8
+	VMOVUPS 32(R13), Y9
+	VFMADD231PS 0(R12), Y8, Y0
+	VFMADD231PS 32(R12), Y9, Y1
+	VFMADD231PS 64(R12), Y8, Y2
+	VFMADD231PS 96(R12), Y9, Y3
+	VFMADD231PS 128(R12), Y8, Y4
+	VFMADD231PS 160(R12), Y9, Y5
+	VFMADD231PS 192(R12), Y8, Y6
+	VFMADD231PS 224(R12), Y9, Y7
+	ADDQ $64, R13
+	ADDQ $4096, R12
+	DECQ R14
+	JNZ  a2chunk
+	VADDPS Y1, Y0, Y0       // (i, i+8)
+	VADDPS Y3, Y2, Y2       // (i, i+8)
+	VADDPS Y5, Y4, Y4       // (i, i+8)
+	VADDPS Y7, Y6, Y6       // (i, i+8)
+	VPERM2F128 $0x20, Y2, Y0, Y8 // (i, i+4)
+	VPERM2F128 $0x31, Y2, Y0, Y9
+	VADDPS Y9, Y8, Y0
+	VPERM2F128 $0x20, Y6, Y4, Y8 // (i, i+4)
+	VPERM2F128 $0x31, Y6, Y4, Y9
+	VADDPS Y9, Y8, Y4
+	VSHUFPS $0x44, Y4, Y0, Y8    // (i, i+2)
+	VSHUFPS $0xEE, Y4, Y0, Y9
+	VADDPS Y9, Y8, Y8
+	VPERMILPS $0xB1, Y8, Y9      // (i, i+1)
+	VADDPS Y9, Y8, Y8
+	VPERMPS Y8, Y11, Y8
+	VMULPS Y10, Y8, Y8
+	VMOVUPS X8, (DI)(R11*4)
+	ADDQ $4, R11
+	CMPQ R11, R8
+	JLT  a2block
+	
+	// m' = max(m, scores[0:n])
+	VBROADCASTSS c_ninf<>(SB), X1
+	XORQ R11, R11
+a2max:
+	VMAXSS (DI)(R11*4), X1, X1
+	INCQ R11
+	CMPQ R11, R8
+	JLT  a2max
+	VMOVSS (AX), X3
+	VMAXSS X3, X1, X1
+	VMOVSS X1, (AX)
+	VSUBSS X1, X3, X3
+	VBROADCASTSS X1, Y14
+	VBROADCASTSS X3, Y15
+	EXP256(Y15, Y0, Y1, Y2, Y3)
+	
+	// p = e^(s − m'), lane sums over the valid keys
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	XORQ R11, R11
+a2exp:
+	MOVQ R8, R12
+	SUBQ R11, R12
+	CMPQ R12, $16
+	JLE  a2r
+	MOVQ $16, R12
+a2r:
+	NEGQ R12
+	LEAQ lanemask<>+64(SB), R13
+	LEAQ (R13)(R12*4), R13  // mask of the first r lanes
+	VMOVUPS (DI)(R11*4), Y5
+	VSUBPS Y14, Y5, Y5
+	EXP256(Y5, Y0, Y1, Y2, Y3)
+	VMOVUPS Y5, (DI)(R11*4)
+	VANDPS (R13), Y5, Y5
+	VADDPS Y5, Y12, Y12
+	VMOVUPS 32(DI)(R11*4), Y6
+	VSUBPS Y14, Y6, Y6
+	EXP256(Y6, Y0, Y1, Y2, Y3)
+	VMOVUPS Y6, 32(DI)(R11*4)
+	VANDPS 32(R13), Y6, Y6
+	VADDPS Y6, Y13, Y13
+	ADDQ $16, R11
+	CMPQ R11, R8
+	JLT  a2exp
+	VADDPS Y13, Y12, Y1
+	VEXTRACTF128 $1, Y1, X2
+	VADDPS X2, X1, X1
+	VMOVHLPS X1, X1, X2
+	VADDPS X2, X1, X1
+	VMOVSHDUP X1, X2
+	VADDSS X2, X1, X1
+	VMOVSS 4(AX), X2
+	VMULSS X15, X2, X2
+	VADDSS X1, X2, X2
+	VMOVSS X2, 4(AX)
+	
+	// acc = acc·corr + Σ_t p_t·v_t, 64 (else 16) dims at a time
+	MOVQ R9, R10
+	SHLQ $2, R10
+	XORQ R11, R11
+a2v:
+	MOVQ R10, R12
+	SUBQ R11, R12
+	CMPQ R12, $256
+	JLT  a2v16
+	LEAQ (BX)(R11*1), R13
+	VMULPS 0(R13), Y15, Y0
+	VMULPS 32(R13), Y15, Y1
+	VMULPS 64(R13), Y15, Y2
+	VMULPS 96(R13), Y15, Y3
+	VMULPS 128(R13), Y15, Y4
+	VMULPS 160(R13), Y15, Y5
+	VMULPS 192(R13), Y15, Y6
+	VMULPS 224(R13), Y15, Y7
+	LEAQ (SI)(R11*1), R14
+	XORQ R15, R15
+a2v64t:
+	VBROADCASTSS (DI)(R15*4), Y8
+	VFMADD231PS 0(R14), Y8, Y0
+	VFMADD231PS 32(R14), Y8, Y1
+	VFMADD231PS 64(R14), Y8, Y2
+	VFMADD231PS 96(R14), Y8, Y3
+	VFMADD231PS 128(R14), Y8, Y4
+	VFMADD231PS 160(R14), Y8, Y5
+	VFMADD231PS 192(R14), Y8, Y6
+	VFMADD231PS 224(R14), Y8, Y7
+	ADDQ R10, R14
+	INCQ R15
+	CMPQ R15, R8
+	JLT  a2v64t
+	VMOVUPS Y0, 0(R13)
+	VMOVUPS Y1, 32(R13)
+	VMOVUPS Y2, 64(R13)
+	VMOVUPS Y3, 96(R13)
+	VMOVUPS Y4, 128(R13)
+	VMOVUPS Y5, 160(R13)
+	VMOVUPS Y6, 192(R13)
+	VMOVUPS Y7, 224(R13)
+	ADDQ $256, R11
+	JMP  a2vnext
+	
+a2v16:
+	LEAQ (BX)(R11*1), R13
+	VMULPS 0(R13), Y15, Y0
+	VMULPS 32(R13), Y15, Y1
+	LEAQ (SI)(R11*1), R14
+	XORQ R15, R15
+a2v16t:
+	VBROADCASTSS (DI)(R15*4), Y8
+	VFMADD231PS 0(R14), Y8, Y0
+	VFMADD231PS 32(R14), Y8, Y1
+	ADDQ R10, R14
+	INCQ R15
+	CMPQ R15, R8
+	JLT  a2v16t
+	VMOVUPS Y0, 0(R13)
+	VMOVUPS Y1, 32(R13)
+	ADDQ $64, R11
+	
+a2vnext:
+	CMPQ R11, R10
+	JLT  a2v
+	VZEROUPPER
+	RET
+
 TEXT ·tile4AVX512(SB), NOSPLIT, $0-44
 	MOVQ qs+0(FP), AX
 	MOVQ k+8(FP), DX
