@@ -58,7 +58,8 @@ type scratch struct {
 	acc    []float32 // [blockRows·group, headDim]
 	s      []float32 // [groupQueries, Tile] scores, then probabilities
 	pend   [groupQueries]query
-	np, pn int // pending queries, their number of positions
+	np, pn int     // pending queries, their number of positions
+	all    []query // the block's queries in (row, head) order
 	refs   [groupQueries]qref
 	_      [64]byte // keep workers' slice headers on separate cache lines
 }
@@ -85,20 +86,23 @@ func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention,
 		w.ml = make([]float32, 2*blockRows*a.group)
 		w.acc = make([]float32, blockRows*a.group*headDim)
 		w.s = make([]float32, groupQueries*Tile)
+		w.all = make([]query, blockRows*a.group)
 	}
 	return a, nil
 }
 
 // ScratchBytes is the memory of the scratch: per worker a K/V tile and one
-// block of rows' softmax state, and the work-item list (a few per row).
+// block of rows' softmax state and query list, and the work-item list (a few
+// per row).
 func (a *Attention) ScratchBytes() int64 {
-	var n int
+	var n, queries int
 	for i := range a.ws {
 		w := &a.ws[i]
 		n += len(w.kt) + len(w.vt) + len(w.ml) + len(w.acc) + len(w.s)
+		queries += len(w.all)
 	}
 	// the work items: a few per row, which a long single-pass prefill pays
-	return 4*int64(n) + int64(cap(a.items))*int64(unsafe.Sizeof(item{}))
+	return 4*int64(n) + int64(queries)*int64(unsafe.Sizeof(query{})) + int64(cap(a.items))*int64(unsafe.Sizeof(item{}))
 }
 
 // Forward writes attention outputs for seqs: q and out are [rows, qHeads,
@@ -211,6 +215,17 @@ func (a *Attention) flush(w *scratch, k, v []float32) {
 	w.np = 0
 }
 
+// flushAll runs queries qs, which all cover the n positions of the tile
+// (k, v), in the groups the pending queue would form: fours in order, then
+// the rest as flush takes it.
+func (a *Attention) flushAll(w *scratch, qs []query, k, v []float32, n int) {
+	for len(qs) > 0 {
+		w.np, w.pn = copy(w.pend[:], qs), n
+		qs = qs[w.np:]
+		a.flush(w, k, v)
+	}
+}
+
 func (a *Attention) check(out, q []float32, c *Cache, seqs []Seq) {
 	if c.KVHeads != a.kvHeads || c.HeadDim != a.headDim {
 		panic(fmt.Sprintf("attn: cache has %d kv heads of %d, attention was built for %d of %d", c.KVHeads, c.HeadDim, a.kvHeads, a.headDim))
@@ -251,6 +266,9 @@ func (a *Attention) block(w *scratch, it item) {
 		w.ml[2*i], w.ml[2*i+1] = float32(math.Inf(-1)), 0
 	}
 	clear(w.acc[:nq*hd])
+	for i := range nq {
+		w.all[i] = a.queryOf(w, s, it, lo+i/g, i%g)
+	}
 	base := c.off(s.Slot, int(it.head), 0)
 	last := s.Start + hi - 1 // position of the block's last row
 	for t0 := 0; t0 <= last; t0 += Tile {
@@ -274,6 +292,12 @@ func (a *Attention) block(w *scratch, it item) {
 		// Rows whose position precedes the tile are done with it. Queries
 		// over the same number of positions go to the kernel in groups.
 		w.np = 0
+		if r0 := max(lo, t0-s.Start); s.Start+r0+1 >= t1 {
+			// Every remaining row sees the whole tile (all but the diagonal
+			// tile): the same groups, from the block's query list.
+			a.flushAll(w, w.all[(r0-lo)*g:nq], k, v, t1-t0)
+			continue
+		}
 		for r := max(lo, t0-s.Start); r < hi; r++ {
 			n := min(t1, s.Start+r+1) - t0
 			if w.np > 0 && n != w.pn {

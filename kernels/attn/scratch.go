@@ -10,5 +10,6 @@ func ScratchBytes(workers, maxRows, qHeads, kvHeads, headDim int) int64 {
 	group := int64(qHeads / kvHeads)
 	items := int64(maxRows/blockRows+maxRows) * int64(kvHeads) * int64(unsafe.Sizeof(item{}))
 	floats := int64(2*Tile*headDim) + 2*blockRows*group + blockRows*group*int64(headDim) + groupQueries*Tile
-	return items + int64(workers)*4*floats
+	queries := blockRows * group * int64(unsafe.Sizeof(query{}))
+	return items + int64(workers)*(4*floats+queries)
 }

@@ -135,27 +135,29 @@ var prefillShapes = []struct {
 	{"qkv", 2048, 1024}, {"o", 1024, 2048}, {"gate_up", 6144, 1024}, {"down", 1024, 3072},
 }
 
-// BenchmarkPrefill: M = 512 rows; rates in GFLOP/s (int8: GOP/s) = 2·M·N·K / time.
+// BenchmarkPrefill: M = 512 and 2048 rows (a prompt's tokens in one pass);
+// rates in GFLOP/s (int8: GOP/s) = 2·M·N·K / time.
 func BenchmarkPrefill(b *testing.B) {
 	pool, meter := benchEnv(b)
-	const m = 512
-	for _, s := range prefillShapes {
-		raw := randBF16(s.n, s.k, 1)
-		x := randX(m * s.k)
-		y := make([]float32, m*s.n)
-		for _, w := range []*Weight{FromBF16(raw, s.n, s.k), QuantizeInt8(raw, s.n, s.k)} {
-			b.Run(fmt.Sprintf("%s/%s", s.name, kindName[w.kind]), func(b *testing.B) {
-				forPaths(b, func(b *testing.B, p kernels.Path) {
-					c := NewContext(pool, m, s.k)
-					run := func() { c.MatMul(y, x, m, w) }
-					flops := 2 * float64(m*s.n*s.k)
-					b.ReportAllocs()
-					for b.Loop() {
-						run()
-					}
-					sameRun(b, meter, run, flops, "GFLOP/s", ceilingOf(p, w.kind, false))
+	for _, m := range []int{512, 2048} {
+		for _, s := range prefillShapes {
+			raw := randBF16(s.n, s.k, 1)
+			x := randX(m * s.k)
+			y := make([]float32, m*s.n)
+			for _, w := range []*Weight{FromBF16(raw, s.n, s.k), QuantizeInt8(raw, s.n, s.k)} {
+				b.Run(fmt.Sprintf("M%d/%s/%s", m, s.name, kindName[w.kind]), func(b *testing.B) {
+					forPaths(b, func(b *testing.B, p kernels.Path) {
+						c := NewContext(pool, m, s.k)
+						run := func() { c.MatMul(y, x, m, w) }
+						flops := 2 * float64(m*s.n*s.k)
+						b.ReportAllocs()
+						for b.Loop() {
+							run()
+						}
+						sameRun(b, meter, run, flops, "GFLOP/s", ceilingOf(p, w.kind, false))
+					})
 				})
-			})
+			}
 		}
 	}
 }

@@ -215,7 +215,7 @@ type task struct {
 	rows    int            // rows of the tallest tile kernel for this weight kind
 	widen   bool           // bf16 weights widened block by block for the f32 kernels
 	kernels *[maxRows + 1][maxPanels + 1]kernel
-	next    atomic.Int64 // phase 1: the next chunk of panels to claim
+	next    atomic.Int64 // phase 1: the first panel not yet claimed
 }
 
 // form is how the kernels read activations: a tile of R rows is stored
@@ -315,7 +315,7 @@ func (t *task) Run(worker, workers int) {
 		t.prepare(lo, hi)
 		return
 	}
-	t.multiply(worker, workers)
+	t.multiply(worker)
 }
 
 // prepare puts rows [lo, hi) of x, a whole number of tiles, in form.
@@ -350,41 +350,45 @@ func (t *task) prepare(lo, hi int) {
 }
 
 // multiply has the worker claim chunks of panels in order until none is
-// left (blockPanels, or maxPanels when all rows fit one tile). Each chunk is
-// a contiguous stretch of the weights, streamed once; claiming them rather
-// than splitting the panels up front keeps both threads busy to the end of
-// the call when one of them is slowed down (a shared core, an unfair share of
-// memory bandwidth). Which thread computes a panel never changes its results.
-func (t *task) multiply(worker, workers int) {
+// left (up to blockPanels, or maxPanels when all rows fit one tile). Each
+// chunk is a contiguous stretch of the weights, streamed once; claiming them
+// rather than splitting the panels up front keeps both threads busy to the
+// end of the call when one of them is slowed down (a shared core, an unfair
+// share of memory bandwidth). Which thread computes a panel never changes
+// its results.
+//
+// Chunks shrink as the panels run out (guided scheduling): with several row
+// tiles, blocks of blockPanels reuse each weight block from L2 over every
+// row tile, but a whole block as the last chunk left the other worker idle
+// for up to a block's time (~0.5 ms at 512 rows, a tenth of an o_proj), so
+// they go down to minChunk panels. A one-tile product (a decode step) is
+// memory-bound and reuses nothing: its chunks go down to one panel, so the
+// first thread to run out of work waits for about one panel of another's
+// (down_proj: 96 KiB) instead of a chunk (384 KiB), at a few dozen
+// products per step.
+func (t *task) multiply(worker int) {
 	ws := &t.c.worker[worker]
+	most, least := int64(blockPanels), int64(minChunk)
+	if t.m <= t.rows {
+		most, least = maxPanels, 1
+	}
+	n, workers := int64(t.w.panels), int64(t.c.pool.Size())
 	for {
-		plo, phi := t.claim(workers)
-		if plo >= phi {
+		plo := t.next.Load()
+		if plo >= n {
 			return
 		}
-		t.chunk(ws, plo, phi)
+		size := max(least, min(most, (n-plo)/workers))
+		if !t.next.CompareAndSwap(plo, plo+size) {
+			continue
+		}
+		t.chunk(ws, int(plo), int(min(plo+size, n)))
 	}
 }
 
-// claim takes the next chunk of panels [lo, hi) (empty when none is left).
-// A one-tile product (a decode step) is memory-bound and reuses nothing, so
-// its last maxPanels·workers panels go one at a time: the first thread to
-// run out of work then waits for at most about one panel of another's
-// instead of one chunk (down_proj: 96 KiB instead of 384 KiB), which at a
-// few dozen products per step is time the memory bus would otherwise idle.
-func (t *task) claim(workers int) (lo, hi int) {
-	c, n := int(t.next.Add(1)-1), t.w.panels
-	if t.m > t.rows {
-		lo = c * blockPanels
-		return min(lo, n), min(lo+blockPanels, n)
-	}
-	chunks := max(n-maxPanels*workers, 0) / maxPanels // whole chunks before the single panels
-	if c < chunks {
-		return c * maxPanels, (c + 1) * maxPanels
-	}
-	lo = chunks*maxPanels + c - chunks
-	return min(lo, n), min(lo+1, n)
-}
+// minChunk is the smallest chunk of panels guided scheduling hands out to
+// several row tiles.
+const minChunk = 2
 
 // chunk computes panels [plo, phi) of the task's product.
 func (t *task) chunk(ws *workerState, plo, phi int) {

@@ -15,6 +15,8 @@ import (
 	"log"
 	"os"
 	"strings"
+
+	"github.com/ellm-dev/ellm/kernels/internal/asmgen/emit"
 )
 
 type family struct {
@@ -52,11 +54,11 @@ var families = []family{
 type gen struct {
 	f    family
 	r, p int
-	buf  bytes.Buffer
+	buf  emit.File
 	vecs int // vector registers in use by accumulators
 }
 
-func (g *gen) in(format string, args ...any) { fmt.Fprintf(&g.buf, "\t"+format+"\n", args...) }
+func (g *gen) in(format string, args ...any) { g.buf.I(format, args...) }
 
 // halves is the number of vector registers per panel of 16 channels.
 func (g *gen) halves() int {
@@ -243,6 +245,15 @@ const (
 // (weights from L2) than on L1-resident data.
 const prefetch = 1024
 
+// Tall tiles (prefill) also prefetch their activations actPrefetch bytes
+// ahead: a long prompt's activations (M·K·2 bytes: 8 MiB for o_proj at
+// 2048 tokens) do not stay in L2 between the chunks of panels that reuse
+// them, and the broadcast loads then waited on L3.
+const (
+	actPrefetchRows = 5
+	actPrefetch     = 512
+)
+
 func (g *gen) kernel() {
 	fmt.Fprintf(&g.buf, "\n// func %s(a *kargs)\nTEXT ·%s(SB), NOSPLIT, $0-8\n", g.name(), g.name())
 	g.in("MOVQ a+0(FP), AX")
@@ -284,6 +295,9 @@ func (g *gen) kernel() {
 	fmt.Fprintf(&g.buf, "loop:\n")
 	for j := range g.p {
 		g.in("PREFETCHT0 %s", panel(j, prefetch))
+	}
+	if g.r >= actPrefetchRows {
+		g.in("PREFETCHT0 %d(SI)", actPrefetch)
 	}
 	g.f.body(g)
 	g.in("ADDQ $%d, SI", g.r*g.f.xstep)

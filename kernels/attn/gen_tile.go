@@ -1,0 +1,937 @@
+//go:build ignore
+
+// gen_tile writes tile_gen_amd64.s: the tile kernels, the single-query
+// ones (AVX-512, AVX2) and the AVX-512 group kernels, which run two or four
+// queries of a GQA group over one tile of K/V, for each way the tile is read
+// (widened f32 tile, bf16 cache in place, int8 cache in place). Run it with
+// `go generate` in this directory.
+//
+// Per query every kernel computes exactly tileAVX512's operations (the score
+// as one 16-lane FMA chain over head_dim folded by the fixed tree (i, i+8),
+// (i, i+4), (i, i+2), (i, i+1); the exponential of kernels/ops; the V
+// accumulation one FMA per position in order), so all of them give the same
+// bits; only which register holds which chain differs between them.
+package main
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/ellm-dev/ellm/kernels/internal/asmgen/emit"
+)
+
+// source is how a kernel reads K and V.
+type source int
+
+const (
+	srcF32  source = iota // widened tile: K chunk-major [hd/16][Tile][16], V rows of f32
+	srcBF16               // bf16 cache rows read in place, widened per load
+	srcI8                 // int8 cache rows and per-row scales read in place
+)
+
+type kernel struct {
+	name, prefix string
+	queries      int // 2 or 4
+	src          source
+	// prefill: the score loop unrolled for head_dim 128 and the queries'
+	// corrections computed in one exponential (the widened-tile kernels,
+	// which prefill runs; decode's in-place ones wait on memory instead).
+	prefill bool
+}
+
+var kernels = []kernel{
+	{"tile4AVX512", "t4", 4, srcF32, true},
+	{"tile2AVX512", "t2", 2, srcF32, true},
+	{"tile2BF16AVX512", "d2", 2, srcBF16, false},
+	{"tile4BF16AVX512", "q4", 4, srcBF16, false},
+	{"tile2I8AVX512", "id2", 2, srcI8, false},
+	{"tile4I8AVX512", "iq4", 4, srcI8, false},
+}
+
+type gen struct {
+	emit.File
+	kernel
+}
+
+func (g *gen) label(l string) { g.Label(g.prefix + l) }
+
+// kb is the number of keys per score block: queries × kb = 16 accumulators.
+func (g *gen) kb() int { return 16 / g.queries }
+
+// arg is the frame offset of an argument: int8 kernels have the two scale
+// pointers after v.
+func (g *gen) arg(name string) string {
+	off := map[string]int{"qs": 0, "k": 8, "v": 16, "ks": 24, "vs": 32, "n": 24, "hd": 32, "scale": 40}[name]
+	if g.src == srcI8 && (name == "n" || name == "hd" || name == "scale") {
+		off += 16
+	}
+	return fmt.Sprintf("%s+%d(FP)", name, off)
+}
+
+// qref field offsets (dispatch_amd64.go): {ml, acc, q, s *float32; corr float32}, 40 bytes.
+func qref(i int, field string) int {
+	return 40*i + map[string]int{"ml": 0, "acc": 8, "q": 16, "s": 24, "corr": 32}[field]
+}
+
+// widen turns the loaded K or V vectors in regs into f32: bf16 by a shift,
+// int8 by conversion and a multiplication by the row's scale (scale(j) is
+// its operand for regs[j]).
+func (g *gen) widen(regs []int, scale func(j int) string) {
+	switch g.src {
+	case srcBF16:
+		for _, r := range regs {
+			g.I("VPSLLD $16, Z%d, Z%d", r, r)
+		}
+	case srcI8:
+		for _, r := range regs {
+			g.I("VCVTDQ2PS Z%d, Z%d", r, r)
+		}
+		for j, r := range regs {
+			g.I("VMULPS%s, Z%d, Z%d", scale(j), r, r)
+		}
+	}
+}
+
+// load is the instruction that loads 16 K or V values of the source.
+func (g *gen) load() string {
+	return [...]string{srcF32: "VMOVUPS", srcBF16: "VPMOVZXWD", srcI8: "VPMOVSXBD"}[g.src]
+}
+
+// elem is the bytes of one cached value.
+func (g *gen) elem() int { return [...]int{srcF32: 4, srcBF16: 2, srcI8: 1}[g.src] }
+
+func (g *gen) generate() {
+	fmt.Fprintf(g, "\nTEXT ·%s(SB), NOSPLIT, $0-%d\n", g.name, map[bool]int{false: 44, true: 60}[g.src == srcI8])
+	g.I("MOVQ %s, AX", g.arg("qs"))
+	g.I("MOVQ %s, DX", g.arg("k"))
+	g.I("MOVQ %s, SI", g.arg("v"))
+	g.I("MOVQ %s, R13", g.arg("n"))
+	g.I("MOVQ %s, R14", g.arg("hd"))
+	g.I("VBROADCASTSS %s, Z29", g.arg("scale"))
+	if g.src == srcI8 {
+		g.Comment("the next tile's scales (64 of each) into L2")
+		for _, s := range []string{"ks", "vs"} {
+			g.I("MOVQ %s, R15", g.arg(s))
+			for off := 256; off < 512; off += 64 {
+				g.I("PREFETCHT1 %d(R15)", off)
+			}
+		}
+	}
+	g.I("VMOVDQU32 keyperm<>(SB), Z28")
+	g.I("VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane %dq+j: query q, key ≡ j mod %d", g.kb(), g.kb())
+	g.scores()
+	g.softmax()
+	g.values()
+}
+
+// scores computes the scaled scores of the tile into each query's s, in
+// blocks of kb keys (accumulator q·kb+j: query q, key BX+j), and their
+// running maxima in Z30.
+func (g *gen) scores() {
+	q, kb := g.queries, g.kb()
+	g.I("")
+	g.Comment("Scores in blocks of %d keys: Z(%dq+j) accumulates query q · key BX+j.", kb, kb)
+	g.I("XORQ BX, BX")
+	g.label("block")
+	g.I("VPXORD Z0, Z0, Z0")
+	for i := 1; i < 16; i++ {
+		g.I("VMOVAPS Z0, Z%d", i)
+	}
+	qp := []string{"R8", "R9", "R10", "R11"}[:q]
+	for i, r := range qp {
+		g.I("MOVQ %d(AX), %s", qref(i, "q"), r)
+	}
+	// Key addressing: keys BX.. of the block, 16 dims per chunk step.
+	var key func(j int) string
+	var step string
+	switch {
+	case g.src == srcF32:
+		g.I("MOVQ BX, R12")
+		g.I("SHLQ $6, R12")
+		g.I("ADDQ DX, R12")
+		key = func(j int) string { return fmt.Sprintf("%d(R12)", 64*j) }
+		step = "ADDQ $4096, R12"
+	case q == 4:
+		// DI = row stride S, R15 = 3S
+		if g.src == srcI8 {
+			g.I("MOVQ %s, R15     // the block's four key scales", g.arg("ks"))
+			for j := range 4 {
+				g.I("VBROADCASTSS %d(R15)(BX*4), Z%d", 4*j, 24+j)
+			}
+			g.I("MOVQ R14, DI            // row stride S in bytes")
+		} else {
+			g.I("LEAQ (R14)(R14*1), DI   // row stride S in bytes")
+		}
+		g.I("LEAQ (DI)(DI*2), R15    // 3S")
+		g.I("MOVQ BX, R12")
+		g.I("IMULQ DI, R12")
+		g.I("ADDQ DX, R12            // key BX")
+		key = func(j int) string { return []string{"(R12)", "(R12)(DI*1)", "(R12)(DI*2)", "(R12)(R15*1)"}[j] }
+		step = fmt.Sprintf("ADDQ $%d, R12", 16*g.elem())
+	default:
+		// R10 = S, R11 = 3S, DI = key BX+4
+		if g.src == srcI8 {
+			g.I("MOVQ R14, R10           // row stride S in bytes")
+		} else {
+			g.I("LEAQ (R14)(R14*1), R10  // row stride S in bytes")
+		}
+		g.I("LEAQ (R10)(R10*2), R11  // 3S")
+		g.I("MOVQ BX, R12")
+		g.I("IMULQ R10, R12")
+		g.I("ADDQ DX, R12            // key BX")
+		g.I("LEAQ (R12)(R10*4), DI   // key BX+4")
+		if g.src == srcI8 {
+			g.I("MOVQ %s, R15", g.arg("ks"))
+			g.I("LEAQ (R15)(BX*4), R15   // scale of key BX")
+		}
+		key = func(j int) string {
+			return []string{"(R12)", "(R12)(R10*1)", "(R12)(R10*2)", "(R12)(R11*1)",
+				"(DI)", "(DI)(R10*1)", "(DI)(R10*2)", "(DI)(R11*1)"}[j]
+		}
+		step = fmt.Sprintf("ADDQ $%d, R12\n\tADDQ $%d, DI", 16*g.elem(), 16*g.elem())
+	}
+	chunk := func(c int) {
+		for i, r := range qp {
+			g.I("VMOVUPS %d(%s), Z%d", 64*c, r, 16+i)
+		}
+		for j := range kb {
+			g.I("VMOVUPS %d(R12), Z%d", 4096*c+64*j, 20+j) // chunk-major f32 tile
+		}
+		for i := range q {
+			for j := range kb {
+				g.I("VFMADD231PS Z%d, Z%d, Z%d", 20+j, 16+i, i*kb+j)
+			}
+		}
+	}
+	if g.prefill {
+		g.I("CMPQ R14, $128")
+		g.I("JNE  %sloop", g.prefix)
+		for c := range 8 {
+			chunk(c)
+		}
+		g.I("JMP  %sfold", g.prefix)
+		g.label("loop")
+	}
+	g.I("MOVQ R14, CX")
+	g.I("SHRQ $4, CX")
+	g.label("chunk")
+	for i, r := range qp {
+		g.I("VMOVUPS (%s), Z%d", r, 16+i)
+	}
+	regs := make([]int, kb)
+	for j := range kb {
+		regs[j] = 20 + j
+		g.I("%s %s, Z%d", g.load(), key(j), 20+j)
+	}
+	g.widen(regs, func(j int) string {
+		if q == 4 {
+			return fmt.Sprintf(" Z%d", 24+j) // the block's scales, broadcast above
+		}
+		return fmt.Sprintf(".BCST %d(R15)", 4*j)
+	})
+	for i := range q {
+		for j := range kb {
+			g.I("VFMADD231PS Z%d, Z%d, Z%d", 20+j, 16+i, i*kb+j)
+		}
+	}
+	for _, r := range qp {
+		g.I("ADDQ $64, %s", r)
+	}
+	g.I("%s", step)
+	g.I("DECQ CX")
+	g.I("JNZ  %schunk", g.prefix)
+	g.I("")
+	if g.prefill {
+		g.label("fold")
+	}
+	fold(&g.File)
+	g.I("VPERMPS Z0, Z28, Z0     // lane %dq+j: query q, key BX+j", kb)
+	g.I("VMULPS Z29, Z0, Z0")
+	for i := range q {
+		g.I("MOVQ %d(AX), DI", qref(i, "s"))
+		if q == 4 {
+			g.I("VEXTRACTF32X4 $%d, Z0, (DI)(BX*4)", i)
+		} else {
+			g.I("VEXTRACTF32X8 $%d, Z0, (DI)(BX*4)", i)
+		}
+	}
+	g.I("")
+	// Only the block's keys below n count towards the maxima.
+	g.I("MOVQ R13, DI")
+	g.I("SUBQ BX, DI")
+	if q == 4 {
+		g.I("MOVL $15, R15")
+		g.I("BZHIL DI, R15, R15")
+		g.I("IMUL3L $0x1111, R15, R15")
+	} else {
+		g.I("MOVL $0xff, R15")
+		g.I("BZHIL DI, R15, R15")
+		g.I("IMUL3L $0x101, R15, R15")
+	}
+	g.I("KMOVW R15, K1")
+	g.I("VMAXPS Z0, Z30, K1, Z30")
+	g.I("")
+	g.I("ADDQ $%d, BX", kb)
+	g.I("CMPQ BX, R13")
+	g.I("JLT  %sblock", g.prefix)
+}
+
+// fold reduces the 16 accumulators Z0..Z15 to their 16 scores in Z0 by the
+// score tree; after it lane 4k+j holds accumulator k+4j (keyperm undoes that).
+func fold(f *emit.File) {
+	level := func(shuf string, lo, hi string, a, b int) {
+		f.I("%s $%s, Z%d, Z%d, Z16", shuf, lo, b, a)
+		f.I("%s $%s, Z%d, Z%d, Z17", shuf, hi, b, a)
+		f.I("VADDPS Z17, Z16, Z%d", a)
+	}
+	for a := 0; a < 16; a += 2 { // lanes (i, i+8)
+		level("VSHUFF32X4", "0x44", "0xEE", a, a+1)
+	}
+	for a := 0; a < 16; a += 4 { // (i, i+4) of 256-bit halves
+		level("VSHUFF32X4", "0x88", "0xDD", a, a+2)
+	}
+	for a := 0; a < 16; a += 8 { // (i, i+2) inside 128-bit lanes
+		level("VSHUFPS", "0x44", "0xEE", a, a+4)
+	}
+	level("VSHUFPS", "0x88", "0xDD", 0, 8) // (i, i+1)
+}
+
+// softmax turns each query's scores into probabilities (in place in s) as
+// tileAVX512 does: new max m', correction e^(m−m') kept in the qref, l
+// updated.
+func (g *gen) softmax() {
+	g.I("")
+	if g.queries == 4 {
+		g.Comment("Each query's tile max in every lane of its 128-bit lane.")
+	} else {
+		g.Comment("Each query's tile max in every lane of its 256-bit half.")
+	}
+	g.I("VPERMILPS $0xB1, Z30, Z31")
+	g.I("VMAXPS Z31, Z30, Z30")
+	g.I("VPERMILPS $0x4E, Z30, Z31")
+	g.I("VMAXPS Z31, Z30, Z30")
+	if g.queries == 2 {
+		g.I("VSHUFF32X4 $0xB1, Z30, Z30, Z31")
+		g.I("VMAXPS Z31, Z30, Z30")
+	}
+	g.I("")
+	g.Comment("Per query, as tileAVX512: m', corr (kept in the qref), p, l.")
+	// corr holds the current query's e^(m−m') in lane 0 in the loop below.
+	corr := "X19"
+	if g.prefill {
+		// All queries' m' and corrections at once: the lanes of query q
+		// (its 128-bit lane, or 256-bit half for two) get exactly the
+		// scalar steps' values, with one exponential instead of one each.
+		// Z22, Z23: m' and e^(m−m'), rotated to the next query's after each.
+		corr = "X23"
+		for i := range g.queries {
+			g.I("MOVQ %d(AX), R15", qref(i, "ml"))
+			switch {
+			case i == 0:
+				g.I("VBROADCASTSS (R15), Z21")
+			case g.queries == 4:
+				g.I("VBROADCASTSS (R15), X20")
+				g.I("VINSERTF32X4 $%d, X20, Z21, Z21", i)
+			default:
+				g.I("VBROADCASTSS (R15), Y20")
+				g.I("VINSERTF32X8 $%d, Y20, Z21, Z21", i)
+			}
+		}
+		g.I("VMAXPS Z21, Z30, Z22     // m' = max(tile max, m)")
+		g.I("VSUBPS Z22, Z21, Z23")
+		g.Exp512("Z23", "Z0", "Z1", "Z2")
+	}
+	g.I("MOVQ AX, R9")
+	g.I("MOVQ $%d, R10", g.queries)
+	g.label("q")
+	g.I("MOVQ 0(R9), R15         // ml")
+	if g.prefill {
+		g.I("VMOVSS X22, (R15)")
+		g.I("VBROADCASTSS X22, Z18")
+	} else {
+		g.I("VMOVAPS X30, X1")
+		g.I("VMOVSS (R15), X3")
+		g.I("VMAXSS X3, X1, X1")
+		g.I("VMOVSS X1, (R15)")
+		g.I("VSUBSS X1, X3, X3")
+		g.I("VBROADCASTSS X1, Z18")
+		g.I("VBROADCASTSS X3, Z19")
+		g.Exp512("Z19", "Z0", "Z1", "Z2")
+	}
+	g.I("VMOVSS %s, %d(R9)", corr, qref(0, "corr"))
+	g.I("MOVQ %d(R9), DI         // s", qref(0, "s"))
+	g.I("VPXORD Z17, Z17, Z17")
+	g.I("XORQ R11, R11")
+	g.label("exp")
+	g.I("VMOVUPS (DI)(R11*4), Z3")
+	g.I("VSUBPS Z18, Z3, Z3")
+	g.Exp512("Z3", "Z0", "Z1", "Z2")
+	g.I("VMOVUPS Z3, (DI)(R11*4)")
+	g.I("MOVQ R13, R12")
+	g.I("SUBQ R11, R12")
+	g.I("MOVL $0xffff, R8")
+	g.I("BZHIL R12, R8, R8")
+	g.I("KMOVW R8, K1")
+	g.I("VADDPS Z3, Z17, K1, Z17")
+	g.I("ADDQ $16, R11")
+	g.I("CMPQ R11, R13")
+	g.I("JLT  %sexp", g.prefix)
+	g.I("VEXTRACTF32X8 $1, Z17, Y1")
+	g.I("VADDPS Y1, Y17, Y1")
+	g.I("VEXTRACTF128 $1, Y1, X2")
+	g.I("VADDPS X2, X1, X1")
+	g.I("VMOVHLPS X1, X1, X2")
+	g.I("VADDPS X2, X1, X1")
+	g.I("VMOVSHDUP X1, X2")
+	g.I("VADDSS X2, X1, X1")
+	g.I("VMOVSS 4(R15), X2")
+	g.I("VMULSS %s, X2, X2", corr)
+	g.I("VADDSS X1, X2, X2")
+	g.I("VMOVSS X2, 4(R15)")
+	rot := map[int]string{4: "$0x39", 2: "$0x4E"}[g.queries] // the next query's lanes to lane 0
+	if g.prefill {
+		g.I("VSHUFF32X4 %s, Z22, Z22, Z22", rot)
+		g.I("VSHUFF32X4 %s, Z23, Z23, Z23", rot)
+	} else {
+		g.I("VSHUFF32X4 %s, Z30, Z30, Z30", rot)
+	}
+	g.I("ADDQ $40, R9")
+	g.I("DECQ R10")
+	g.I("JNZ  %sq", g.prefix)
+}
+
+// values computes acc = acc·corr + Σ_t p_t·v_t: four queries × 64 dims or
+// two × 128 per pass (16 accumulators), then 16 dims at a time.
+func (g *gen) values() {
+	q := g.queries
+	wide := 64 * 4 / q // dims per pass
+	g.I("")
+	g.Comment("acc = acc·corr + Σ_t p_t·v_t, %d (else 16) dims of each query at a time.", wide)
+	sp := []string{"R8", "R9", "R10", "R11"}[:q]
+	for i, r := range sp {
+		g.I("MOVQ %d(AX), %s", qref(i, "s"), r)
+	}
+	corr := func(i int) int {
+		if q == 4 {
+			return 24 + i
+		}
+		return 28 + i
+	}
+	for i := range q {
+		g.I("VBROADCASTSS %d(AX), Z%d", qref(i, "corr"), corr(i))
+	}
+	// stride: the V row stride register; bound: what CX (positions) is compared to.
+	stride, bound := "R14", "R13"
+	switch {
+	case g.src == srcF32:
+		g.I("SHLQ $2, R14            // row stride in bytes")
+	case q == 4:
+		stride = "R13"
+		if g.src == srcBF16 {
+			g.I("LEAQ (R14)(R14*1), R13  // bf16 row stride (n is kept in CX's bound below)")
+			g.I("MOVQ %s, DX       // n; K base no longer needed", g.arg("n"))
+			bound = "DX"
+		} else {
+			g.I("MOVQ R14, R13           // int8 row stride")
+			g.I("MOVQ %s, DX      // V scales; K base no longer needed, n compared in memory", g.arg("vs"))
+			bound = g.arg("n")
+		}
+		g.I("SHLQ $2, R14            // f32 row bytes: the acc offset bound")
+	default:
+		stride = "R10"
+		if g.src == srcBF16 {
+			g.I("LEAQ (R14)(R14*1), R10  // bf16 row stride")
+		} else {
+			g.I("MOVQ R14, R10           // int8 row stride")
+		}
+		g.I("SHLQ $2, R14")
+	}
+	// vscale is where the int8 V scales are (DX with four queries, else
+	// DI), sreg the register a row's scale is broadcast to.
+	vscale, sreg := "DX", 28
+	if q == 2 {
+		vscale, sreg = "DI", 18
+	}
+	vbase := func() {
+		if g.src == srcF32 {
+			g.I("LEAQ (SI)(BX*1), R12")
+			return
+		}
+		g.I("MOVQ BX, R12")
+		g.I("SHRQ $%d, R12", map[source]int{srcBF16: 1, srcI8: 2}[g.src])
+		g.I("ADDQ SI, R12")
+	}
+	g.I("XORQ BX, BX")
+	g.label("v")
+	g.I("MOVQ R14, R12")
+	g.I("SUBQ BX, R12")
+	g.I("CMPQ R12, $%d", 4*wide)
+	g.I("JLT  %sv16", g.prefix)
+	acc := func(i, c int) int { return i*4 + c } // four queries: query i, chunk c
+	if q == 2 {
+		acc = func(i, c int) int { return i*8 + c }
+	}
+	accs := func(op string) {
+		for half := 0; half < wide/64; half++ {
+			if half == 1 {
+				g.I("ADDQ $256, BX")
+			}
+			for i := range q {
+				g.I("MOVQ %d(AX), DI", qref(i, "acc"))
+				for c := range 4 {
+					a := acc(i, 4*half+c)
+					if op == "load" {
+						g.I("VMULPS %d(DI)(BX*1), Z%d, Z%d", 64*c, corr(i), a)
+					} else {
+						g.I("VMOVUPS Z%d, %d(DI)(BX*1)", a, 64*c)
+					}
+				}
+			}
+		}
+	}
+	// Registers 16.. 16+q-1: broadcast probabilities; 20..: V vectors.
+	accs("load")
+	if wide == 128 {
+		g.I("SUBQ $256, BX")
+	}
+	vbase()
+	if g.src != srcF32 {
+		// Fetch the next tile's K and V rows into L2 meanwhile (decode
+		// streams the cache once).
+		rowBytes := wide * g.elem() // bytes of the pass's dims in one row
+		if q == 4 {
+			g.I("MOVQ R13, R15")
+			g.I("SHLQ $6, R15            // 64 rows: the next tile")
+			g.I("MOVQ %s, DI", g.arg("k"))
+			g.I("ADDQ R15, DI            // its K rows")
+		} else {
+			g.I("MOVQ R10, R11")
+			g.I("SHLQ $6, R11            // 64 rows: the next tile")
+			g.I("LEAQ (DX)(R11*1), R15   // its K rows")
+			if g.src == srcI8 {
+				g.I("MOVQ %s, DI", g.arg("vs"))
+			}
+		}
+		g.I("XORQ CX, CX")
+		g.label(fmt.Sprintf("v%dt", wide))
+		next, kp := "R15", "DI"
+		if q == 2 {
+			next, kp = "R11", "R15"
+		}
+		for off := 0; off < rowBytes; off += 64 {
+			g.I("PREFETCHT1 %d(R12)(%s*1)", off, next)
+		}
+		for off := 0; off < rowBytes; off += 64 {
+			g.I("PREFETCHT1 %d(%s)", off, kp)
+		}
+		g.I("ADDQ %s, %s", stride, kp)
+	} else {
+		g.I("XORQ CX, CX")
+		g.label(fmt.Sprintf("v%dt", wide))
+	}
+	for i, r := range sp {
+		g.I("VBROADCASTSS (%s)(CX*4), Z%d", r, 16+i)
+	}
+	nv := wide / 16
+	regs := make([]int, nv)
+	if g.src == srcI8 {
+		g.I("VBROADCASTSS (%s)(CX*4), Z%d", vscale, sreg)
+	}
+	for c := range nv {
+		regs[c] = 20 + c
+		g.I("%s %d(R12), Z%d", g.load(), 16*g.elem()*c, 20+c)
+	}
+	g.widen(regs, func(int) string { return fmt.Sprintf(" Z%d", sreg) })
+	for i := range q {
+		for c := range nv {
+			g.I("VFMADD231PS Z%d, Z%d, Z%d", 20+c, 16+i, acc(i, c))
+		}
+	}
+	g.I("ADDQ %s, R12", stride)
+	g.I("INCQ CX")
+	g.I("CMPQ CX, %s", bound)
+	g.I("JLT  %sv%dt", g.prefix, wide)
+	accs("store")
+	g.I("ADDQ $256, BX")
+	g.I("JMP  %svnext", g.prefix)
+	g.I("")
+
+	g.label("v16")
+	for i := range q {
+		g.I("MOVQ %d(AX), DI", qref(i, "acc"))
+		g.I("VMULPS (DI)(BX*1), Z%d, Z%d", corr(i), i)
+	}
+	vbase()
+	if g.src == srcI8 && q == 2 {
+		g.I("MOVQ %s, DI", g.arg("vs"))
+	}
+	g.I("XORQ CX, CX")
+	g.label("v16t")
+	for i, r := range sp {
+		g.I("VBROADCASTSS (%s)(CX*4), Z%d", r, 16+i)
+	}
+	g.I("%s 0(R12), Z20", g.load())
+	g.widen([]int{20}, func(int) string { return fmt.Sprintf(".BCST (%s)(CX*4)", vscale) })
+	for i := range q {
+		g.I("VFMADD231PS Z20, Z%d, Z%d", 16+i, i)
+	}
+	g.I("ADDQ %s, R12", stride)
+	g.I("INCQ CX")
+	g.I("CMPQ CX, %s", bound)
+	g.I("JLT  %sv16t", g.prefix)
+	for i := range q {
+		g.I("MOVQ %d(AX), DI", qref(i, "acc"))
+		g.I("VMOVUPS Z%d, (DI)(BX*1)", i)
+	}
+	g.I("ADDQ $64, BX")
+	g.I("")
+	g.label("vnext")
+	g.I("CMPQ BX, R14")
+	g.I("JLT  %sv", g.prefix)
+	g.I("VZEROUPPER")
+	g.I("RET")
+}
+
+// single writes tileAVX512: one query over the tile, the reference the
+// group kernels are tested against. Scores in blocks of 16 keys (Z0..Z15
+// accumulate key i over the head_dim chunks, K as the FMAs' memory operand),
+// the same fold; V in passes of 128, 64 or 16 dims.
+func single(f *emit.File) {
+	fmt.Fprintf(f, "\n// func tileAVX512(ml, acc, q, k, v, s *float32, n, hd int, scale float32)\n//\n")
+	fmt.Fprintf(f, "// Registers: AX ml, BX acc, CX q, DX k (chunk-major tile), SI v (rows),\n// DI s, R8 n, R9 hd.\n")
+	fmt.Fprintf(f, "TEXT ·tileAVX512(SB), NOSPLIT, $0-68\n")
+	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
+		f.I("MOVQ %s", a)
+	}
+	f.I("VBROADCASTSS scale+64(FP), Z19")
+	f.I("VMOVDQU32 keyperm<>(SB), Z18")
+	f.I("VBROADCASTSS c_ninf<>(SB), Z20 // running max of valid scores")
+	f.I("")
+	f.Comment("Scores, 16 keys per block g: Z0..Z15 accumulate key i over the head_dim chunks.")
+	f.I("XORQ R11, R11           // g·16: first key of the block")
+	f.Label("scoreblock")
+	f.I("VPXORD Z0, Z0, Z0")
+	for i := 1; i < 16; i++ {
+		f.I("VMOVAPS Z0, Z%d", i)
+	}
+	f.I("MOVQ R11, R12")
+	f.I("SHLQ $6, R12")
+	f.I("ADDQ DX, R12            // &k[chunk 0][key g·16]")
+	f.I("MOVQ CX, R13            // &q[0]")
+	f.I("MOVQ R9, R14")
+	f.I("SHRQ $4, R14            // chunks")
+	f.Label("scorechunk")
+	f.I("VMOVUPS (R13), Z16")
+	for j := range 16 {
+		f.I("VFMADD231PS %d(R12), Z16, Z%d", 64*j, j)
+	}
+	f.I("ADDQ $64, R13")
+	f.I("ADDQ $4096, R12")
+	f.I("DECQ R14")
+	f.I("JNZ  scorechunk")
+	f.I("")
+	fold(f)
+	f.I("VPERMPS Z0, Z18, Z0")
+	f.I("VMULPS Z19, Z0, Z0")
+	f.I("VMOVUPS Z0, (DI)(R11*4)")
+	f.I("")
+	f.Comment("K1 = lanes of this block below n")
+	f.I("MOVQ R8, R13")
+	f.I("SUBQ R11, R13")
+	f.I("MOVL $0xffff, R14")
+	f.I("BZHIL R13, R14, R14")
+	f.I("KMOVW R14, K1")
+	f.I("VMAXPS Z0, Z20, K1, Z20")
+	f.I("")
+	f.I("ADDQ $16, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  scoreblock")
+	f.I("")
+	f.Comment("m' = max(m, max of the tile's scores)")
+	f.I("VEXTRACTF32X8 $1, Z20, Y1")
+	f.I("VMAXPS Y1, Y20, Y1")
+	f.I("VEXTRACTF128 $1, Y1, X2")
+	f.I("VMAXPS X2, X1, X1")
+	f.I("VMOVHLPS X1, X1, X2")
+	f.I("VMAXPS X2, X1, X1")
+	f.I("VMOVSHDUP X1, X2")
+	f.I("VMAXSS X2, X1, X1")
+	f.I("VMOVSS (AX), X3         // m")
+	f.I("VMAXSS X3, X1, X1       // m'")
+	f.I("VMOVSS X1, (AX)")
+	f.I("VSUBSS X1, X3, X3       // m − m'")
+	f.I("VBROADCASTSS X1, Z18    // m' in every lane")
+	f.I("VBROADCASTSS X3, Z19")
+	f.I("")
+	f.Exp512("Z19", "Z0", "Z1", "Z2") // corr = e^(m−m') in every lane
+	f.I("")
+	f.Comment("p = e^(s − m'), summed per lane over the blocks of valid keys")
+	f.I("VPXORD Z17, Z17, Z17")
+	f.I("XORQ R11, R11")
+	f.Label("expblock")
+	f.I("VMOVUPS (DI)(R11*4), Z3")
+	f.I("VSUBPS Z18, Z3, Z3")
+	f.Exp512("Z3", "Z0", "Z1", "Z2")
+	f.I("VMOVUPS Z3, (DI)(R11*4)")
+	f.I("MOVQ R8, R13")
+	f.I("SUBQ R11, R13")
+	f.I("MOVL $0xffff, R14")
+	f.I("BZHIL R13, R14, R14")
+	f.I("KMOVW R14, K1")
+	f.I("VADDPS Z3, Z17, K1, Z17")
+	f.I("ADDQ $16, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  expblock")
+	f.I("")
+	f.Comment("l' = l·corr + fold of the lane sums in the tree order")
+	f.I("VEXTRACTF32X8 $1, Z17, Y1")
+	f.I("VADDPS Y1, Y17, Y1")
+	f.I("VEXTRACTF128 $1, Y1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVHLPS X1, X1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVSHDUP X1, X2")
+	f.I("VADDSS X2, X1, X1")
+	f.I("VMOVSS 4(AX), X2")
+	f.I("VMULSS X19, X2, X2")
+	f.I("VADDSS X1, X2, X2")
+	f.I("VMOVSS X2, 4(AX)")
+	f.I("")
+	f.Comment("acc = acc·corr + Σ_t p_t·v_t, in blocks of 128, 64 or 16 dims.")
+	f.I("MOVQ R9, R10")
+	f.I("SHLQ $2, R10            // row stride in bytes")
+	f.I("XORQ R11, R11           // byte offset of the dim block")
+	f.Label("vblock")
+	f.I("MOVQ R9, R12")
+	f.I("SHLQ $2, R12")
+	f.I("SUBQ R11, R12           // bytes left in the row")
+	f.I("CMPQ R12, $512")
+	f.I("JGE  v128")
+	f.I("CMPQ R12, $256")
+	f.I("JGE  v64")
+	f.I("JMP  v16")
+	for _, dims := range []int{128, 64, 16} {
+		f.I("")
+		f.Label(fmt.Sprintf("v%d", dims))
+		nv := dims / 16
+		f.I("LEAQ (BX)(R11*1), R13")
+		for c := range nv {
+			f.I("VMULPS %d(R13), Z19, Z%d", 64*c, c)
+		}
+		f.I("LEAQ (SI)(R11*1), R14")
+		f.I("XORQ R15, R15")
+		f.Label(fmt.Sprintf("v%dt", dims))
+		f.I("VBROADCASTSS (DI)(R15*4), Z8")
+		for c := range nv {
+			f.I("VFMADD231PS %d(R14), Z8, Z%d", 64*c, c)
+		}
+		f.I("ADDQ R10, R14")
+		f.I("INCQ R15")
+		f.I("CMPQ R15, R8")
+		f.I("JLT  v%dt", dims)
+		for c := range nv {
+			f.I("VMOVUPS Z%d, %d(R13)", c, 64*c)
+		}
+		f.I("ADDQ $%d, R11", 4*dims)
+		if dims != 16 {
+			f.I("JMP  vnext")
+		}
+	}
+	f.I("")
+	f.Label("vnext")
+	f.I("CMPQ R11, R10")
+	f.I("JLT  vblock")
+	f.I("VZEROUPPER")
+	f.I("RET")
+}
+
+// avx2 writes tileAVX2: tileAVX512's steps with each 16-lane accumulator as
+// two 8-lane registers (lanes 0-7, 8-15) and the same fold tree, so both
+// paths give the same bits. Scores in blocks of 4 keys; V in passes of 64
+// or 16 dims.
+func avx2(f *emit.File) {
+	f.WriteString(`
+// 16 all-ones lanes then 16 zero lanes: loading at byte offset 4·(16−r)
+// gives a mask of the first r lanes.
+`)
+	for off := 0; off < 128; off += 8 {
+		v := "$-1"
+		if off >= 64 {
+			v = "$0"
+		}
+		fmt.Fprintf(f, "DATA lanemask<>+%d(SB)/8, %s\n", off, v)
+	}
+	f.WriteString("GLOBL lanemask<>(SB), RODATA|NOPTR, $128\n\n// After the AVX2 score tree lanes 0, 4, 2, 6 hold keys 0, 1, 2, 3.\n")
+	for i, k := range []int{0, 4, 2, 6, 1, 5, 3, 7} {
+		fmt.Fprintf(f, "DATA keyperm4<>+%d(SB)/4, $%d\n", 4*i, k)
+	}
+	f.WriteString("GLOBL keyperm4<>(SB), RODATA|NOPTR, $32\n")
+	fmt.Fprintf(f, "\n// func tileAVX2(ml, acc, q, k, v, s *float32, n, hd int, scale float32)\n")
+	fmt.Fprintf(f, "TEXT ·tileAVX2(SB), NOSPLIT, $0-68\n")
+	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
+		f.I("MOVQ %s", a)
+	}
+	f.I("VBROADCASTSS scale+64(FP), Y10")
+	f.I("VMOVDQU keyperm4<>(SB), Y11")
+	f.I("")
+	f.Comment("Scores, 4 keys per block: Y(2j), Y(2j+1) are lanes 0-7, 8-15 of key j.")
+	f.I("XORQ R11, R11")
+	f.Label("a2block")
+	for i := range 8 {
+		f.I("VXORPS Y%d, Y%d, Y%d", i, i, i)
+	}
+	f.I("MOVQ R11, R12")
+	f.I("SHLQ $6, R12")
+	f.I("ADDQ DX, R12")
+	f.I("MOVQ CX, R13")
+	f.I("MOVQ R9, R14")
+	f.I("SHRQ $4, R14")
+	f.Label("a2chunk")
+	f.I("VMOVUPS (R13), Y8")
+	f.I("VMOVUPS 32(R13), Y9")
+	for i := range 8 {
+		f.I("VFMADD231PS %d(R12), Y%d, Y%d", 32*i, 8+i%2, i)
+	}
+	f.I("ADDQ $64, R13")
+	f.I("ADDQ $4096, R12")
+	f.I("DECQ R14")
+	f.I("JNZ  a2chunk")
+	for i := 0; i < 8; i += 2 {
+		f.I("VADDPS Y%d, Y%d, Y%d       // (i, i+8)", i+1, i, i)
+	}
+	for _, a := range []int{0, 4} {
+		f.I("VPERM2F128 $0x20, Y%d, Y%d, Y8 // (i, i+4)", a+2, a)
+		f.I("VPERM2F128 $0x31, Y%d, Y%d, Y9", a+2, a)
+		f.I("VADDPS Y9, Y8, Y%d", a)
+	}
+	f.I("VSHUFPS $0x44, Y4, Y0, Y8    // (i, i+2)")
+	f.I("VSHUFPS $0xEE, Y4, Y0, Y9")
+	f.I("VADDPS Y9, Y8, Y8")
+	f.I("VPERMILPS $0xB1, Y8, Y9      // (i, i+1)")
+	f.I("VADDPS Y9, Y8, Y8")
+	f.I("VPERMPS Y8, Y11, Y8")
+	f.I("VMULPS Y10, Y8, Y8")
+	f.I("VMOVUPS X8, (DI)(R11*4)")
+	f.I("ADDQ $4, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  a2block")
+	f.I("")
+	f.Comment("m' = max(m, scores[0:n])")
+	f.I("VBROADCASTSS c_ninf<>(SB), X1")
+	f.I("XORQ R11, R11")
+	f.Label("a2max")
+	f.I("VMAXSS (DI)(R11*4), X1, X1")
+	f.I("INCQ R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  a2max")
+	f.I("VMOVSS (AX), X3")
+	f.I("VMAXSS X3, X1, X1")
+	f.I("VMOVSS X1, (AX)")
+	f.I("VSUBSS X1, X3, X3")
+	f.I("VBROADCASTSS X1, Y14")
+	f.I("VBROADCASTSS X3, Y15")
+	f.Exp256("Y15", "Y0", "Y1", "Y2", "Y3")
+	f.I("")
+	f.Comment("p = e^(s − m'), lane sums over the valid keys")
+	f.I("VXORPS Y12, Y12, Y12")
+	f.I("VXORPS Y13, Y13, Y13")
+	f.I("XORQ R11, R11")
+	f.Label("a2exp")
+	f.I("MOVQ R8, R12")
+	f.I("SUBQ R11, R12")
+	f.I("CMPQ R12, $16")
+	f.I("JLE  a2r")
+	f.I("MOVQ $16, R12")
+	f.Label("a2r")
+	f.I("NEGQ R12")
+	f.I("LEAQ lanemask<>+64(SB), R13")
+	f.I("LEAQ (R13)(R12*4), R13  // mask of the first r lanes")
+	for h, r := range []int{5, 6} {
+		f.I("VMOVUPS %s(DI)(R11*4), Y%d", map[int]string{0: "", 1: "32"}[h], r)
+		f.I("VSUBPS Y14, Y%d, Y%d", r, r)
+		f.Exp256(fmt.Sprintf("Y%d", r), "Y0", "Y1", "Y2", "Y3")
+		f.I("VMOVUPS Y%d, %s(DI)(R11*4)", r, map[int]string{0: "", 1: "32"}[h])
+		f.I("VANDPS %s(R13), Y%d, Y%d", map[int]string{0: "", 1: "32"}[h], r, r)
+		f.I("VADDPS Y%d, Y%d, Y%d", r, 12+h, 12+h)
+	}
+	f.I("ADDQ $16, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  a2exp")
+	f.I("VADDPS Y13, Y12, Y1")
+	f.I("VEXTRACTF128 $1, Y1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVHLPS X1, X1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVSHDUP X1, X2")
+	f.I("VADDSS X2, X1, X1")
+	f.I("VMOVSS 4(AX), X2")
+	f.I("VMULSS X15, X2, X2")
+	f.I("VADDSS X1, X2, X2")
+	f.I("VMOVSS X2, 4(AX)")
+	f.I("")
+	f.Comment("acc = acc·corr + Σ_t p_t·v_t, 64 (else 16) dims at a time")
+	f.I("MOVQ R9, R10")
+	f.I("SHLQ $2, R10")
+	f.I("XORQ R11, R11")
+	f.Label("a2v")
+	f.I("MOVQ R10, R12")
+	f.I("SUBQ R11, R12")
+	f.I("CMPQ R12, $256")
+	f.I("JLT  a2v16")
+	for _, dims := range []int{64, 16} {
+		if dims == 16 {
+			f.I("")
+			f.Label("a2v16")
+		}
+		nv := dims / 8
+		f.I("LEAQ (BX)(R11*1), R13")
+		for c := range nv {
+			f.I("VMULPS %d(R13), Y15, Y%d", 32*c, c)
+		}
+		f.I("LEAQ (SI)(R11*1), R14")
+		f.I("XORQ R15, R15")
+		f.Label(fmt.Sprintf("a2v%dt", dims))
+		f.I("VBROADCASTSS (DI)(R15*4), Y8")
+		for c := range nv {
+			f.I("VFMADD231PS %d(R14), Y8, Y%d", 32*c, c)
+		}
+		f.I("ADDQ R10, R14")
+		f.I("INCQ R15")
+		f.I("CMPQ R15, R8")
+		f.I("JLT  a2v%dt", dims)
+		for c := range nv {
+			f.I("VMOVUPS Y%d, %d(R13)", c, 32*c)
+		}
+		f.I("ADDQ $%d, R11", 4*dims)
+		if dims == 64 {
+			f.I("JMP  a2vnext")
+		}
+	}
+	f.I("")
+	f.Label("a2vnext")
+	f.I("CMPQ R11, R10")
+	f.I("JLT  a2v")
+	f.I("VZEROUPPER")
+	f.I("RET")
+}
+
+func main() {
+	f := emit.Header("gen_tile.go", "amd64 && !purego", "exp_amd64.h")
+	f.WriteString(`
+// After the score tree, lane 4k+j holds key k+4j: this puts key i in lane i.
+`)
+	for i := range 16 {
+		fmt.Fprintf(f, "DATA keyperm<>+%d(SB)/4, $%d\n", 4*i, i%4*4+i/4)
+	}
+	f.WriteString("GLOBL keyperm<>(SB), RODATA|NOPTR, $64\n")
+	single(f)
+	avx2(f)
+	for _, k := range kernels {
+		g := &gen{kernel: k}
+		g.generate()
+		f.Write(g.Bytes())
+	}
+	if err := f.WriteFile("tile_gen_amd64.s"); err != nil {
+		log.Fatal(err)
+	}
+}
