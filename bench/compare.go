@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ellm-dev/ellm/kernels/ceiling"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
@@ -32,9 +33,36 @@ type CompareResult struct {
 	Ratio float64 `json:"ratio"`
 	// Fractions of the machine's peak: compute for prefill (the best
 	// ceiling for the dtype, whichever path an engine takes), DRAM read
-	// bandwidth for decode; both engines are charged the same work.
+	// bandwidth for decode; both engines are charged the same work. Each
+	// round's rate is divided by the ceiling measured in that round, next
+	// to it, and these are the medians over rounds (0: no ceilings), with
+	// their spreads ((max-min)/median): a VM's ceilings move with its
+	// host's other tenants, so a ceiling taken once would not describe the
+	// moments the engines ran in.
+	EllmFraction        float64 `json:"ellm_peak_fraction"`
+	LlamaFraction       float64 `json:"llamacpp_peak_fraction"`
+	EllmFractionSpread  float64 `json:"ellm_peak_fraction_spread"`
+	LlamaFractionSpread float64 `json:"llamacpp_peak_fraction_spread"`
+	// Ceiling names what the rounds' ceilings measure, e.g. "DRAM read B/s".
+	Ceiling string         `json:"ceiling,omitempty"`
+	Rounds  []CompareRound `json:"rounds"`
+}
+
+// CompareRound is one point's measurements in one round.
+type CompareRound struct {
+	Ellm  float64 `json:"ellm_tokens_per_second"`
+	Llama float64 `json:"llamacpp_tokens_per_second"`
+	// Ceiling is the point's ceiling measured between the two engines'
+	// measurements, in the unit CompareResult.Ceiling names (0: none).
+	Ceiling       float64 `json:"ceiling_per_second"`
 	EllmFraction  float64 `json:"ellm_peak_fraction"`
 	LlamaFraction float64 `json:"llamacpp_peak_fraction"`
+}
+
+// Ceiling is one measured ceiling: ops (FLOPs, int8 ops) or bytes per second.
+type Ceiling struct {
+	Name      string
+	PerSecond float64
 }
 
 // CompareResults print as a table.
@@ -50,7 +78,8 @@ func (rs CompareResults) Rows() [][]string {
 		rows = append(rows, []string{r.Test,
 			fmt.Sprintf("%.1f ±%.0f%%", r.Ellm.Median, 100*r.Ellm.Spread()),
 			fmt.Sprintf("%.1f ±%.0f%%", r.Llama.Median, 100*r.Llama.Spread()),
-			fmt.Sprintf("%.2f", r.Ratio), fraction(r.EllmFraction), fraction(r.LlamaFraction)})
+			fmt.Sprintf("%.2f", r.Ratio), fractionSpread(r.EllmFraction, r.EllmFractionSpread),
+			fractionSpread(r.LlamaFraction, r.LlamaFractionSpread)})
 	}
 	return rows
 }
@@ -68,50 +97,75 @@ type CompareOptions struct {
 	// KVBytes is ellm's KV cache bytes per position
 	// (modelcfg.KVBytesPerPosition; both engines are charged it).
 	KVBytes int64
-	// Peak is the machine's best FLOP/s for the dtype, DRAM its read bytes/s (0: no fractions).
-	Peak, DRAM float64
+	// Ceiling measures, now, the ceiling a point is charged against: the
+	// dtype's best FLOP/s for a prefill, DRAM read bytes/s for a decode
+	// (BurstCeilings). It runs once per point and round, between the two
+	// engines' measurements. Nil: no fractions.
+	Ceiling func(ComparePoint) Ceiling
 }
 
 // RunCompare measures every point with ellm (g) and llama.cpp (l) alternately.
 func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *LlamaCpp, opts CompareOptions, progress *Progress) (CompareResults, error) {
 	rounds := max(opts.Rounds, 1)
-	ellm := make([][]float64, len(opts.Points))
-	llama := make([][]float64, len(opts.Points))
+	recorded := make([][]CompareRound, len(opts.Points))
+	ceilings := make([]string, len(opts.Points))
 	for round := range rounds {
 		for i, p := range opts.Points {
+			var r CompareRound
 			// Fresh prompts per measurement, so nothing comes from ellm's prefix cache.
 			measurement := round*len(opts.Points) + i
 			measure := []func() error{
-				func() error {
-					v, err := ellmRate(ctx, g, cfg, p, opts, measurement)
-					ellm[i] = append(ellm[i], v)
+				func() (err error) {
+					r.Ellm, err = ellmRate(ctx, g, cfg, p, opts, measurement)
 					return err
 				},
-				func() error {
-					v, err := llamaRate(ctx, l, p, opts)
-					llama[i] = append(llama[i], v)
+				func() (err error) {
+					r.Llama, err = llamaRate(ctx, l, p, opts)
 					return err
 				},
 			}
 			if round%2 == 1 {
 				measure[0], measure[1] = measure[1], measure[0]
 			}
-			for _, m := range measure {
+			for j, m := range measure {
 				if err := m(); err != nil {
 					return nil, fmt.Errorf("%v, round %d: %w", p, round+1, err)
 				}
 				progress.Add(1)
+				if j == 0 && opts.Ceiling != nil {
+					// Between the engines: as close in time to both as one burst can be.
+					c := opts.Ceiling(p)
+					r.Ceiling, ceilings[i] = c.PerSecond, c.Name
+				}
 			}
+			recorded[i] = append(recorded[i], r)
 		}
 	}
 	out := make(CompareResults, len(opts.Points))
 	for i, p := range opts.Points {
-		r := CompareResult{Test: p.String(), Ellm: Summarize(ellm[i]), Llama: Summarize(llama[i])}
-		r.Ratio = r.Ellm.Median / r.Llama.Median
-		r.EllmFraction, r.LlamaFraction = peakFraction(cfg, p, opts, r.Ellm.Median), peakFraction(cfg, p, opts, r.Llama.Median)
-		out[i] = r
+		out[i] = compareResult(cfg, p, opts, ceilings[i], recorded[i])
 	}
 	return out, nil
+}
+
+// compareResult summarizes one point's rounds: rates, their ratio, and each
+// engine's fraction of peak, per round against that round's ceiling.
+func compareResult(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, ceiling string, rounds []CompareRound) CompareResult {
+	var ellm, llama, ellmFrac, llamaFrac []float64
+	for i := range rounds {
+		r := &rounds[i]
+		ellm, llama = append(ellm, r.Ellm), append(llama, r.Llama)
+		if r.Ceiling > 0 {
+			r.EllmFraction, r.LlamaFraction = peakFraction(cfg, p, opts, r.Ellm, r.Ceiling), peakFraction(cfg, p, opts, r.Llama, r.Ceiling)
+			ellmFrac, llamaFrac = append(ellmFrac, r.EllmFraction), append(llamaFrac, r.LlamaFraction)
+		}
+	}
+	res := CompareResult{Test: p.String(), Ellm: Summarize(ellm), Llama: Summarize(llama), Ceiling: ceiling, Rounds: rounds}
+	res.Ratio = res.Ellm.Median / res.Llama.Median
+	ef, lf := Summarize(ellmFrac), Summarize(llamaFrac)
+	res.EllmFraction, res.EllmFractionSpread = ef.Median, ef.Spread()
+	res.LlamaFraction, res.LlamaFractionSpread = lf.Median, lf.Spread()
+	return res
 }
 
 func ellmRate(ctx context.Context, g Generator, cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, measurement int) (float64, error) {
@@ -143,16 +197,39 @@ func llamaRate(ctx context.Context, l *LlamaCpp, p ComparePoint, opts CompareOpt
 	return l.Decode(ctx, p.Depth, p.Batch, opts.Tokens)
 }
 
-func peakFraction(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, tokensPerSecond float64) float64 {
+// peakFraction is the work tokensPerSecond does per second over ceiling (FLOP/s or bytes/s).
+func peakFraction(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, tokensPerSecond, ceiling float64) float64 {
 	if p.Prefill > 0 {
-		if opts.Peak <= 0 {
-			return 0
-		}
-		return PrefillFLOPs(cfg, p.Prefill, 0) * tokensPerSecond / float64(p.Prefill) / opts.Peak
-	}
-	if opts.DRAM <= 0 {
-		return 0
+		return PrefillFLOPs(cfg, p.Prefill, 0) * tokensPerSecond / float64(p.Prefill) / ceiling
 	}
 	steps := tokensPerSecond / float64(p.Batch)
-	return DecodeBytes(cfg, opts.DType, opts.KVBytes, p.Depth, p.Batch) * steps / opts.DRAM
+	return DecodeBytes(cfg, opts.DType, opts.KVBytes, p.Depth, p.Batch) * steps / ceiling
+}
+
+// BurstCeilings measures a point's ceiling with m's short bursts: DRAM read
+// for a decode, and for a prefill the compute ceiling that was the best for
+// dtype at the run's start (start; nil: no compute ceiling).
+func BurstCeilings(m *ceiling.Meter, start *Ceilings, dtype string) func(ComparePoint) Ceiling {
+	compute := start.MachineKind(dtype)
+	return func(p ComparePoint) Ceiling {
+		if p.Prefill == 0 {
+			return Ceiling{Name: "DRAM read B/s", PerSecond: m.Burst(ceiling.DRAM) * 1e9}
+		}
+		if start == nil {
+			return Ceiling{}
+		}
+		unit := " FLOP/s"
+		if compute == ceiling.VNNI {
+			unit = " OP/s"
+		}
+		return Ceiling{Name: compute.String() + unit, PerSecond: m.Burst(compute) * 1e9}
+	}
+}
+
+// fractionSpread prints a median fraction with its spread over rounds.
+func fractionSpread(f, spread float64) string {
+	if f == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%s ±%.0f%%", fraction(f), 100*spread)
 }

@@ -78,8 +78,15 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	fl := &fakeLlama{prefill: 1000, decode: 100, order: &order}
 	l := &LlamaCpp{Bench: "bench", BatchedBench: "batched", GGUF: "m.gguf", Threads: 2, Exec: fl.exec}
 	points := []ComparePoint{{Prefill: 16}, {Depth: 32, Batch: 1}, {Depth: 0, Batch: 4}}
+	ceil := func(p ComparePoint) Ceiling {
+		order = append(order, "ceiling")
+		if p.Prefill > 0 {
+			return Ceiling{Name: "VDPBF16PS FLOP/s", PerSecond: 1e12}
+		}
+		return Ceiling{Name: "DRAM read B/s", PerSecond: 50e9}
+	}
 	res, err := RunCompare(context.Background(), g, c, l,
-		CompareOptions{Points: points, Rounds: 2, Tokens: 8, DType: "bf16", KVBytes: 114688, Peak: 1e12, DRAM: 50e9}, nil)
+		CompareOptions{Points: points, Rounds: 2, Tokens: 8, DType: "bf16", KVBytes: 114688, Ceiling: ceil}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,26 +99,29 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 		}
 	}
 	// Prefill: 16 tokens in 8 ms = 2000 tok/s against llama.cpp's 1000.
-	if r := res[0]; math.Abs(r.Ratio-2) > 1e-9 || r.Test != "prefill 16" || r.EllmFraction <= 0 || r.LlamaFraction <= 0 {
+	if r := res[0]; math.Abs(r.Ratio-2) > 1e-9 || r.Test != "prefill 16" || r.EllmFraction <= 0 || r.LlamaFraction <= 0 ||
+		r.Ceiling != "VDPBF16PS FLOP/s" || len(r.Rounds) != 2 || r.Rounds[1].Ceiling != 1e12 {
 		t.Errorf("prefill: %+v", r)
 	}
 	// Decode at batch 1: a step every 4 ms = 250 tok/s against 100.
-	if r := res[1]; math.Abs(r.Ratio-2.5) > 1e-9 || r.Ellm.N != 2 || r.Llama.N != 2 {
+	if r := res[1]; math.Abs(r.Ratio-2.5) > 1e-9 || r.Ellm.N != 2 || r.Llama.N != 2 || r.Ceiling != "DRAM read B/s" ||
+		math.Abs(r.EllmFraction/r.LlamaFraction-2.5) > 1e-9 {
 		t.Errorf("decode batch 1: %+v", r)
 	}
 	// Batch 4 counts every sequence: 1000 tok/s against batched-bench's 100.
 	if r := res[2]; math.Abs(r.Ratio-10) > 1e-9 {
 		t.Errorf("decode batch 4: %+v", r)
 	}
-	// The engines take turns, and the second round starts with llama.cpp (a
-	// prefill's warm-up makes two ellm entries in a row: fold them).
+	// The engines take turns, the second round starting with llama.cpp, and
+	// each point's ceiling is measured between them (a prefill's warm-up
+	// makes two ellm entries in a row: fold them).
 	var turns []string
 	for _, o := range order {
-		if len(turns) == 0 || o == "llama" || turns[len(turns)-1] != "ellm" {
+		if len(turns) == 0 || o != "ellm" || turns[len(turns)-1] != "ellm" {
 			turns = append(turns, o)
 		}
 	}
-	want := "ellm llama ellm llama ellm llama llama ellm llama ellm llama ellm"
+	want := "ellm ceiling llama ellm ceiling llama ellm ceiling llama llama ceiling ellm llama ceiling ellm llama ceiling ellm"
 	if got := strings.Join(turns, " "); got != want {
 		t.Errorf("order %q, want %q", got, want)
 	}
@@ -149,5 +159,62 @@ func TestLlamaCppParsesAndReportsErrors(t *testing.T) {
 	l.Bench = "/nonexistent/llama-bench"
 	if _, err := l.Prefill(context.Background(), 8); err == nil || !strings.Contains(err.Error(), "/nonexistent/llama-bench") {
 		t.Errorf("a missing program must name itself: %v", err)
+	}
+}
+
+// On a VM whose speed swings with its host's other tenants, an engine that
+// keeps pace with the machine reads the same fraction of peak every round,
+// though its rate and the ceiling both halve; one ceiling taken at the start
+// would put it above 100 %.
+func TestCompareResultFractionsPerRound(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	opts := CompareOptions{DType: "bf16", KVBytes: 114688}
+	decode := ComparePoint{Depth: 0, Batch: 1}
+	bytesPerToken := DecodeBytes(c, "bf16", 114688, 0, 1)
+	// ellm reads at 80 % of each round's DRAM ceiling, llama.cpp at 60 %.
+	var rounds []CompareRound
+	for _, dram := range []float64{60e9, 30e9, 45e9} {
+		rounds = append(rounds, CompareRound{Ellm: 0.8 * dram / bytesPerToken, Llama: 0.6 * dram / bytesPerToken, Ceiling: dram})
+	}
+	r := compareResult(c, decode, opts, "DRAM read B/s", rounds)
+	if math.Abs(r.EllmFraction-0.8) > 1e-9 || math.Abs(r.LlamaFraction-0.6) > 1e-9 || r.EllmFractionSpread > 1e-9 {
+		t.Errorf("fractions %v ±%v, %v: want 0.8 ±0, 0.6", r.EllmFraction, r.EllmFractionSpread, r.LlamaFraction)
+	}
+	if startFraction := r.Ellm.Median * bytesPerToken / 30e9; startFraction < 1.1 {
+		t.Fatalf("the test's premise: against the slow round's ceiling the median reads %v", startFraction)
+	}
+	for i, rr := range r.Rounds {
+		if math.Abs(rr.EllmFraction-0.8) > 1e-9 || math.Abs(rr.LlamaFraction-0.6) > 1e-9 {
+			t.Errorf("round %d: %+v", i, rr)
+		}
+	}
+	if math.Abs(r.Ratio-4.0/3) > 1e-9 || r.Ellm.N != 3 {
+		t.Errorf("ratio %v over %d rounds", r.Ratio, r.Ellm.N)
+	}
+
+	// A prefill is charged its FLOPs against the compute ceiling; the median
+	// and spread are over rounds, and a round without a ceiling has no fraction.
+	prefill := ComparePoint{Prefill: 128}
+	flopsPerToken := PrefillFLOPs(c, 128, 0) / 128
+	rounds = []CompareRound{
+		{Ellm: 0.5 * 400e9 / flopsPerToken, Llama: 0.3 * 400e9 / flopsPerToken, Ceiling: 400e9},
+		{Ellm: 0.4 * 200e9 / flopsPerToken, Llama: 0.3 * 200e9 / flopsPerToken, Ceiling: 200e9},
+		{Ellm: 0.6 * 300e9 / flopsPerToken, Llama: 0.3 * 300e9 / flopsPerToken, Ceiling: 300e9},
+		{Ellm: 1000, Llama: 1000},
+	}
+	r = compareResult(c, prefill, opts, "VDPBF16PS FLOP/s", rounds)
+	if math.Abs(r.EllmFraction-0.5) > 1e-9 || math.Abs(r.EllmFractionSpread-0.4) > 1e-9 || math.Abs(r.LlamaFraction-0.3) > 1e-9 {
+		t.Errorf("prefill fractions %v ±%v, %v: want 0.5 ±0.4, 0.3", r.EllmFraction, r.EllmFractionSpread, r.LlamaFraction)
+	}
+	if r.Rounds[3].EllmFraction != 0 || r.Ellm.N != 4 {
+		t.Errorf("round without a ceiling: %+v, %d rates", r.Rounds[3], r.Ellm.N)
+	}
+	row := CompareResults{r}.Rows()[0]
+	if row[4] != "50.0% ±40%" || row[5] != "30.0% ±0%" {
+		t.Errorf("row %q", row)
+	}
+	got := compareResult(c, prefill, opts, "", []CompareRound{{Ellm: 1, Llama: 1}})
+	if got.EllmFraction != 0 || (CompareResults{got}).Rows()[0][4] != "n/a" {
+		t.Errorf("without ceilings: %+v", got)
 	}
 }

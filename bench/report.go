@@ -45,6 +45,8 @@ type Machine struct {
 	// Ceilings are this machine's peaks measured in the same process, the
 	// denominators of every *_fraction field.
 	Ceilings *Ceilings `json:"ceilings,omitempty"`
+	// Idle is the CPU other processes and guests used around the run (nil: not checked).
+	Idle *Idleness `json:"idle,omitempty"`
 }
 
 // Ceilings are measured peaks at the run's thread count.
@@ -72,20 +74,17 @@ func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
 	return c.FMAGFLOPS * 1e9
 }
 
-// MachinePeak is the best FLOP/s this machine offers for weights of dtype,
-// whichever kernel path reaches it: the denominator when engines that take
-// different paths are compared.
-func (c *Ceilings) MachinePeak(dtype string) float64 {
-	if c == nil {
-		return 0
+// MachineKind is the ceiling with the best rate this machine offers for
+// weights of dtype, whichever kernel path reaches it: the denominator when
+// engines that take different paths are compared.
+func (c *Ceilings) MachineKind(dtype string) ceiling.Kind {
+	switch {
+	case dtype == "int8":
+		return ceiling.VNNI
+	case dtype == "f32" || c == nil || c.FMAGFLOPS > c.BF16GFLOPS:
+		return ceiling.FMA
 	}
-	switch dtype {
-	case "int8":
-		return c.VNNIGOPS * 1e9
-	case "f32":
-		return c.FMAGFLOPS * 1e9
-	}
-	return max(c.BF16GFLOPS, c.FMAGFLOPS) * 1e9
+	return ceiling.BF16
 }
 
 // DescribeMachine captures the CPU and the kernel path for a run on threads threads.
@@ -197,6 +196,13 @@ func Write(w io.Writer, r Report, f Format) error {
 	if c := m.Ceilings; c != nil {
 		fmt.Fprintf(w, "ceilings: FMA %.0f GFLOP/s, VDPBF16PS %.0f GFLOP/s, VPDPBUSD %.0f GOP/s, DRAM read %.1f GB/s\n",
 			c.FMAGFLOPS, c.BF16GFLOPS, c.VNNIGOPS, c.DRAMGBps)
+	}
+	if i := m.Idle; i != nil {
+		fmt.Fprintf(w, "others' CPU: before the run %.2f cores (steal %.2f)", i.Before.Others, i.Before.Steal)
+		if d := i.During; d != nil {
+			fmt.Fprintf(w, ", during it %.2f (steal %.2f)", d.Others, d.Steal)
+		}
+		fmt.Fprintln(w)
 	}
 	tbl := tablewriter.NewTable(w, tablewriter.WithHeaderAutoFormat(tw.Off))
 	tbl.Header(anySlice(t.Header())...)

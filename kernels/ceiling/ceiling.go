@@ -142,6 +142,42 @@ func (m *Meter) DRAM() Peak {
 	return dramPeak(m.pool, m.o, m.buf)
 }
 
+// Kind names one ceiling, for Burst.
+type Kind int
+
+const (
+	FMA    Kind = iota // FMAGFLOPS
+	FMA256             // FMA256GFLOPS
+	BF16               // BF16GFLOPS
+	VNNI               // VNNIGOPS
+	DRAM               // DRAMGBps
+)
+
+func (k Kind) String() string {
+	return [...]string{"FMA", "FMA256", "VDPBF16PS", "VPDPBUSD", "DRAM read"}[k]
+}
+
+// Burst measures one ceiling on all of the pool's threads only (G ops/s, or
+// GB/s for DRAM; 0 where the CPU lacks the instruction or the meter has no
+// buffer): short enough to repeat next to every measurement of a benchmark
+// on a machine whose speed drifts, where one ceiling taken at the start does
+// not describe the rest of the run. Its length is about o.Reps × o.Interval
+// for an instruction (plus a calibration of a quarter interval), o.Reps
+// reads of the buffer for DRAM.
+func (m *Meter) Burst(k Kind) float64 {
+	if k == DRAM {
+		if m.buf == nil {
+			return 0
+		}
+		return dramRate(m.pool, m.o, m.buf, m.pool.Size())
+	}
+	l := [...]*loop{m.loops.fma512, m.loops.fma256, m.loops.bf16, m.loops.vnni}[k]
+	if l == nil {
+		return 0
+	}
+	return computeRate(m.pool, m.o, l, calibrate(m.o, l), m.pool.Size())
+}
+
 type loopSet struct{ fma512, fma256, bf16, vnni *loop }
 
 // computeTask runs a loop on the first `active` workers, each timing itself.
@@ -209,26 +245,31 @@ func computePeak(pool *threads.Pool, o Options, l *loop) Peak {
 	if l == nil {
 		return Peak{}
 	}
-	// Calibrate the iteration count to the interval on one thread.
+	n := calibrate(o, l)
+	return Peak{Single: computeRate(pool, o, l, n, 1), All: computeRate(pool, o, l, n, pool.Size())}
+}
+
+// calibrate finds the iteration count that takes o.Interval on one thread.
+func calibrate(o Options, l *loop) int {
 	n := 1 << 12
 	for {
 		d := timed(o.WallClock, func() { l.run(n) })
 		if d > o.Interval/4 || n > 1<<30 {
-			n = int(float64(n) * float64(o.Interval) / float64(max(d, time.Microsecond)))
-			break
+			return int(float64(n) * float64(o.Interval) / float64(max(d, time.Microsecond)))
 		}
 		n *= 4
 	}
-	rate := func(active int) float64 {
-		t := &computeTask{wall: o.WallClock, l: l, n: n, active: min(active, maxThreads)}
-		best := 0.0
-		for range o.Reps {
-			pool.Run(t)
-			best = max(best, float64(n)*l.opsPerIter*float64(t.active)/slowest(t.took[:t.active])/1e9)
-		}
-		return best
+}
+
+// computeRate is the best of o.Reps runs of n iterations on active threads, in G ops/s.
+func computeRate(pool *threads.Pool, o Options, l *loop, n, active int) float64 {
+	t := &computeTask{wall: o.WallClock, l: l, n: n, active: min(active, maxThreads)}
+	best := 0.0
+	for range o.Reps {
+		pool.Run(t)
+		best = max(best, float64(n)*l.opsPerIter*float64(t.active)/slowest(t.took[:t.active])/1e9)
 	}
-	return Peak{Single: rate(1), All: rate(pool.Size())}
+	return best
 }
 
 type readTask struct {
@@ -248,14 +289,16 @@ func (t *readTask) Run(w, _ int) {
 }
 
 func dramPeak(pool *threads.Pool, o Options, buf []byte) Peak {
-	rate := func(active int) float64 {
-		t := &readTask{wall: o.WallClock, buf: buf, active: min(active, maxThreads)}
-		best := 0.0
-		for range o.Reps {
-			pool.Run(t)
-			best = max(best, float64(len(buf))/slowest(t.took[:t.active])/1e9)
-		}
-		return best
+	return Peak{Single: dramRate(pool, o, buf, 1), All: dramRate(pool, o, buf, pool.Size())}
+}
+
+// dramRate is the best of o.Reps reads of buf on active threads, in GB/s.
+func dramRate(pool *threads.Pool, o Options, buf []byte, active int) float64 {
+	t := &readTask{wall: o.WallClock, buf: buf, active: min(active, maxThreads)}
+	best := 0.0
+	for range o.Reps {
+		pool.Run(t)
+		best = max(best, float64(len(buf))/slowest(t.took[:t.active])/1e9)
 	}
-	return Peak{Single: rate(1), All: rate(pool.Size())}
+	return best
 }

@@ -51,3 +51,30 @@ func TestMeasure(t *testing.T) {
 		t.Errorf("wall-clock FMA ceiling %+v", w.FMAGFLOPS)
 	}
 }
+
+func TestBurst(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	m, err := NewMeter(pool, Options{Interval: 2 * time.Millisecond, Reps: 2, DRAMBytes: 64 << 20, WallClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got := m.Burst(DRAM); !(got > 0) {
+		t.Errorf("DRAM burst %v, want positive", got)
+	}
+	l := loops()
+	for k, lp := range map[Kind]*loop{FMA: l.fma512, FMA256: l.fma256, BF16: l.bf16, VNNI: l.vnni} {
+		got := m.Burst(k)
+		if (lp != nil) != (got > 0) {
+			t.Errorf("%v burst %v with loop present %v", k, got, lp != nil)
+		}
+	}
+	noBuf, err := NewMeter(pool, Options{NoDRAM: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := noBuf.Burst(DRAM); got != 0 {
+		t.Errorf("DRAM burst without a buffer: %v", got)
+	}
+}

@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ellm-dev/ellm/bench"
+	"github.com/ellm-dev/ellm/kernels/ceiling"
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
+	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
@@ -25,8 +27,10 @@ type LlamaCppOptions struct {
 	Depths            string
 	Batches           string
 	Tokens            int
-	// LoadAvg reads the 1-minute load average (nil: /proc/loadavg).
-	LoadAvg func() (float64, error)
+	// CPU reads the machine's CPU time (nil: /proc), and IdleWindow is how
+	// long the idle check before the run watches it (0: one second).
+	CPU        func() (bench.CPUSnapshot, error)
+	IdleWindow time.Duration
 }
 
 func newCmdLlamaCpp(f *cmdutil.Factory, runF func(*LlamaCppOptions) error) *cobra.Command {
@@ -41,7 +45,14 @@ the ratio ellm / llama.cpp and each engine's fraction of this machine's peak.
 
 --gguf must be the checkpoint that --model-path or --preset resolves to, converted
 to GGUF (docs/benchmarks.md shows how); the command prints the directory it loads.
-Measure on an otherwise idle machine: it warns when the load average is 0.5 or more.`,
+Each round measures the ceiling each point is charged against (DRAM read for a
+decode, the dtype's best compute ceiling for a prefill) in a short burst between
+the two engines' measurements, and the fractions of peak are medians over rounds
+of rate / that round's ceiling: a shared machine's ceilings drift during a run.
+
+Measure on an otherwise idle machine: it watches the CPU time other processes
+(and, on a VM, other guests: steal) use for a second before the run and during it,
+and warns when that reaches a quarter of a core.`,
 		Example: `  ellm bench llamacpp --preset qwen3-0.6b --gguf qwen3-0.6b-bf16.gguf --llama-bench ~/llama.cpp/build/bin/llama-bench
   ellm bench llamacpp --preset qwen3-0.6b --dtype int8 --gguf qwen3-0.6b-q8_0.gguf --llama-bench … --prefill 512,2048 --depths 0,4096`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -120,14 +131,6 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	if _, err := os.Stat(opts.GGUF); err != nil {
 		return fmt.Errorf("--gguf: %w", err)
 	}
-	loadAvg := opts.LoadAvg
-	if loadAvg == nil {
-		loadAvg = procLoadAvg
-	}
-	if load, err := loadAvg(); err == nil && load >= 0.5 {
-		fmt.Fprintf(opts.IO.ErrOut, "warning: load average %.2f: the machine is not idle, so the figures are not either\n", load)
-	}
-
 	seq, slots := 8, 1
 	for _, p := range points {
 		seq = max(seq, p.Prefill+8, bench.DecodeSequenceLength(p.Depth, bench.CompareDecodeWarmup, opts.Tokens))
@@ -145,17 +148,75 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	fmt.Fprintf(opts.IO.ErrOut, "ellm loads %s; --gguf %s must be the same weights\n", s.engine.Info().ModelPath, opts.GGUF)
 
 	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: s.engine.Info().Threads}
-	rounds := max(opts.Repeat, 1)
-	p := opts.progress(2*rounds*len(points), "ellm vs llama.cpp")
-	res, err := bench.RunCompare(cmd.Context(), s.engine, s.cfg, llama, bench.CompareOptions{
-		Points: points, Rounds: rounds, Tokens: opts.Tokens, Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes,
-		Peak: s.machine.Ceilings.MachinePeak(opts.DType), DRAM: dramBytes(s.machine.Ceilings),
-	}, p)
+	co := bench.CompareOptions{Points: points, Rounds: max(opts.Repeat, 1), Tokens: opts.Tokens, Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes}
+	if s.machine.Ceilings != nil {
+		pool, _ := engine.NewPool(opts.Threads, !opts.PinThreads)
+		defer pool.Close()
+		meter, err := ceiling.NewMeter(pool, burstOptions)
+		if err != nil {
+			return err
+		}
+		defer meter.Close()
+		co.Ceiling = bench.BurstCeilings(meter, s.machine.Ceilings, opts.DType)
+	}
+
+	// Nothing of ours runs now: whatever the CPUs do is someone else's.
+	idle, before, err := opts.checkIdle()
+	if err != nil {
+		return err
+	}
+	s.machine.Idle = idle
+	p := opts.progress(2*co.Rounds*len(points), "ellm vs llama.cpp")
+	res, err := bench.RunCompare(cmd.Context(), s.engine, s.cfg, llama, co, p)
 	p.Done()
 	if err != nil {
 		return err
 	}
+	if after, err := opts.readCPU(); err == nil {
+		during := bench.OtherLoad(before, after)
+		idle.During = &during
+		if during.Busy() {
+			fmt.Fprintf(opts.IO.ErrOut, "warning: others used %.2f cores (steal %.2f) during the run: the figures are not an idle machine's\n", during.Others, during.Steal)
+		}
+	}
 	return opts.write(bench.Report{Kind: "ellm vs llama.cpp", Machine: s.machine, Model: s.model, Results: res})
+}
+
+// burstOptions size the per-round ceiling bursts to about 50 ms each for an
+// instruction and 30 ms for DRAM on a 2-core VM: a quarter GiB is still
+// eight times a large last-level cache.
+var burstOptions = ceiling.Options{Interval: 10 * time.Millisecond, Reps: 4, DRAMBytes: 256 << 20, WallClock: true}
+
+func (o *LlamaCppOptions) readCPU() (bench.CPUSnapshot, error) {
+	if o.CPU != nil {
+		return o.CPU()
+	}
+	return bench.ReadCPUSnapshot("/proc")
+}
+
+// checkIdle watches the CPUs for IdleWindow and warns when others use them;
+// it returns what it saw and the snapshot it ended on, the start of the run's
+// own window. A machine without /proc is not checked (nil, no error).
+func (o *LlamaCppOptions) checkIdle() (*bench.Idleness, bench.CPUSnapshot, error) {
+	a, err := o.readCPU()
+	if err != nil {
+		fmt.Fprintf(o.IO.ErrOut, "warning: cannot check that the machine is idle: %v\n", err)
+		return nil, a, nil
+	}
+	window := o.IdleWindow
+	if window <= 0 {
+		window = time.Second
+	}
+	time.Sleep(window)
+	b, err := o.readCPU()
+	if err != nil {
+		return nil, a, fmt.Errorf("check the machine is idle: %w", err)
+	}
+	load := bench.OtherLoad(a, b)
+	if load.Busy() {
+		fmt.Fprintf(o.IO.ErrOut, "warning: others used %.2f cores (steal %.2f) before the run: the machine is not idle, so the figures are not either\n", load.Others, load.Steal)
+	}
+	return &bench.Idleness{Before: load}, b, nil
 }
 
 func dramBytes(c *bench.Ceilings) float64 {
@@ -163,16 +224,4 @@ func dramBytes(c *bench.Ceilings) float64 {
 		return 0
 	}
 	return c.DRAMGBps * 1e9
-}
-
-func procLoadAvg() (float64, error) {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0, err
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) == 0 {
-		return 0, fmt.Errorf("/proc/loadavg: empty")
-	}
-	return strconv.ParseFloat(fields[0], 64)
 }

@@ -1,10 +1,15 @@
 package bench
 
 import (
+	"bytes"
+	"errors"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ellm-dev/ellm/bench"
+	"github.com/ellm-dev/ellm/pkg/cmdutil"
 )
 
 func TestLlamaCppPoints(t *testing.T) {
@@ -47,5 +52,75 @@ func TestLlamaCppPoints(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// snapshots replays CPU snapshots, as two reads of /proc a window apart would.
+func snapshots(t *testing.T, s ...bench.CPUSnapshot) func() (bench.CPUSnapshot, error) {
+	return func() (bench.CPUSnapshot, error) {
+		if len(s) == 0 {
+			t.Fatal("more CPU reads than snapshots")
+		}
+		next := s[0]
+		s = s[1:]
+		return next, nil
+	}
+}
+
+func TestLlamaCppIdleCheck(t *testing.T) {
+	start := bench.CPUSnapshot{CPUs: 2, Total: 10000, Busy: 2000, Steal: 0, Own: 1000}
+	tests := []struct {
+		name        string
+		after       bench.CPUSnapshot
+		warn        bool
+		others, stl float64
+	}{
+		// A second of 2 CPUs (200 ticks), the benchmark's own earlier
+		// threads aside: its 150 busy ticks are all ours, so no warning
+		// where a load average would have read ~1.5.
+		{name: "only ours", after: bench.CPUSnapshot{CPUs: 2, Total: 10200, Busy: 2150, Own: 1150}},
+		{name: "another process", after: bench.CPUSnapshot{CPUs: 2, Total: 10200, Busy: 2100, Own: 1040}, warn: true, others: 0.6},
+		{name: "other guests", after: bench.CPUSnapshot{CPUs: 2, Total: 10200, Busy: 2000, Steal: 40, Own: 1000}, warn: true, stl: 0.4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var errOut bytes.Buffer
+			o := &LlamaCppOptions{Common: Common{IO: cmdutil.IOStreams{Out: &errOut, ErrOut: &errOut}},
+				CPU: snapshots(t, start, tt.after), IdleWindow: time.Millisecond}
+			idle, end, err := o.checkIdle()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end != tt.after {
+				t.Errorf("the run's window starts at %+v, want the check's last snapshot", end)
+			}
+			if math.Abs(idle.Before.Others-tt.others) > 1e-9 || math.Abs(idle.Before.Steal-tt.stl) > 1e-9 {
+				t.Errorf("load %+v, want others %v steal %v", idle.Before, tt.others, tt.stl)
+			}
+			if got := strings.Contains(errOut.String(), "warning: others used"); got != tt.warn {
+				t.Errorf("warning %v, want %v: %q", got, tt.warn, errOut.String())
+			}
+		})
+	}
+
+	var errOut bytes.Buffer
+	o := &LlamaCppOptions{Common: Common{IO: cmdutil.IOStreams{Out: &errOut, ErrOut: &errOut}},
+		CPU: func() (bench.CPUSnapshot, error) { return bench.CPUSnapshot{}, errors.New("no /proc here") }}
+	if idle, _, err := o.checkIdle(); err != nil || idle != nil || !strings.Contains(errOut.String(), "cannot check") {
+		t.Errorf("without /proc: %v, %v, %q", idle, err, errOut.String())
+	}
+}
+
+func TestReportPrintsIdleness(t *testing.T) {
+	var out bytes.Buffer
+	m := bench.Machine{CPU: "test CPU", Ceilings: &bench.Ceilings{DRAMGBps: 40},
+		Idle: &bench.Idleness{Before: bench.CPULoad{Others: 0.05}, During: &bench.CPULoad{Others: 0.3, Steal: 0.1}}}
+	if err := bench.Write(&out, bench.Report{Kind: "ellm vs llama.cpp", Machine: m, Results: bench.CompareResults{}}, bench.FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"DRAM read 40.0 GB/s", "others' CPU: before the run 0.05 cores (steal 0.00), during it 0.30 (steal 0.10)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("missing %q in\n%s", want, out.String())
+		}
 	}
 }
