@@ -43,9 +43,11 @@ type CompareResult struct {
 	LlamaFraction       float64 `json:"llamacpp_peak_fraction"`
 	EllmFractionSpread  float64 `json:"ellm_peak_fraction_spread"`
 	LlamaFractionSpread float64 `json:"llamacpp_peak_fraction_spread"`
-	// Ceiling names what the rounds' ceilings measure, e.g. "DRAM read B/s".
-	Ceiling string         `json:"ceiling,omitempty"`
-	Rounds  []CompareRound `json:"rounds"`
+	// Ceiling names what the rounds' ceilings measure, e.g. "DRAM read",
+	// in CeilingUnit per second ("B", "FLOP", "OP").
+	Ceiling     string         `json:"ceiling,omitempty"`
+	CeilingUnit string         `json:"ceiling_unit,omitempty"`
+	Rounds      []CompareRound `json:"rounds"`
 }
 
 // CompareRound is one point's measurements in one round.
@@ -53,23 +55,23 @@ type CompareRound struct {
 	Ellm  float64 `json:"ellm_tokens_per_second"`
 	Llama float64 `json:"llamacpp_tokens_per_second"`
 	// Ceiling is the point's ceiling measured between the two engines'
-	// measurements, in the unit CompareResult.Ceiling names (0: none).
+	// measurements, in CompareResult.CeilingUnit per second (0: none).
 	Ceiling       float64 `json:"ceiling_per_second"`
 	EllmFraction  float64 `json:"ellm_peak_fraction"`
 	LlamaFraction float64 `json:"llamacpp_peak_fraction"`
 }
 
-// Ceiling is one measured ceiling: ops (FLOPs, int8 ops) or bytes per second.
+// Ceiling is one measured ceiling: Unit (FLOP, OP, B) per second.
 type Ceiling struct {
-	Name      string
-	PerSecond float64
+	Name, Unit string
+	PerSecond  float64
 }
 
 // CompareResults print as a table.
 type CompareResults []CompareResult
 
 func (CompareResults) Header() []string {
-	return []string{"test", "ellm tok/s", "llama.cpp tok/s", "ellm / llama.cpp", "ellm of peak", "llama.cpp of peak"}
+	return []string{"test", "ellm tok/s", "llama.cpp tok/s", "ellm / llama.cpp", "ellm of peak", "llama.cpp of peak", "peak (median of rounds)"}
 }
 
 func (rs CompareResults) Rows() [][]string {
@@ -79,7 +81,7 @@ func (rs CompareResults) Rows() [][]string {
 			fmt.Sprintf("%.1f ±%.0f%%", r.Ellm.Median, 100*r.Ellm.Spread()),
 			fmt.Sprintf("%.1f ±%.0f%%", r.Llama.Median, 100*r.Llama.Spread()),
 			fmt.Sprintf("%.2f", r.Ratio), fractionSpread(r.EllmFraction, r.EllmFractionSpread),
-			fractionSpread(r.LlamaFraction, r.LlamaFractionSpread)})
+			fractionSpread(r.LlamaFraction, r.LlamaFractionSpread), r.ceiling()})
 	}
 	return rows
 }
@@ -108,7 +110,7 @@ type CompareOptions struct {
 func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *LlamaCpp, opts CompareOptions, progress *Progress) (CompareResults, error) {
 	rounds := max(opts.Rounds, 1)
 	recorded := make([][]CompareRound, len(opts.Points))
-	ceilings := make([]string, len(opts.Points))
+	ceilings := make([]Ceiling, len(opts.Points))
 	for round := range rounds {
 		for i, p := range opts.Points {
 			var r CompareRound
@@ -135,7 +137,7 @@ func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *Llama
 				if j == 0 && opts.Ceiling != nil {
 					// Between the engines: as close in time to both as one burst can be.
 					c := opts.Ceiling(p)
-					r.Ceiling, ceilings[i] = c.PerSecond, c.Name
+					r.Ceiling, ceilings[i] = c.PerSecond, c
 				}
 			}
 			recorded[i] = append(recorded[i], r)
@@ -150,7 +152,7 @@ func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *Llama
 
 // compareResult summarizes one point's rounds: rates, their ratio, and each
 // engine's fraction of peak, per round against that round's ceiling.
-func compareResult(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, ceiling string, rounds []CompareRound) CompareResult {
+func compareResult(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, ceiling Ceiling, rounds []CompareRound) CompareResult {
 	var ellm, llama, ellmFrac, llamaFrac []float64
 	for i := range rounds {
 		r := &rounds[i]
@@ -160,7 +162,8 @@ func compareResult(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, ce
 			ellmFrac, llamaFrac = append(ellmFrac, r.EllmFraction), append(llamaFrac, r.LlamaFraction)
 		}
 	}
-	res := CompareResult{Test: p.String(), Ellm: Summarize(ellm), Llama: Summarize(llama), Ceiling: ceiling, Rounds: rounds}
+	res := CompareResult{Test: p.String(), Ellm: Summarize(ellm), Llama: Summarize(llama),
+		Ceiling: ceiling.Name, CeilingUnit: ceiling.Unit, Rounds: rounds}
 	res.Ratio = res.Ellm.Median / res.Llama.Median
 	ef, lf := Summarize(ellmFrac), Summarize(llamaFrac)
 	res.EllmFraction, res.EllmFractionSpread = ef.Median, ef.Spread()
@@ -213,17 +216,32 @@ func BurstCeilings(m *ceiling.Meter, start *Ceilings, dtype string) func(Compare
 	compute := start.MachineKind(dtype)
 	return func(p ComparePoint) Ceiling {
 		if p.Prefill == 0 {
-			return Ceiling{Name: "DRAM read B/s", PerSecond: m.Burst(ceiling.DRAM) * 1e9}
+			return Ceiling{Name: "DRAM read", Unit: "B", PerSecond: m.Burst(ceiling.DRAM) * 1e9}
 		}
 		if start == nil {
 			return Ceiling{}
 		}
-		unit := " FLOP/s"
+		unit := "FLOP"
 		if compute == ceiling.VNNI {
-			unit = " OP/s"
+			unit = "OP"
 		}
-		return Ceiling{Name: compute.String() + unit, PerSecond: m.Burst(compute) * 1e9}
+		return Ceiling{Name: compute.String(), Unit: unit, PerSecond: m.Burst(compute) * 1e9}
 	}
+}
+
+// ceiling prints the median of the rounds' ceilings with its spread.
+func (r CompareResult) ceiling() string {
+	var cs []float64
+	for _, rr := range r.Rounds {
+		if rr.Ceiling > 0 {
+			cs = append(cs, rr.Ceiling)
+		}
+	}
+	if len(cs) == 0 {
+		return "n/a"
+	}
+	s := Summarize(cs)
+	return fmt.Sprintf("%s %.1f G%s/s ±%.0f%%", r.Ceiling, s.Median/1e9, r.CeilingUnit, 100*s.Spread())
 }
 
 // fractionSpread prints a median fraction with its spread over rounds.

@@ -81,9 +81,9 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	ceil := func(p ComparePoint) Ceiling {
 		order = append(order, "ceiling")
 		if p.Prefill > 0 {
-			return Ceiling{Name: "VDPBF16PS FLOP/s", PerSecond: 1e12}
+			return Ceiling{Name: "VDPBF16PS", Unit: "FLOP", PerSecond: 1e12}
 		}
-		return Ceiling{Name: "DRAM read B/s", PerSecond: 50e9}
+		return Ceiling{Name: "DRAM read", Unit: "B", PerSecond: 50e9}
 	}
 	res, err := RunCompare(context.Background(), g, c, l,
 		CompareOptions{Points: points, Rounds: 2, Tokens: 8, DType: "bf16", KVBytes: 114688, Ceiling: ceil}, nil)
@@ -100,11 +100,11 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	}
 	// Prefill: 16 tokens in 8 ms = 2000 tok/s against llama.cpp's 1000.
 	if r := res[0]; math.Abs(r.Ratio-2) > 1e-9 || r.Test != "prefill 16" || r.EllmFraction <= 0 || r.LlamaFraction <= 0 ||
-		r.Ceiling != "VDPBF16PS FLOP/s" || len(r.Rounds) != 2 || r.Rounds[1].Ceiling != 1e12 {
+		r.Ceiling != "VDPBF16PS" || len(r.Rounds) != 2 || r.Rounds[1].Ceiling != 1e12 {
 		t.Errorf("prefill: %+v", r)
 	}
 	// Decode at batch 1: a step every 4 ms = 250 tok/s against 100.
-	if r := res[1]; math.Abs(r.Ratio-2.5) > 1e-9 || r.Ellm.N != 2 || r.Llama.N != 2 || r.Ceiling != "DRAM read B/s" ||
+	if r := res[1]; math.Abs(r.Ratio-2.5) > 1e-9 || r.Ellm.N != 2 || r.Llama.N != 2 || r.Ceiling != "DRAM read" ||
 		math.Abs(r.EllmFraction/r.LlamaFraction-2.5) > 1e-9 {
 		t.Errorf("decode batch 1: %+v", r)
 	}
@@ -176,7 +176,7 @@ func TestCompareResultFractionsPerRound(t *testing.T) {
 	for _, dram := range []float64{60e9, 30e9, 45e9} {
 		rounds = append(rounds, CompareRound{Ellm: 0.8 * dram / bytesPerToken, Llama: 0.6 * dram / bytesPerToken, Ceiling: dram})
 	}
-	r := compareResult(c, decode, opts, "DRAM read B/s", rounds)
+	r := compareResult(c, decode, opts, Ceiling{Name: "DRAM read", Unit: "B"}, rounds)
 	if math.Abs(r.EllmFraction-0.8) > 1e-9 || math.Abs(r.LlamaFraction-0.6) > 1e-9 || r.EllmFractionSpread > 1e-9 {
 		t.Errorf("fractions %v ±%v, %v: want 0.8 ±0, 0.6", r.EllmFraction, r.EllmFractionSpread, r.LlamaFraction)
 	}
@@ -202,7 +202,7 @@ func TestCompareResultFractionsPerRound(t *testing.T) {
 		{Ellm: 0.6 * 300e9 / flopsPerToken, Llama: 0.3 * 300e9 / flopsPerToken, Ceiling: 300e9},
 		{Ellm: 1000, Llama: 1000},
 	}
-	r = compareResult(c, prefill, opts, "VDPBF16PS FLOP/s", rounds)
+	r = compareResult(c, prefill, opts, Ceiling{Name: "VDPBF16PS", Unit: "FLOP"}, rounds)
 	if math.Abs(r.EllmFraction-0.5) > 1e-9 || math.Abs(r.EllmFractionSpread-0.4) > 1e-9 || math.Abs(r.LlamaFraction-0.3) > 1e-9 {
 		t.Errorf("prefill fractions %v ±%v, %v: want 0.5 ±0.4, 0.3", r.EllmFraction, r.EllmFractionSpread, r.LlamaFraction)
 	}
@@ -210,11 +210,11 @@ func TestCompareResultFractionsPerRound(t *testing.T) {
 		t.Errorf("round without a ceiling: %+v, %d rates", r.Rounds[3], r.Ellm.N)
 	}
 	row := CompareResults{r}.Rows()[0]
-	if row[4] != "50.0% ±40%" || row[5] != "30.0% ±0%" {
+	if row[4] != "50.0% ±40%" || row[5] != "30.0% ±0%" || row[6] != "VDPBF16PS 300.0 GFLOP/s ±67%" {
 		t.Errorf("row %q", row)
 	}
-	got := compareResult(c, prefill, opts, "", []CompareRound{{Ellm: 1, Llama: 1}})
-	if got.EllmFraction != 0 || (CompareResults{got}).Rows()[0][4] != "n/a" {
+	got := compareResult(c, prefill, opts, Ceiling{}, []CompareRound{{Ellm: 1, Llama: 1}})
+	if row := (CompareResults{got}).Rows()[0]; got.EllmFraction != 0 || row[4] != "n/a" || row[6] != "n/a" {
 		t.Errorf("without ceilings: %+v", got)
 	}
 }
