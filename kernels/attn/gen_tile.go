@@ -592,6 +592,14 @@ func (g *gen) values() {
 	g.I("RET")
 }
 
+// loadTileArgs loads the arguments the single-query kernels share:
+// (ml, acc, q, k, v, s *float32, n, hd int) into AX, BX, CX, DX, SI, DI, R8, R9.
+func loadTileArgs(f *emit.File) {
+	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
+		f.I("MOVQ %s", a)
+	}
+}
+
 // single writes tileAVX512: one query over the tile, the reference the
 // group kernels are tested against. Scores in blocks of 16 keys (Z0..Z15
 // accumulate key i over the head_dim chunks, K as the FMAs' memory operand),
@@ -600,9 +608,7 @@ func single(f *emit.File) {
 	fmt.Fprintf(f, "\n// func tileAVX512(ml, acc, q, k, v, s *float32, n, hd int, scale float32)\n//\n")
 	fmt.Fprintf(f, "// Registers: AX ml, BX acc, CX q, DX k (chunk-major tile), SI v (rows),\n// DI s, R8 n, R9 hd.\n")
 	fmt.Fprintf(f, "TEXT ·tileAVX512(SB), NOSPLIT, $0-68\n")
-	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
-		f.I("MOVQ %s", a)
-	}
+	loadTileArgs(f)
 	f.I("VBROADCASTSS scale+64(FP), Z19")
 	f.I("VMOVDQU32 keyperm<>(SB), Z18")
 	f.I("VBROADCASTSS c_ninf<>(SB), Z20 // running max of valid scores")
@@ -779,9 +785,7 @@ func avx2(f *emit.File) {
 	f.WriteString("GLOBL keyperm4<>(SB), RODATA|NOPTR, $32\n")
 	fmt.Fprintf(f, "\n// func tileAVX2(ml, acc, q, k, v, s *float32, n, hd int, scale float32)\n")
 	fmt.Fprintf(f, "TEXT ·tileAVX2(SB), NOSPLIT, $0-68\n")
-	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
-		f.I("MOVQ %s", a)
-	}
+	loadTileArgs(f)
 	f.I("VBROADCASTSS scale+64(FP), Y10")
 	f.I("VMOVDQU keyperm4<>(SB), Y11")
 	f.I("")
