@@ -592,6 +592,14 @@ func (g *gen) values() {
 	g.I("RET")
 }
 
+// loadTileArgs loads the arguments the single-query kernels share:
+// (ml, acc, q, k, v, s *float32, n, hd int) into AX, BX, CX, DX, SI, DI, R8, R9.
+func loadTileArgs(f *emit.File) {
+	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
+		f.I("MOVQ %s", a)
+	}
+}
+
 // single writes tileAVX512: one query over the tile, the reference the
 // group kernels are tested against. Scores in blocks of 16 keys (Z0..Z15
 // accumulate key i over the head_dim chunks, K as the FMAs' memory operand),
@@ -600,9 +608,7 @@ func single(f *emit.File) {
 	fmt.Fprintf(f, "\n// func tileAVX512(ml, acc, q, k, v, s *float32, n, hd int, scale float32)\n//\n")
 	fmt.Fprintf(f, "// Registers: AX ml, BX acc, CX q, DX k (chunk-major tile), SI v (rows),\n// DI s, R8 n, R9 hd.\n")
 	fmt.Fprintf(f, "TEXT ·tileAVX512(SB), NOSPLIT, $0-68\n")
-	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
-		f.I("MOVQ %s", a)
-	}
+	loadTileArgs(f)
 	f.I("VBROADCASTSS scale+64(FP), Z19")
 	f.I("VMOVDQU32 keyperm<>(SB), Z18")
 	f.I("VBROADCASTSS c_ninf<>(SB), Z20 // running max of valid scores")
@@ -710,33 +716,7 @@ func single(f *emit.File) {
 	f.I("CMPQ R12, $256")
 	f.I("JGE  v64")
 	f.I("JMP  v16")
-	for _, dims := range []int{128, 64, 16} {
-		f.I("")
-		f.Label(fmt.Sprintf("v%d", dims))
-		nv := dims / 16
-		f.I("LEAQ (BX)(R11*1), R13")
-		for c := range nv {
-			f.I("VMULPS %d(R13), Z19, Z%d", 64*c, c)
-		}
-		f.I("LEAQ (SI)(R11*1), R14")
-		f.I("XORQ R15, R15")
-		f.Label(fmt.Sprintf("v%dt", dims))
-		f.I("VBROADCASTSS (DI)(R15*4), Z8")
-		for c := range nv {
-			f.I("VFMADD231PS %d(R14), Z8, Z%d", 64*c, c)
-		}
-		f.I("ADDQ R10, R14")
-		f.I("INCQ R15")
-		f.I("CMPQ R15, R8")
-		f.I("JLT  v%dt", dims)
-		for c := range nv {
-			f.I("VMOVUPS Z%d, %d(R13)", c, 64*c)
-		}
-		f.I("ADDQ $%d, R11", 4*dims)
-		if dims != 16 {
-			f.I("JMP  vnext")
-		}
-	}
+	valueBlocks(f, "v", "Z", 64, "Z19", []int{128, 64, 16}, true)
 	f.I("")
 	f.Label("vnext")
 	f.I("CMPQ R11, R10")
@@ -749,6 +729,43 @@ func single(f *emit.File) {
 // two 8-lane registers (lanes 0-7, 8-15) and the same fold tree, so both
 // paths give the same bits. Scores in blocks of 4 keys; V in passes of 64
 // or 16 dims.
+// valueBlocks writes the single-query kernels' acc = acc·corr + Σ_t p_t·v_t
+// over one block of each width in dims (R11 the block's byte offset, R10 the
+// row stride, R8 the tile's length), with vectors of vec bytes in registers
+// named reg; each block but the last jumps to prefix+"next". labelFirst says
+// whether the first block gets a label (the AVX2 kernel falls into it).
+func valueBlocks(f *emit.File, prefix, reg string, vec int, corr string, dims []int, labelFirst bool) {
+	for i, d := range dims {
+		if i > 0 || labelFirst {
+			f.I("")
+			f.Label(fmt.Sprintf("%s%d", prefix, d))
+		}
+		nv := 4 * d / vec
+		f.I("LEAQ (BX)(R11*1), R13")
+		for c := range nv {
+			f.I("VMULPS %d(R13), %s, %s%d", vec*c, corr, reg, c)
+		}
+		f.I("LEAQ (SI)(R11*1), R14")
+		f.I("XORQ R15, R15")
+		f.Label(fmt.Sprintf("%s%dt", prefix, d))
+		f.I("VBROADCASTSS (DI)(R15*4), %s8", reg)
+		for c := range nv {
+			f.I("VFMADD231PS %d(R14), %s8, %s%d", vec*c, reg, reg, c)
+		}
+		f.I("ADDQ R10, R14")
+		f.I("INCQ R15")
+		f.I("CMPQ R15, R8")
+		f.I("JLT  %s%dt", prefix, d)
+		for c := range nv {
+			f.I("VMOVUPS %s%d, %d(R13)", reg, c, vec*c)
+		}
+		f.I("ADDQ $%d, R11", 4*d)
+		if i < len(dims)-1 {
+			f.I("JMP  %snext", prefix)
+		}
+	}
+}
+
 func avx2(f *emit.File) {
 	f.WriteString(`
 // 16 all-ones lanes then 16 zero lanes: loading at byte offset 4·(16−r)
@@ -768,9 +785,7 @@ func avx2(f *emit.File) {
 	f.WriteString("GLOBL keyperm4<>(SB), RODATA|NOPTR, $32\n")
 	fmt.Fprintf(f, "\n// func tileAVX2(ml, acc, q, k, v, s *float32, n, hd int, scale float32)\n")
 	fmt.Fprintf(f, "TEXT ·tileAVX2(SB), NOSPLIT, $0-68\n")
-	for _, a := range []string{"ml+0(FP), AX", "acc+8(FP), BX", "q+16(FP), CX", "k+24(FP), DX", "v+32(FP), SI", "s+40(FP), DI", "n+48(FP), R8", "hd+56(FP), R9"} {
-		f.I("MOVQ %s", a)
-	}
+	loadTileArgs(f)
 	f.I("VBROADCASTSS scale+64(FP), Y10")
 	f.I("VMOVDQU keyperm4<>(SB), Y11")
 	f.I("")
@@ -878,35 +893,7 @@ func avx2(f *emit.File) {
 	f.I("SUBQ R11, R12")
 	f.I("CMPQ R12, $256")
 	f.I("JLT  a2v16")
-	for _, dims := range []int{64, 16} {
-		if dims == 16 {
-			f.I("")
-			f.Label("a2v16")
-		}
-		nv := dims / 8
-		f.I("LEAQ (BX)(R11*1), R13")
-		for c := range nv {
-			f.I("VMULPS %d(R13), Y15, Y%d", 32*c, c)
-		}
-		f.I("LEAQ (SI)(R11*1), R14")
-		f.I("XORQ R15, R15")
-		f.Label(fmt.Sprintf("a2v%dt", dims))
-		f.I("VBROADCASTSS (DI)(R15*4), Y8")
-		for c := range nv {
-			f.I("VFMADD231PS %d(R14), Y8, Y%d", 32*c, c)
-		}
-		f.I("ADDQ R10, R14")
-		f.I("INCQ R15")
-		f.I("CMPQ R15, R8")
-		f.I("JLT  a2v%dt", dims)
-		for c := range nv {
-			f.I("VMOVUPS Y%d, %d(R13)", c, 32*c)
-		}
-		f.I("ADDQ $%d, R11", 4*dims)
-		if dims == 64 {
-			f.I("JMP  a2vnext")
-		}
-	}
+	valueBlocks(f, "a2v", "Y", 32, "Y15", []int{64, 16}, false)
 	f.I("")
 	f.Label("a2vnext")
 	f.I("CMPQ R11, R10")
