@@ -172,7 +172,7 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	if err != nil {
 		return err
 	}
-	if after, err := opts.readCPU(); err == nil {
+	if after, err := opts.readCPU(); idle != nil && err == nil {
 		during := bench.OtherLoad(before, after)
 		idle.During = &during
 		if during.Busy() {
