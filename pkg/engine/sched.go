@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"time"
 
@@ -16,6 +17,7 @@ func (e *Engine) run() {
 		// This goroutine runs every forward pass: it is the pool's worker 0.
 		defer mb.pool.PinCaller()()
 	}
+	var lastYield time.Time
 	for {
 		e.mu.Lock()
 		e.queue = append(e.queue, e.incoming...)
@@ -37,8 +39,21 @@ func (e *Engine) run() {
 			continue
 		}
 		e.step()
+		if now := time.Now(); now.Sub(lastYield) > yieldEvery {
+			runtime.Gosched()
+			lastYield = now
+		}
 	}
 }
+
+// yieldEvery bounds how long the scheduler runs steps without yielding its P.
+// With GOMAXPROCS equal to the pool's workers, this goroutine and the spinning
+// pool workers hold every P while steps follow each other, so the goroutines
+// that submit requests and serve HTTP would wait for the runtime's 10 ms
+// preemption: a new request could not join a batch of short steps (a small
+// model) until the others had finished. One yield per millisecond costs a
+// P hand-off, a few µs.
+const yieldEvery = time.Millisecond
 
 // step is one scheduler iteration: drop cancelled and expired requests,
 // admit queued ones into free slots, then one forward pass that advances
