@@ -600,6 +600,21 @@ func loadTileArgs(f *emit.File) {
 	}
 }
 
+// rescaleSum folds the lane sums in Y1 to one in the tree order and stores
+// l' = l·corr + that sum at 4(AX), corr an X register.
+func rescaleSum(f *emit.File, corr string) {
+	f.I("VEXTRACTF128 $1, Y1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVHLPS X1, X1, X2")
+	f.I("VADDPS X2, X1, X1")
+	f.I("VMOVSHDUP X1, X2")
+	f.I("VADDSS X2, X1, X1")
+	f.I("VMOVSS 4(AX), X2")
+	f.I("VMULSS %s, X2, X2", corr)
+	f.I("VADDSS X1, X2, X2")
+	f.I("VMOVSS X2, 4(AX)")
+}
+
 // single writes tileAVX512: one query over the tile, the reference the
 // group kernels are tested against. Scores in blocks of 16 keys (Z0..Z15
 // accumulate key i over the head_dim chunks, K as the FMAs' memory operand),
@@ -692,16 +707,7 @@ func single(f *emit.File) {
 	f.Comment("l' = l·corr + fold of the lane sums in the tree order")
 	f.I("VEXTRACTF32X8 $1, Z17, Y1")
 	f.I("VADDPS Y1, Y17, Y1")
-	f.I("VEXTRACTF128 $1, Y1, X2")
-	f.I("VADDPS X2, X1, X1")
-	f.I("VMOVHLPS X1, X1, X2")
-	f.I("VADDPS X2, X1, X1")
-	f.I("VMOVSHDUP X1, X2")
-	f.I("VADDSS X2, X1, X1")
-	f.I("VMOVSS 4(AX), X2")
-	f.I("VMULSS X19, X2, X2")
-	f.I("VADDSS X1, X2, X2")
-	f.I("VMOVSS X2, 4(AX)")
+	rescaleSum(f, "X19")
 	f.I("")
 	f.Comment("acc = acc·corr + Σ_t p_t·v_t, in blocks of 128, 64 or 16 dims.")
 	f.I("MOVQ R9, R10")
@@ -873,16 +879,7 @@ func avx2(f *emit.File) {
 	f.I("CMPQ R11, R8")
 	f.I("JLT  a2exp")
 	f.I("VADDPS Y13, Y12, Y1")
-	f.I("VEXTRACTF128 $1, Y1, X2")
-	f.I("VADDPS X2, X1, X1")
-	f.I("VMOVHLPS X1, X1, X2")
-	f.I("VADDPS X2, X1, X1")
-	f.I("VMOVSHDUP X1, X2")
-	f.I("VADDSS X2, X1, X1")
-	f.I("VMOVSS 4(AX), X2")
-	f.I("VMULSS X15, X2, X2")
-	f.I("VADDSS X1, X2, X2")
-	f.I("VMOVSS X2, 4(AX)")
+	rescaleSum(f, "X15")
 	f.I("")
 	f.Comment("acc = acc·corr + Σ_t p_t·v_t, 64 (else 16) dims at a time")
 	f.I("MOVQ R9, R10")

@@ -116,18 +116,7 @@ func NewVocab(size int, tokenBytes func(int32) []byte, excluded func(int32) bool
 // or ends in the valid beginning of a character (byte-level BPE splits
 // characters across tokens).
 func isPlain(b []byte) bool {
-	f := &frame{}
-	for _, c := range b {
-		if c < 0x20 || c == '"' || c == '\\' {
-			return false
-		}
-		u8, lo, hi, ok := stepUTF8(f, c)
-		if !ok {
-			return false
-		}
-		f.u8, f.u8lo, f.u8hi = u8, lo, hi
-	}
-	return true
+	return plainUTF8(b, func(c byte) bool { return c < 0x20 || c == '"' || c == '\\' })
 }
 
 // isTextPlain reports whether free text may hold b anywhere a character
@@ -135,9 +124,15 @@ func isPlain(b []byte) bool {
 // terminator), no newline (after which it may), no other control
 // character, and UTF-8 as isPlain.
 func isTextPlain(b []byte) bool {
+	return plainUTF8(b, func(c byte) bool { return c < 0x20 && c != '\t' || c == '<' })
+}
+
+// plainUTF8 reports whether b holds no byte that reject refuses and is UTF-8
+// that is valid or ends in the valid beginning of a character.
+func plainUTF8(b []byte, reject func(c byte) bool) bool {
 	f := &frame{}
 	for _, c := range b {
-		if c < 0x20 && c != '\t' || c == '<' {
+		if reject(c) {
 			return false
 		}
 		u8, lo, hi, ok := stepUTF8(f, c)
