@@ -162,6 +162,38 @@ func (c *Context) MatMul(y, x []float32, m int, w *Weight) {
 	c.run(opStore, y, x, m, w, nil)
 }
 
+// Stage prepares rows [lo, hi) of x [m, w.K] in the form a product of m
+// rows with w reads its activations, ahead of MatMulStaged or SwiGLUStaged
+// (w their first weight): from inside a pool task of the caller's that
+// computes those rows (the RMSNorm before a projection), so that the product
+// needs no preparation pass over x and no barrier for it. Concurrent calls
+// must be from different workers, for disjoint rows. Until the staged product
+// runs, the Context must run no other product. The prepared rows are the
+// same bits MatMul prepares.
+func (c *Context) Stage(x []float32, m int, w *Weight, lo, hi int) {
+	if m < 1 || m > c.maxM || w.K > c.maxK || lo < 0 || lo > hi || hi > m || len(x) < m*w.K {
+		panic(fmt.Sprintf("gemm.Stage: rows [%d, %d) of %d×%d (x %d elements), context %d×%d", lo, hi, m, w.K, len(x), c.maxM, c.maxK))
+	}
+	var t task
+	c.form(&t, m, w)
+	t.c, t.x, t.m, t.w = c, x, m, w
+	t.prepare(lo, hi)
+}
+
+// MatMulStaged is MatMul on activations x whose m rows were all staged for
+// w (Stage): the same bits, without preparing them.
+func (c *Context) MatMulStaged(y, x []float32, m int, w *Weight) {
+	c.check("MatMulStaged", y, x, m, w)
+	c.run(opStore|staged, y, x, m, w, nil)
+}
+
+// SwiGLUStaged is SwiGLU on activations x whose m rows were all staged for
+// gate (Stage).
+func (c *Context) SwiGLUStaged(h, x []float32, m int, gate, up *Weight) {
+	c.checkSwiGLU(h, x, m, gate, up)
+	c.run(opSwiGLU|staged, h, x, m, gate, up)
+}
+
 // MatMulAdd adds x·Wᵀ to y (the residual connection): each output is
 // y + (x·Wᵀ), one rounding after the product is complete.
 func (c *Context) MatMulAdd(y, x []float32, m int, w *Weight) {
@@ -172,11 +204,15 @@ func (c *Context) MatMulAdd(y, x []float32, m int, w *Weight) {
 // SwiGLU sets h = silu(x·Gᵀ) ⊙ (x·Uᵀ), silu(g) = g/(1+exp(-g)) in f32:
 // the epilogue is ops.Kernels.SiLUMul (exp is ops.Exp32).
 func (c *Context) SwiGLU(h, x []float32, m int, gate, up *Weight) {
+	c.checkSwiGLU(h, x, m, gate, up)
+	c.run(opSwiGLU, h, x, m, gate, up)
+}
+
+func (c *Context) checkSwiGLU(h, x []float32, m int, gate, up *Weight) {
 	c.check("SwiGLU", h, x, m, gate)
 	if up.N != gate.N || up.K != gate.K {
 		panic(fmt.Sprintf("gemm.SwiGLU: gate %d×%d, up %d×%d", gate.N, gate.K, up.N, up.K))
 	}
-	c.run(opSwiGLU, h, x, m, gate, up)
 }
 
 func (c *Context) check(op string, y, x []float32, m int, w *Weight) {
@@ -198,6 +234,9 @@ const (
 	opStore op = iota
 	opAdd
 	opSwiGLU
+
+	// staged, or'ed into an op passed to run: the activations are prepared (Stage).
+	staged op = 1 << 7
 )
 
 // task is the one preallocated pool task of a Context.
@@ -265,7 +304,13 @@ func (c *Context) Outputs(worker, lo, hi int) {
 func (c *Context) Done() { c.task.release() }
 
 func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
-	c.setup(o, y, x, m, w, w2)
+	if o&staged != 0 {
+		t := &c.task
+		t.op, t.m, t.y, t.x, t.w, t.w2 = o&^staged, m, y, x, w, w2
+		c.form(t, m, w)
+	} else {
+		c.setup(o, y, x, m, w, w2)
+	}
 	t := &c.task
 	t.phase = 1
 	t.next.Store(0)
@@ -279,6 +324,23 @@ func (t *task) release() { t.y, t.x, t.w, t.w2 = nil, nil, nil, nil }
 func (c *Context) setup(o op, y, x []float32, m int, w, w2 *Weight) {
 	t := &c.task
 	t.op, t.m, t.y, t.x, t.w, t.w2 = o, m, y, x, w, w2
+	c.form(t, m, w)
+	switch {
+	case m == 1 && (t.form == formF32 || t.form == formPairs && w.K%2 == 0):
+		t.xs = unsafe.Pointer(&x[0]) // one row is already in form
+	case m <= t.rows:
+		// One row tile (a decode step's batch): phase 0 would hand it to one
+		// worker anyway, so a pool dispatch would only add a barrier.
+		t.prepare(0, m)
+	default:
+		t.phase = 0
+		c.pool.Run(t)
+	}
+}
+
+// form sets how t's kernels read the activations of a product of m rows
+// with w, and where they are prepared.
+func (c *Context) form(t *task, m int, w *Weight) {
 	switch {
 	case w.kind == kindF32:
 		t.form, t.kernels, t.xs, t.rowSize = formF32, &c.set.f32, unsafe.Pointer(&c.xf[0]), uintptr(w.K*4)
@@ -296,17 +358,6 @@ func (c *Context) setup(o op, y, x []float32, m int, w, w2 *Weight) {
 	if w.kind == kindInt8 && c.set.quadRows != 0 {
 		t.rows = c.set.quadRows
 	}
-	switch {
-	case m == 1 && (t.form == formF32 || t.form == formPairs && w.K%2 == 0):
-		t.xs = unsafe.Pointer(&x[0]) // one row is already in form
-	case m <= t.rows:
-		// One row tile (a decode step's batch): phase 0 would hand it to one
-		// worker anyway, so a pool dispatch would only add a barrier.
-		t.prepare(0, m)
-	default:
-		t.phase = 0
-		c.pool.Run(t)
-	}
 }
 
 func (t *task) Run(worker, workers int) {
@@ -318,32 +369,32 @@ func (t *task) Run(worker, workers int) {
 	t.multiply(worker)
 }
 
-// prepare puts rows [lo, hi) of x, a whole number of tiles, in form.
+// prepare puts rows [lo, hi) of x in form. Each row is written on its own
+// (at its place in its tile), so any split of the rows gives the same bits.
 func (t *task) prepare(lo, hi int) {
 	c, w := t.c, t.w
 	k, steps := w.K, w.steps
-	for r0 := lo; r0 < hi; r0 += t.rows {
+	for i := lo; i < hi; i++ {
+		r0, r := i-i%t.rows, i%t.rows
 		rows := min(t.rows, t.m-r0)
-		for r := range rows {
-			x := t.x[(r0+r)*k : (r0+r+1)*k]
-			switch t.form {
-			case formQuads:
-				c.sx[r0+r] = quantizeRow(c.xp[r0*steps+r:], rows, x, c.prep)
-			case formBF16:
-				toBF16Pairs(c.xp[r0*steps+r:], rows, x, c.prep)
-			case formF32:
-				dst := c.xf[r0*k+r:]
-				for kk, v := range x {
-					dst[kk*rows] = v
-				}
-			case formPairs:
-				dst := c.xf[2*(r0*steps+r):]
-				for q := range k / 2 {
-					dst[2*q*rows], dst[2*q*rows+1] = x[2*q], x[2*q+1]
-				}
-				if k%2 == 1 {
-					dst[2*(k/2)*rows], dst[2*(k/2)*rows+1] = x[k-1], 0
-				}
+		x := t.x[i*k : (i+1)*k]
+		switch t.form {
+		case formQuads:
+			c.sx[i] = quantizeRow(c.xp[r0*steps+r:], rows, x, c.prep)
+		case formBF16:
+			toBF16Pairs(c.xp[r0*steps+r:], rows, x, c.prep)
+		case formF32:
+			dst := c.xf[r0*k+r:]
+			for kk, v := range x {
+				dst[kk*rows] = v
+			}
+		case formPairs:
+			dst := c.xf[2*(r0*steps+r):]
+			for q := range k / 2 {
+				dst[2*q*rows], dst[2*q*rows+1] = x[2*q], x[2*q+1]
+			}
+			if k%2 == 1 {
+				dst[2*(k/2)*rows], dst[2*(k/2)*rows+1] = x[k-1], 0
 			}
 		}
 	}
@@ -361,24 +412,29 @@ func (t *task) prepare(lo, hi int) {
 // tiles, blocks of blockPanels reuse each weight block from L2 over every
 // row tile, but a whole block as the last chunk left the other worker idle
 // for up to a block's time (~0.5 ms at 512 rows, a tenth of an o_proj), so
-// they go down to minChunk panels. A one-tile product (a decode step) is
+// they go down to minChunk panels (one where two are long: chunkFLOP). A
+// chunk is at most half of what remains per worker (not all of it:
+// the last whole block was then claimed while only one more block was left,
+// so the other worker could wait for up to a block, 0.3–0.9 ms at 512 rows,
+// and park after the pool's spin: a wake-up on the next product's critical
+// path). A one-tile product (a decode step) is
 // memory-bound and reuses nothing: its chunks go down to one panel, so the
 // first thread to run out of work waits for about one panel of another's
 // (down_proj: 96 KiB) instead of a chunk (384 KiB), at a few dozen
 // products per step.
 func (t *task) multiply(worker int) {
 	ws := &t.c.worker[worker]
-	most, least := int64(blockPanels), int64(minChunk)
-	if t.m <= t.rows {
-		most, least = maxPanels, 1
-	}
 	n, workers := int64(t.w.panels), int64(t.c.pool.Size())
+	most, least, shares := int64(blockPanels), int64(max(1, min(minChunk, chunkFLOP/(32*t.m*t.w.K)))), 2*workers
+	if t.m <= t.rows {
+		most, least, shares = maxPanels, 1, workers
+	}
 	for {
 		plo := t.next.Load()
 		if plo >= n {
 			return
 		}
-		size := max(least, min(most, (n-plo)/workers))
+		size := max(least, min(most, (n-plo)/shares))
 		if !t.next.CompareAndSwap(plo, plo+size) {
 			continue
 		}
@@ -387,8 +443,14 @@ func (t *task) multiply(worker int) {
 }
 
 // minChunk is the smallest chunk of panels guided scheduling hands out to
-// several row tiles.
-const minChunk = 2
+// several row tiles, and chunkFLOP the most work (2·M·16·K per panel) below
+// which a last chunk may be one panel: a 512-row product's 2-panel chunk is
+// ~80 µs at K = 1024 and a single panel of down_proj (K = 3072) ~120 µs,
+// where two panels would be 240.
+const (
+	minChunk  = 2
+	chunkFLOP = 32 << 20
+)
 
 // chunk computes panels [plo, phi) of the task's product.
 func (t *task) chunk(ws *workerState, plo, phi int) {

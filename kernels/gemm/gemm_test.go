@@ -252,6 +252,48 @@ func TestOutputsMatchMatMul(t *testing.T) {
 	}
 }
 
+// Staged products (rows prepared in pieces by the workers of a task of the
+// caller's, then MatMulStaged / SwiGLUStaged) are the same bits as MatMul /
+// SwiGLU, for every weight kind and path, one row to several row tiles.
+func TestStagedMatchesMatMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const n, k = 150, 70 // a partial last panel, odd K
+	pool := threads.New(2, false)
+	defer pool.Close()
+	forEachPath(t, func(t *testing.T, _ kernels.Path) {
+		for _, m := range []int{1, 3, 8, 11, 29} {
+			pr := newProblem(rng, m, n, k)
+			for name, w := range map[string]*Weight{
+				"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k),
+			} {
+				c := NewContext(pool, 32, k)
+				stage := func() {
+					// Uneven pieces that split row tiles, in an order unlike the rows'.
+					cuts := []int{0, m / 3, m / 3, m/2 + 1, m}
+					pool.Run(threads.TaskFunc(func(worker, workers int) {
+						for i := len(cuts) - 2 - worker; i >= 0; i -= workers {
+							c.Stage(pr.x, m, w, min(cuts[i], m), min(cuts[i+1], m))
+						}
+					}))
+				}
+				want := make([]float32, m*n)
+				c.MatMul(want, pr.x, m, w)
+				all, got := guarded(m * n)
+				stage()
+				c.MatMulStaged(got, pr.x, m, w)
+				checkGuards(t, all)
+				assertBits(t, fmt.Sprintf("%s, m = %d", name, m), got, want, n)
+
+				c.SwiGLU(want, pr.x, m, w, w)
+				stage()
+				c.SwiGLUStaged(got, pr.x, m, w, w)
+				checkGuards(t, all)
+				assertBits(t, fmt.Sprintf("SwiGLU %s, m = %d", name, m), got, want, n)
+			}
+		}
+	})
+}
+
 func TestEpilogues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	pool := threads.New(2, false)
@@ -401,6 +443,10 @@ func TestNoAllocations(t *testing.T) {
 					c.MatMul(y, pr.x, rows, w)
 					c.MatMulAdd(y, pr.x, rows, w)
 					c.SwiGLU(y, pr.x, rows, w, w)
+					c.Stage(pr.x, rows, w, 0, rows)
+					c.MatMulStaged(y, pr.x, rows, w)
+					c.Stage(pr.x, rows, w, 0, rows)
+					c.SwiGLUStaged(y, pr.x, rows, w, w)
 				}); a != 0 {
 					t.Errorf("%s, m=%d: %.1f allocations per call", name, rows, a)
 				}
@@ -423,6 +469,8 @@ func TestBadArgumentsPanic(t *testing.T) {
 		"K > maxK":      func() { c.MatMul(make([]float32, 12), make([]float32, 36), 4, big) },
 		"gate/up shape": func() { c.SwiGLU(make([]float32, 12), make([]float32, 36), 1, w, big) },
 		"weight length": func() { FromBF16(make([]uint16, 5), 2, 3) },
+		"stage rows":    func() { c.Stage(make([]float32, 32), 4, w, 2, 5) },
+		"stage short x": func() { c.Stage(make([]float32, 31), 4, w, 0, 4) },
 	} {
 		func() {
 			defer func() {

@@ -68,6 +68,24 @@ type Pool struct {
 	closed  atomic.Bool
 	waiting atomic.Uint32 // 1 while Run's caller is blocked (a futex word): the last worker to finish wakes it
 	runs    uint64
+
+	// Accounting (SetAccounting): wall time inside Run, and the workers'
+	// time inside tasks, summed over workers.
+	account    bool
+	wall, busy atomic.Int64 // nanoseconds
+}
+
+// SetAccounting turns on or off the measurement Usage reports. It costs two
+// clock reads per worker per Run, so it is off unless a profile asks for it;
+// it must not be called during a Run.
+func (p *Pool) SetAccounting(on bool) { p.account = on }
+
+// Usage is the wall time spent in Run and the workers' time spent in tasks
+// (summed over workers) since accounting was turned on: over a stretch of
+// code, Size()·wall − busy is the time workers were idle inside its Runs,
+// waiting for the slowest worker (and spinning or parked meanwhile).
+func (p *Pool) Usage() (wall, busy time.Duration) {
+	return time.Duration(p.wall.Load()), time.Duration(p.busy.Load())
 }
 
 // New starts a pool of n workers (n < 1 means one per available CPU).
@@ -143,8 +161,18 @@ func (p *Pool) Runs() uint64 { return p.runs }
 // A panic in any worker is re-raised here.
 func (p *Pool) Run(t Task) {
 	p.runs++
+	if !p.account {
+		p.run(t)
+		return
+	}
+	start := time.Now()
+	p.run(t)
+	p.wall.Add(int64(time.Since(start)))
+}
+
+func (p *Pool) run(t Task) {
 	if p.n == 1 {
-		t.Run(0, 1)
+		p.runTask(t, 0)
 		return
 	}
 	p.task = t
@@ -246,7 +274,18 @@ func (p *Pool) runOne(t Task, i int) {
 			p.panicV.CompareAndSwap(nil, &v)
 		}
 	}()
+	p.runTask(t, i)
+}
+
+// runTask is t.Run for worker i, timed when accounting is on.
+func (p *Pool) runTask(t Task, i int) {
+	if !p.account {
+		t.Run(i, p.n)
+		return
+	}
+	start := time.Now()
 	t.Run(i, p.n)
+	p.busy.Add(int64(time.Since(start)))
 }
 
 func (p *Pool) loop(i, cpu int) {
