@@ -213,3 +213,29 @@ func TestNewPinned(t *testing.T) {
 		u.Close()
 	}
 }
+
+// Usage sees a worker waiting for a slow one: wall covers the Run, busy
+// only the time inside the task, so Size()·wall − busy is the wait.
+func TestUsage(t *testing.T) {
+	p := New(2, false)
+	defer p.Close()
+	p.Run(TaskFunc(func(int, int) {})) // accounting off: not counted
+	if wall, busy := p.Usage(); wall != 0 || busy != 0 {
+		t.Fatalf("Usage with accounting off: %v, %v", wall, busy)
+	}
+	p.SetAccounting(true)
+	const slow = 30 * time.Millisecond
+	p.Run(TaskFunc(func(worker, _ int) {
+		if worker == 1 {
+			time.Sleep(slow)
+		}
+	}))
+	p.SetAccounting(false)
+	wall, busy := p.Usage()
+	if wall < slow || busy < slow || busy > wall+time.Millisecond {
+		t.Errorf("wall %v, busy %v: want both ≥ %v, busy about one worker's wall", wall, busy, slow)
+	}
+	if idle := 2*wall - busy; idle < slow {
+		t.Errorf("idle %v, want ≥ %v (worker 0 waited for worker 1)", idle, slow)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -105,7 +106,10 @@ func BenchmarkForward(b *testing.B) {
 // prefill of 512 tokens in one pass and a decode step of one and of four
 // sequences. Besides wall time it reports the process's user+sys CPU time
 // per op, which a shared machine distorts less. It is what docs/performance.md
-// profiles (-cpuprofile).
+// profiles (-cpuprofile). ELLM_BENCH_TOKENS sets the prefill's length;
+// prefill<N>/steps reports each step's wall and idle milliseconds per
+// prefill (StepTimes), and the log the first prefill's time (page faults of
+// the scratch and the KV cache included).
 func BenchmarkCheckpoint(b *testing.B) {
 	dir := os.Getenv("ELLM_BENCH_MODEL")
 	if dir == "" {
@@ -117,7 +121,12 @@ func BenchmarkCheckpoint(b *testing.B) {
 	}
 	defer m.Close()
 	b.Logf("load %v, weights %d MB, resident after load: %s", m.LoadTime, m.WeightBytes()>>20, resident())
-	const n = 512
+	n := 512
+	if v := os.Getenv("ELLM_BENCH_TOKENS"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("ELLM_BENCH_TOKENS=%q: want a positive number", v)
+		}
+	}
 	cache, err := kvcache.New(m.Config, 4, n+64, kvcache.BF16)
 	if err != nil {
 		b.Fatal(err)
@@ -133,7 +142,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 		prompt[i] = int32(i*7919) % int32(m.Config.VocabSize)
 	}
 	measure := func(b *testing.B, segs []Segment, tokens int) {
-		before := cpuTime()
+		before, sw := cpuTime(), switches()
 		for range b.N {
 			if err := r.Forward(segs); err != nil {
 				b.Fatal(err)
@@ -141,9 +150,35 @@ func BenchmarkCheckpoint(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*tokens)/b.Elapsed().Seconds(), "tok/s")
 		b.ReportMetric(float64((cpuTime()-before).Milliseconds())/float64(b.N), "cpu-ms/op")
+		b.ReportMetric(float64(switches()-sw)/float64(b.N), "blocks/op")
 	}
-	b.Run("prefill512", func(b *testing.B) {
-		measure(b, []Segment{{Tokens: prompt[:n], Logits: LogitsLast}}, n)
+	prefill := []Segment{{Tokens: prompt[:n], Logits: LogitsLast}}
+	start, cpu := time.Now(), cpuTime()
+	if err := r.Forward(prefill); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("first prefill of %d: %v wall, %v CPU", n, time.Since(start), cpuTime()-cpu)
+	b.Run(fmt.Sprintf("prefill%d", n), func(b *testing.B) {
+		measure(b, prefill, n)
+	})
+	b.Run(fmt.Sprintf("prefill%d/steps", n), func(b *testing.B) {
+		var st StepTimes
+		r.TimeSteps(&st)
+		defer r.TimeSteps(nil)
+		measure(b, prefill, n)
+		var wall, idle time.Duration
+		for s := range NumSteps {
+			wall += st.Wall[s]
+			idle += st.Idle[s]
+			if st.Wall[s] == 0 {
+				continue
+			}
+			name := strings.ReplaceAll(s.String(), " ", "-")
+			b.ReportMetric(float64(st.Wall[s].Microseconds())/1e3/float64(st.Passes), name+"-ms")
+			b.ReportMetric(float64(st.Idle[s].Microseconds())/1e3/float64(st.Passes), name+"-idle-ms")
+		}
+		b.ReportMetric(float64(wall.Microseconds())/1e3/float64(st.Passes), "steps-ms")
+		b.ReportMetric(float64(idle.Microseconds())/1e3/float64(st.Passes), "idle-ms")
 	})
 	// Decode at depth 0 (position 0 recomputed): at this size a step is
 	// dominated by reading the weights; `ellm bench decode --depths` covers depth.
@@ -184,6 +219,16 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// switches is the process's voluntary context switches so far: the pool's
+// threads blocking on their futexes (and page faults that sleep).
+func switches() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Nvcsw
 }
 
 // BenchmarkDecodeVsDRAM alternates, round by round on one pinned pool (as

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/attn"
@@ -103,6 +104,21 @@ func TestIncrementalPrefillBitIdentical(t *testing.T) {
 		}
 		sameBits(t, "chunks of 16: hidden states", chunkRec.rows, fullRec.rows[:70*H])
 		sameBits(t, "chunks of 16: last logits", chunked.Logits(0), want)
+
+		// The per-row steps on one thread, so the products prepare their own
+		// activations (no staging in the norms' task): the same bits.
+		defer func(v int) { parallelRows = v }(parallelRows)
+		parallelRows = len(ids) + 1
+		serial := newRunner(t, m, kv, 1, 128, RunnerOptions{MaxTokens: 128})
+		serialRec := traceFinal(serial)
+		if serial.staging(len(ids)) {
+			t.Fatal("a pass below parallelRows stages its activations")
+		}
+		if err := serial.Forward([]Segment{{Tokens: ids, Logits: LogitsLast}}); err != nil {
+			t.Fatal(err)
+		}
+		sameBits(t, "unstaged: hidden states", serialRec.rows, fullRec.rows[:70*H])
+		sameBits(t, "unstaged: last logits", serial.Logits(0), want)
 	})
 }
 
@@ -181,6 +197,45 @@ func TestDecodeDoesNotAllocate(t *testing.T) {
 			m := loadTiny(t, name, LoadOptions{})
 			for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
 				decodeAllocs(t, newRunner(t, m, kv, 2, 64, RunnerOptions{MaxTokens: 64}))
+			}
+		})
+	}
+}
+
+// A prefill pass on the pool (norms staging the products' activations)
+// allocates nothing either, with its steps timed or not.
+func TestPrefillDoesNotAllocate(t *testing.T) {
+	for _, name := range tinyModels {
+		t.Run(name, func(t *testing.T) {
+			m := loadTiny(t, name, LoadOptions{})
+			r := newRunner(t, m, kvcache.BF16, 1, 64, RunnerOptions{MaxTokens: 64})
+			prompt := make([]int32, 40)
+			for i := range prompt {
+				prompt[i] = int32(i * 101 % m.Config.VocabSize)
+			}
+			if !r.staging(len(prompt)) {
+				t.Fatalf("a pass of %d rows does not stage", len(prompt))
+			}
+			segs := []Segment{{Tokens: prompt, Logits: LogitsLast}}
+			var st StepTimes
+			for _, timed := range []*StepTimes{nil, &st} {
+				r.TimeSteps(timed)
+				if a := testing.AllocsPerRun(5, func() {
+					if err := r.Forward(segs); err != nil {
+						t.Fatal(err)
+					}
+				}); a != 0 {
+					t.Errorf("timed %v: %.1f allocations per prefill", timed != nil, a)
+				}
+			}
+			r.TimeSteps(nil)
+			if st.Passes != 6 || st.Wall[StepQKV] <= 0 || st.Wall[StepAttention] <= 0 || st.Wall[StepLMHead] <= 0 {
+				t.Errorf("StepTimes after 6 timed passes: %d passes, wall %v", st.Passes, st.Wall)
+			}
+			for s := range NumSteps {
+				if st.Idle[s] < 0 || st.Idle[s] > time.Duration(r.pool.Size())*st.Wall[s] {
+					t.Errorf("%v: idle %v outside [0, %d × wall %v]", s, st.Idle[s], r.pool.Size(), st.Wall[s])
+				}
 			}
 		})
 	}

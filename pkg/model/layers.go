@@ -8,9 +8,9 @@ import (
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
-// attention is Qwen3Attention.forward for rows [0, m): it reads r.xn and
-// leaves o_proj's output in r.y.
-func (r *Runner) attention(l int, lw *layer, m int) error {
+// attention is Qwen3Attention.forward for rows [0, m): it reads r.xn (staged
+// for the q/k/v product when staged) and leaves o_proj's output in r.y.
+func (r *Runner) attention(l int, lw *layer, m int, staged bool) error {
 	cfg := r.m.Config
 	H, qd := cfg.HiddenSize, cfg.QDim()
 	ao := r.ao[:m*qd]
@@ -19,21 +19,30 @@ func (r *Runner) attention(l int, lw *layer, m int) error {
 		if err := r.qkvAttention(l, lw, m, ao); err != nil {
 			return err
 		}
+		r.lap(StepAttention)
 	} else {
 		// self.q_proj, self.k_proj and self.v_proj(hidden_states), as one product
-		r.mm.MatMul(r.qkv[:m*lw.qkv.N], r.xn[:m*H], m, lw.qkv)
+		if staged {
+			r.mm.MatMulStaged(r.qkv[:m*lw.qkv.N], r.xn[:m*H], m, lw.qkv)
+		} else {
+			r.mm.MatMul(r.qkv[:m*lw.qkv.N], r.xn[:m*H], m, lw.qkv)
+		}
+		r.lap(StepQKV)
 		// query_states = self.q_norm(...), key_states = self.k_norm(...),
 		// apply_rotary_pos_emb, past_key_value.update(key_states, value_states):
 		// per row, into r.q and the cache (see qkvRow)
 		if err := r.rows(rowQKV, l, lw, m); err != nil {
 			return err
 		}
+		r.lap(StepQKVRows)
 		// attn_output = softmax(q·kᵀ·scaling + causal_mask)·v, GQA: head h reads kv head h/(Hq/Hkv)
 		r.att.Forward(ao, r.q[:m*qd], r.cache.Layer(l), r.seqs)
+		r.lap(StepAttention)
 	}
 	// attn_output = self.o_proj(attn_output)
 	r.mm.MatMul(r.y[:m*H], ao, m, lw.o)
 	addBias(r.y[:m*H], lw.oBias)
+	r.lap(StepO)
 	return nil
 }
 
@@ -170,12 +179,19 @@ func addBias(y, b []float32) {
 	}
 }
 
-// mlp is Qwen3MLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)), r.xn → r.y.
-func (r *Runner) mlp(lw *layer, m int) {
+// mlp is Qwen3MLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)),
+// r.xn (staged for gate when staged) → r.y.
+func (r *Runner) mlp(lw *layer, m int, staged bool) {
 	cfg := r.m.Config
 	h := r.h[:m*cfg.IntermediateSize]
-	r.mm.SwiGLU(h, r.xn[:m*cfg.HiddenSize], m, lw.gate, lw.up)
+	if staged {
+		r.mm.SwiGLUStaged(h, r.xn[:m*cfg.HiddenSize], m, lw.gate, lw.up)
+	} else {
+		r.mm.SwiGLU(h, r.xn[:m*cfg.HiddenSize], m, lw.gate, lw.up)
+	}
+	r.lap(StepGateUp)
 	r.mm.MatMul(r.y[:m*cfg.HiddenSize], h, m, lw.down)
+	r.lap(StepDown)
 }
 
 // moeScratch is the MoE block's per-pass state.

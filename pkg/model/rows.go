@@ -1,6 +1,9 @@
 package model
 
-import "github.com/ellm-dev/ellm/kernels/threads"
+import (
+	"github.com/ellm-dev/ellm/kernels/gemm"
+	"github.com/ellm-dev/ellm/kernels/threads"
+)
 
 // rowOp is a per-row step of a layer, outside the products and attention.
 type rowOp uint8
@@ -8,6 +11,7 @@ type rowOp uint8
 const (
 	rowQKV     rowOp = iota // qkvRow
 	rowAddNorm              // residual += y; xn = RMSNorm(residual) with rowTask.norm
+	rowNorm                 // xn = RMSNorm(residual) with rowTask.norm
 )
 
 // parallelRows is the pass size from which a per-row step runs on the pool:
@@ -24,7 +28,11 @@ type rowTask struct {
 	l, m int
 	lw   *layer
 	norm []float32
-	errs []error // per worker
+	// stage, if set, is the weight of the product that reads xn next: each
+	// worker prepares its rows for it (gemm.Context.Stage) right after
+	// norming them, while they are in its cache.
+	stage *gemm.Weight
+	errs  []error // per worker
 }
 
 // rows runs op over rows [0, m) of the current pass.
@@ -36,7 +44,7 @@ func (r *Runner) rows(op rowOp, l int, lw *layer, m int) error {
 	} else {
 		r.pool.Run(t)
 	}
-	t.lw, t.norm = nil, nil
+	t.lw, t.norm, t.stage = nil, nil, nil
 	for _, err := range t.errs {
 		if err != nil {
 			clear(t.errs)
@@ -60,9 +68,22 @@ func (t *rowTask) Run(worker, workers int) {
 				return
 			}
 		}
-	case rowAddNorm:
+	case rowAddNorm, rowNorm:
 		H := r.m.Config.HiddenSize
 		span := func(b []float32) []float32 { return b[lo*H : hi*H] }
-		t.errs[worker] = r.ops.AddRMSNorm(span(r.xn), span(r.x), span(r.y), t.norm, r.eps)
+		if t.op == rowNorm {
+			t.errs[worker] = r.ops.RMSNorm(span(r.xn), span(r.x), t.norm, r.eps)
+		} else {
+			t.errs[worker] = r.ops.AddRMSNorm(span(r.xn), span(r.x), span(r.y), t.norm, r.eps)
+		}
+		if t.stage != nil && t.errs[worker] == nil {
+			r.mm.Stage(r.xn[:t.m*H], t.m, t.stage, lo, hi)
+		}
 	}
 }
+
+// staging reports whether a pass of m rows stages the inputs of the
+// products that follow a norm (q/k/v, gate/up) in the norm's task: when the
+// norms run on the pool, which is when the products have several row tiles
+// and would otherwise prepare them in a pool run of their own.
+func (r *Runner) staging(m int) bool { return m >= parallelRows && !r.fusedAttention(m) }

@@ -90,6 +90,7 @@ type Runner struct {
 
 	rowTask rowTask
 	qkvTask qkvAttnTask
+	steps   *StepTimes // nil unless TimeSteps
 
 	moe moeScratch
 
@@ -304,44 +305,61 @@ func (r *Runner) pass(segs []Segment, m int) error {
 	cfg := r.m.Config
 	H := cfg.HiddenSize
 	x, xn := r.x[:m*H], r.xn[:m*H]
+	r.lapStart()
 	// inputs_embeds = self.embed_tokens(input_ids)
 	if err := r.m.embed.gather(r.ops, x, r.ids[:m]); err != nil {
 		return err
 	}
 	r.trace(0, x, m)
+	stage := r.staging(m)
 	// hidden_states = self.input_layernorm(hidden_states) (layer 0; later
 	// layers get theirs fused with the previous residual add)
-	if err := r.ops.RMSNorm(xn, x, r.m.layers[0].inputNorm, r.eps); err != nil {
+	r.rowTask.norm = r.m.layers[0].inputNorm
+	if stage {
+		r.rowTask.stage = r.m.layers[0].qkv
+	}
+	if err := r.rows(rowNorm, 0, &r.m.layers[0], m); err != nil {
 		return err
 	}
+	r.lap(StepEmbed)
 	for l := range r.m.layers {
 		lw := &r.m.layers[l]
-		if err := r.attention(l, lw, m); err != nil {
+		if err := r.attention(l, lw, m, stage); err != nil {
 			return fmt.Errorf("layer %d: %w", l, err)
 		}
 		// hidden_states = residual + hidden_states; hidden_states = self.post_attention_layernorm(hidden_states)
 		r.rowTask.norm = lw.postNorm
+		if stage && lw.router == nil {
+			r.rowTask.stage = lw.gate
+		}
 		if err := r.rows(rowAddNorm, l, lw, m); err != nil {
 			return err
 		}
+		r.lap(StepAddNorm)
 		if lw.router != nil {
 			r.sparseMoE(l, lw, m)
+			r.lap(StepMoE)
 		} else {
-			r.mlp(lw, m)
+			r.mlp(lw, m, stage)
 		}
 		// hidden_states = residual + hidden_states, then the next norm: the
 		// next layer's input_layernorm, or the final model.norm.
 		r.rowTask.norm = r.m.finalNorm
 		if l+1 < len(r.m.layers) {
 			r.rowTask.norm = r.m.layers[l+1].inputNorm
+			if stage {
+				r.rowTask.stage = r.m.layers[l+1].qkv
+			}
 		}
 		if err := r.rows(rowAddNorm, l, lw, m); err != nil {
 			return err
 		}
+		r.lap(StepAddNorm)
 		r.trace(l+1, x, m)
 	}
 	r.trace(len(r.m.layers)+1, xn, m)
 	r.lmHead(segs, m)
+	r.lap(StepLMHead)
 	return nil
 }
 

@@ -74,7 +74,8 @@ func TestMixedMoEConfig(t *testing.T) {
 	sameBits(t, "parallel MoE copies", r.Logits(0), last)
 
 	// The per-row steps (q/k norms, RoPE, cache stores, residual norms) on
-	// one thread give the same bits as split over the pool.
+	// one thread, with the products preparing their own activations, give
+	// the same bits as split over the pool with the norms staging them.
 	defer func(v int) { parallelRows = v }(parallelRows)
 	parallelRows = len(ids) + 1
 	if err := r.Forward([]Segment{{Slot: 0, Tokens: ids, Logits: LogitsLast}}); err != nil {
