@@ -73,7 +73,13 @@ type Pool struct {
 	// time inside tasks, summed over workers.
 	account    bool
 	wall, busy atomic.Int64 // nanoseconds
+	sleeps     atomic.Int64 // futex waits, counted always (a sleep costs a system call anyway)
 }
+
+// Sleeps is how many times a thread of the pool (a worker waiting for work,
+// or Run's caller waiting for the last worker) has blocked after its spin:
+// each costs a wake-up on somebody's critical path.
+func (p *Pool) Sleeps() int64 { return p.sleeps.Load() }
 
 // SetAccounting turns on or off the measurement Usage reports. It costs two
 // clock reads per worker per Run, so it is off unless a profile asks for it;
@@ -204,6 +210,7 @@ func (p *Pool) await() {
 			if p.pending.Load() == 0 {
 				break
 			}
+			p.sleeps.Add(1)
 			futexWait(&p.waiting, 1) // returns at once if the last worker has cleared it
 		}
 		p.waiting.Store(0)
@@ -308,6 +315,7 @@ func (p *Pool) loop(i, cpu int) {
 			}
 			w.parked.Store(1)
 			if p.gen.Load() == seen && !p.closed.Load() {
+				p.sleeps.Add(1)
 				futexWait(&w.parked, 1) // returns at once if Run or Close has cleared it
 			}
 			w.parked.Store(0)

@@ -239,3 +239,19 @@ func TestUsage(t *testing.T) {
 		t.Errorf("idle %v, want ≥ %v (worker 0 waited for worker 1)", idle, slow)
 	}
 }
+
+// A worker that waits longer than the spin blocks, and Sleeps counts it.
+func TestSleepsCounted(t *testing.T) {
+	p := New(2, false)
+	defer p.Close()
+	before := p.Sleeps()
+	p.Run(TaskFunc(func(worker, _ int) {
+		if worker == 0 {
+			time.Sleep(10 * spinWait) // worker 1 finishes at once and waits for the next task
+		}
+	}))
+	time.Sleep(10 * spinWait)
+	if p.Sleeps() == before {
+		t.Error("no sleep counted after the workers waited 10× spinWait")
+	}
+}

@@ -174,11 +174,43 @@ func BenchmarkCheckpoint(b *testing.B) {
 				continue
 			}
 			name := strings.ReplaceAll(s.String(), " ", "-")
-			b.ReportMetric(float64(st.Wall[s].Microseconds())/1e3/float64(st.Passes), name+"-ms")
-			b.ReportMetric(float64(st.Idle[s].Microseconds())/1e3/float64(st.Passes), name+"-idle-ms")
+			b.ReportMetric(ms(st.Wall[s], st.Passes), name+"-ms")
+			b.ReportMetric(ms(st.Idle[s], st.Passes), name+"-idle-ms")
+			b.ReportMetric(float64(st.Sleeps[s])/float64(st.Passes), name+"-sleeps")
 		}
-		b.ReportMetric(float64(wall.Microseconds())/1e3/float64(st.Passes), "steps-ms")
-		b.ReportMetric(float64(idle.Microseconds())/1e3/float64(st.Passes), "idle-ms")
+		b.ReportMetric(ms(wall, st.Passes), "steps-ms")
+		b.ReportMetric(ms(idle, st.Passes), "idle-ms")
+	})
+	// Staged (the norms prepare the next product's activations) and
+	// unstaged passes alternately, each step's wall and idle milliseconds
+	// per pass in the log: a side-by-side comparison that sees the same
+	// moments of a shared machine.
+	b.Run(fmt.Sprintf("prefill%d/staging", n), func(b *testing.B) {
+		defer func(v bool) { stageActivations = v }(stageActivations)
+		var st [2]StepTimes
+		defer r.TimeSteps(nil)
+		for range b.N {
+			for i, on := range []bool{true, false} {
+				stageActivations = on
+				r.TimeSteps(&st[i])
+				if err := r.Forward(prefill); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		var sum [2][2]time.Duration
+		for s := range NumSteps {
+			for i := range st {
+				sum[i][0] += st[i].Wall[s]
+				sum[i][1] += st[i].Idle[s]
+			}
+			b.Logf("%-10v staged %8.2f ms (idle %7.2f)   unstaged %8.2f ms (idle %7.2f)", s,
+				ms(st[0].Wall[s], b.N), ms(st[0].Idle[s], b.N), ms(st[1].Wall[s], b.N), ms(st[1].Idle[s], b.N))
+		}
+		b.Logf("%-10s staged %8.2f ms (idle %7.2f)   unstaged %8.2f ms (idle %7.2f)", "pass",
+			ms(sum[0][0], b.N), ms(sum[0][1], b.N), ms(sum[1][0], b.N), ms(sum[1][1], b.N))
+		b.ReportMetric(ms(sum[0][0], b.N), "staged-ms")
+		b.ReportMetric(ms(sum[1][0], b.N), "unstaged-ms")
 	})
 	// Decode at depth 0 (position 0 recomputed): at this size a step is
 	// dominated by reading the weights; `ellm bench decode --depths` covers depth.
@@ -219,6 +251,11 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ms is d per pass in milliseconds.
+func ms(d time.Duration, passes int) float64 {
+	return float64(d.Microseconds()) / 1e3 / float64(passes)
 }
 
 // switches is the process's voluntary context switches so far: the pool's

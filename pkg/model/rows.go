@@ -86,4 +86,10 @@ func (t *rowTask) Run(worker, workers int) {
 // products that follow a norm (q/k/v, gate/up) in the norm's task: when the
 // norms run on the pool, which is when the products have several row tiles
 // and would otherwise prepare them in a pool run of their own.
-func (r *Runner) staging(m int) bool { return m >= parallelRows && !r.fusedAttention(m) }
+func (r *Runner) staging(m int) bool {
+	return stageActivations && m >= parallelRows && !r.fusedAttention(m)
+}
+
+// stageActivations is a variable so that benchmarks can compare staged
+// passes with the products preparing their own activations.
+var stageActivations = true

@@ -31,10 +31,14 @@ func (s Step) String() string { return stepNames[s] }
 // idle time of a parked worker; this can.
 type StepTimes struct {
 	Wall, Idle [NumSteps]time.Duration
-	Passes     int
+	// Sleeps counts the pool's threads blocking (threads.Pool.Sleeps)
+	// within each step.
+	Sleeps [NumSteps]int64
+	Passes int
 
 	last       time.Time
 	wall, busy time.Duration // the pool's Usage at last
+	sleeps     int64
 }
 
 // TimeSteps makes the runner account its passes' steps into t (nil: stop).
@@ -51,6 +55,7 @@ func (r *Runner) lapStart() {
 		t.Passes++
 		t.last = time.Now()
 		t.wall, t.busy = r.pool.Usage()
+		t.sleeps = r.pool.Sleeps()
 	}
 }
 
@@ -67,5 +72,7 @@ func (r *Runner) lap(s Step) {
 	// Outside pool runs only the caller works: it is busy, the others idle.
 	t.Wall[s] += d
 	t.Idle[s] += n*d - (busy - t.busy) - (d - (wall - t.wall))
-	t.last, t.wall, t.busy = now, wall, busy
+	sleeps := r.pool.Sleeps()
+	t.Sleeps[s] += sleeps - t.sleeps
+	t.last, t.wall, t.busy, t.sleeps = now, wall, busy, sleeps
 }
