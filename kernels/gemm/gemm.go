@@ -413,11 +413,12 @@ func (t *task) prepare(lo, hi int) {
 // row tile, but a whole block as the last chunk left the other worker idle
 // for up to a block's time (~0.5 ms at 512 rows, a tenth of an o_proj), so
 // they go down to minChunk panels (one where two are long: chunkFLOP). A
-// chunk is at most half of what remains per worker (not all of it:
-// the last whole block was then claimed while only one more block was left,
-// so the other worker could wait for up to a block, 0.3–0.9 ms at 512 rows,
-// and park after the pool's spin: a wake-up on the next product's critical
-// path). A one-tile product (a decode step) is
+// chunk is at most half of what remains per worker (it was all of it): with
+// two workers starting at different times or running at different speeds
+// the first to finish waits for at most ~1.5 panels of the other's instead
+// of ~2.5 (TestGuidedChunksBalance), at 512 rows and K = 3072 ~180 µs instead
+// of ~300, beyond which the waiting worker parks (the pool's 100 µs spin)
+// and costs a wake-up on the next product's critical path. A one-tile product (a decode step) is
 // memory-bound and reuses nothing: its chunks go down to one panel, so the
 // first thread to run out of work waits for about one panel of another's
 // (down_proj: 96 KiB) instead of a chunk (384 KiB), at a few dozen
@@ -434,12 +435,18 @@ func (t *task) multiply(worker int) {
 		if plo >= n {
 			return
 		}
-		size := max(least, min(most, (n-plo)/shares))
+		size := chunkSize(n-plo, most, least, shares)
 		if !t.next.CompareAndSwap(plo, plo+size) {
 			continue
 		}
 		t.chunk(ws, int(plo), int(min(plo+size, n)))
 	}
+}
+
+// chunkSize is the next chunk's panels when remaining are left: guided by
+// remaining/shares, between least and most.
+func chunkSize(remaining, most, least, shares int64) int64 {
+	return max(least, min(most, remaining/shares))
 }
 
 // minChunk is the smallest chunk of panels guided scheduling hands out to

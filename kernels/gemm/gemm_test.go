@@ -294,6 +294,37 @@ func TestStagedMatchesMatMul(t *testing.T) {
 	})
 }
 
+// TestGuidedChunksBalance simulates two workers claiming a tall product's
+// chunks (multiply's rule), the second starting up to 20 panels late and
+// running up to 30 % slower, and bounds how long the first to finish waits
+// for the other: about a chunk of the last size, not a block.
+func TestGuidedChunksBalance(t *testing.T) {
+	for _, n := range []int64{64, 128, 256, 384} {
+		for _, least := range []int64{1, minChunk} {
+			worst := 0.0
+			for late := range 80 {
+				for _, slow := range []float64{1, 1.1, 1.3} {
+					var next int64
+					at, speed := [2]float64{0, float64(late) / 4}, [2]float64{1, slow}
+					for next < n {
+						w := 0
+						if at[1] < at[0] {
+							w = 1
+						}
+						size := min(chunkSize(n-next, blockPanels, least, 2*2), n-next)
+						next += size
+						at[w] += float64(size) * speed[w]
+					}
+					worst = max(worst, math.Abs(at[0]-at[1]))
+				}
+			}
+			if worst > 2 {
+				t.Errorf("%d panels, chunks down to %d: a worker waits up to %.2f panels' time at the end, want ≤ 2", n, least, worst)
+			}
+		}
+	}
+}
+
 func TestEpilogues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	pool := threads.New(2, false)
