@@ -416,7 +416,7 @@ func (t *task) prepare(lo, hi int) {
 // chunk is at most half of what remains per worker (it was all of it): with
 // two workers starting at different times or running at different speeds
 // the first to finish waits for at most ~1.5 panels of the other's instead
-// of ~2.5 (TestGuidedChunksBalance), at 512 rows and K = 3072 ~180 µs instead
+// of ~2.5 (TestGuidedChunksBalance), at 512 rows and K = 3072 ~160 µs instead
 // of ~300, beyond which the waiting worker parks (the pool's 100 µs spin)
 // and costs a wake-up on the next product's critical path. A one-tile product (a decode step) is
 // memory-bound and reuses nothing: its chunks go down to one panel, so the
