@@ -217,6 +217,13 @@ func TestPrefillDoesNotAllocate(t *testing.T) {
 				t.Fatalf("a pass of %d rows does not stage", len(prompt))
 			}
 			segs := []Segment{{Tokens: prompt, Logits: LogitsLast}}
+			// Warm up: the runtime starts the threads it hands the pool's Ps
+			// to while workers block (allocations of its own) in the first passes.
+			for range 5 {
+				if err := r.Forward(segs); err != nil {
+					t.Fatal(err)
+				}
+			}
 			var st StepTimes
 			for _, timed := range []*StepTimes{nil, &st} {
 				r.TimeSteps(timed)
