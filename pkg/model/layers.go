@@ -111,7 +111,7 @@ func (t *qkvAttnTask) Run(worker, _ int) {
 		r.mm.Outputs(worker, qd+h*d, qd+(h+1)*d)         // key
 		r.mm.Outputs(worker, qd+kvd+h*d, qd+kvd+(h+1)*d) // value
 		for i := range t.m {
-			if err := r.qkvHead(t.l, t.lw, i, h); err != nil {
+			if err := r.qkvHeads(t.l, t.lw, i, h, h+1); err != nil {
 				t.errs[worker] = err
 				return
 			}
@@ -124,28 +124,26 @@ func (t *qkvAttnTask) Run(worker, _ int) {
 // k_norm in place, RoPE on both, then K and V into the cache at the row's
 // slot and position.
 func (r *Runner) qkvRow(l int, lw *layer, i int) error {
-	for h := range r.m.Config.NumKeyValueHeads {
-		if err := r.qkvHead(l, lw, i, h); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.qkvHeads(l, lw, i, 0, r.m.Config.NumKeyValueHeads)
 }
 
-// qkvHead is qkvRow for kv head h and its query heads.
-func (r *Runner) qkvHead(l int, lw *layer, i, h int) error {
+// qkvHeads is qkvRow for kv heads [h0, h1) and their query heads, each
+// step over the heads in one call (each head goes through the same
+// per-head arithmetic whether alone or with others).
+func (r *Runner) qkvHeads(l int, lw *layer, i, h0, h1 int) error {
 	cfg := r.m.Config
 	hkv, d := cfg.NumKeyValueHeads, cfg.HeadDim
 	group := cfg.NumAttentionHeads / hkv
 	qd, kvd, w := cfg.QDim(), cfg.KVDim(), lw.qkv.N
+	n := h1 - h0
 	row := r.qkv[i*w : (i+1)*w]
-	qs, ks, vs := span(row, h*group*d, group*d), span(row, qd+h*d, d), span(row, qd+kvd+h*d, d)
+	qs, ks, vs := span(row, h0*group*d, n*group*d), span(row, qd+h0*d, n*d), span(row, qd+kvd+h0*d, n*d)
 	if b := lw.qkvBias; b != nil {
-		addBias(qs, span(b, h*group*d, group*d))
-		addBias(ks, span(b, qd+h*d, d))
-		addBias(vs, span(b, qd+kvd+h*d, d))
+		addBias(qs, span(b, h0*group*d, n*group*d))
+		addBias(ks, span(b, qd+h0*d, n*d))
+		addBias(vs, span(b, qd+kvd+h0*d, n*d))
 	}
-	q := span(r.q, i*qd+h*group*d, group*d)
+	q := span(r.q, i*qd+h0*group*d, n*group*d)
 	if err := r.ops.RMSNorm(q, qs, lw.qNorm, r.eps); err != nil {
 		return err
 	}
@@ -153,13 +151,16 @@ func (r *Runner) qkvHead(l int, lw *layer, i, h int) error {
 		return err
 	}
 	pos := r.pos[i : i+1]
-	if err := r.ops.ApplyRope(r.rope, q, group, pos); err != nil {
+	if err := r.ops.ApplyRope(r.rope, q, n*group, pos); err != nil {
 		return err
 	}
-	if err := r.ops.ApplyRope(r.rope, ks, 1, pos); err != nil {
+	if err := r.ops.ApplyRope(r.rope, ks, n, pos); err != nil {
 		return err
 	}
-	r.cache.Layer(l).StoreHead(int(r.slot[i]), int(pos[0]), h, ks, vs)
+	c := r.cache.Layer(l)
+	for h := h0; h < h1; h++ {
+		c.StoreHead(int(r.slot[i]), int(pos[0]), h, span(ks, (h-h0)*d, d), span(vs, (h-h0)*d, d))
+	}
 	return nil
 }
 
