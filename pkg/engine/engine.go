@@ -270,6 +270,8 @@ type Engine struct {
 	tails     int // slots whose last generated token still needs its KV
 	rng       *rand.Rand
 	prefillMx int // prompt tokens per step when nothing decodes
+	masks     *maskWorker
+	prep      []*sample.Sampler // the samplers handed to masks, scratch of step
 }
 
 // slot is one sequence of the KV cache and what it holds.

@@ -13,6 +13,8 @@ import (
 // slots and the queue order.
 func (e *Engine) run() {
 	defer close(e.done)
+	e.masks = newMaskWorker()
+	defer e.masks.stop()
 	if mb, ok := e.be.(*modelBackend); ok {
 		// This goroutine runs every forward pass: it is the pool's worker 0.
 		defer mb.pool.PinCaller()()
@@ -128,8 +130,19 @@ func (e *Engine) step() {
 	}
 	e.tails = 0
 
+	// The constrained rows' masks are worked out while the forward pass
+	// computes their logits.
+	e.prep = e.prep[:0]
+	for i, seg := range e.segs {
+		if s := e.segSlot[i].sampler; seg.Logits != model.LogitsNone && s.Constrained() {
+			e.prep = append(e.prep, s)
+		}
+	}
+	e.masks.start(e.prep)
 	t0 := time.Now()
-	if err := e.be.forward(e.segs); err != nil {
+	err := e.be.forward(e.segs)
+	e.masks.wait()
+	if err != nil {
 		err = fmt.Errorf("forward: %w", err)
 		e.log.Error("forward pass failed", "err", err)
 		for _, s := range e.segSlot[prefillEnd:] {

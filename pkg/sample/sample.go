@@ -100,6 +100,13 @@ type Constraint interface {
 	Accept(token int32) error
 }
 
+// Preparer is a Constraint that can work out its next mask ahead of Mask
+// (pkg/grammar's does): the engine calls Prepare on another thread while
+// the model computes the logits, and Mask then only applies it.
+type Preparer interface {
+	Prepare()
+}
+
 // TokenLogprob is a token with its log-probability.
 type TokenLogprob struct {
 	Token   int32
@@ -203,6 +210,18 @@ func (s *Sampler) markSeen(id int32) {
 	if s.seen[w]&b == 0 {
 		s.seen[w] |= b
 		s.seenIDs = append(s.seenIDs, id)
+	}
+}
+
+// Constrained reports whether the current request has a constraint.
+func (s *Sampler) Constrained() bool { return s.cons != nil }
+
+// Prepare works out the constraint's next mask now, when it can (Preparer);
+// Sample would otherwise do it. It touches nothing else of the sampler, so
+// it may run on another goroutine while the sampler's owner does not use it.
+func (s *Sampler) Prepare() {
+	if p, ok := s.cons.(Preparer); ok {
+		p.Prepare()
 	}
 }
 

@@ -95,6 +95,13 @@ func (m *minTokens) Mask(allowed []uint64) {
 	}
 }
 
+// Prepare passes the engine's early call on to the grammar (sample.Preparer).
+func (m *minTokens) Prepare() {
+	if p, ok := m.inner.(sample.Preparer); ok {
+		p.Prepare()
+	}
+}
+
 func (m *minTokens) Accept(token int32) error {
 	m.left--
 	if m.inner != nil {
