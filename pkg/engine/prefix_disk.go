@@ -30,8 +30,11 @@ import (
 // mean; it also prefixes the file names, so models share a directory
 // without seeing each other's blocks) and the KV identity (weights, dtypes,
 // kernel path, shape), the block size, the parent block's chained hash
-// and the block's tokens. A file whose identity or checksums do not match
-// is deleted with a log line, never used.
+// and the block's tokens, and who produced it (its owners, as in memory:
+// session ids, "" for requests without one; a file written before owners
+// were recorded counts as "", kept by any session's deletion). A file whose
+// identity or checksums do not match is deleted with a log line, never
+// used.
 //
 // Only the scheduler goroutine uses it; the directory is locked against a
 // second ellm serving the same model.
@@ -49,7 +52,7 @@ type prefixDisk struct {
 	children map[uint64][]*diskBlock // by the parent's chained hash
 	bytes    int64
 	// counters for Stats
-	written, read, evicted, discarded int64
+	written, read, evicted, discarded, purged int64
 }
 
 // diskBlock is one block file, as the index knows it.
@@ -59,6 +62,7 @@ type diskBlock struct {
 	start        int
 	size         int64
 	used         time.Time
+	owners       []string
 }
 
 // prefixBlockMeta precedes a block's buffer in its file.
@@ -69,8 +73,9 @@ type prefixBlockMeta struct {
 	Bytes       int     `json:"bytes"` // of the buffer that follows
 	CRC         uint32  `json:"crc"`   // CRC-32C of the buffer
 	Parent      uint64  `json:"parent"`
-	Start       int     `json:"start"`
-	Tokens      []int32 `json:"tokens"`
+	Start       int      `json:"start"`
+	Tokens      []int32  `json:"tokens"`
+	Owners      []string `json:"owners,omitempty"`
 }
 
 // prefixMagic begins a block file, named MODEL-HASH.pkv (the model
@@ -153,7 +158,11 @@ func (d *prefixDisk) readMeta(path, hashHex string) (*diskBlock, error) {
 	if err != nil || chain(meta.Parent, meta.Tokens) != hash {
 		return nil, errors.New("tokens do not hash to the file's name")
 	}
-	return &diskBlock{hash: hash, parent: meta.Parent, tokens: meta.Tokens, start: meta.Start, size: size, used: mtime}, nil
+	owners := meta.Owners
+	if len(owners) == 0 {
+		owners = []string{""} // written before owners were recorded: held in common
+	}
+	return &diskBlock{hash: hash, parent: meta.Parent, tokens: meta.Tokens, start: meta.Start, size: size, used: mtime, owners: owners}, nil
 }
 
 // readBlockFile reads a block file's metadata and checks it (checkMeta),
@@ -267,20 +276,40 @@ func (d *prefixDisk) touch(b *diskBlock) {
 }
 
 // put writes a block evicted from host memory: buf is its buffer, parent
-// the chained hash of the blocks before it, start its first position. A
-// block already on disk is only marked used.
-func (d *prefixDisk) put(parent uint64, tokens []int32, start int, buf []byte) error {
+// the chained hash of the blocks before it, start its first position,
+// owners who produced it. A block already on disk is only marked used, and
+// written again if it gains owners.
+func (d *prefixDisk) put(parent uint64, tokens []int32, start int, buf []byte, owners []string) error {
 	hash := chain(parent, tokens)
 	if b := d.get(hash, parent, tokens); b != nil {
+		if more := withOwners(slices.Clone(b.owners), owners); len(more) != len(b.owners) || !slices.Equal(more, b.owners) {
+			if err := d.write(b, buf, more); err != nil {
+				return err
+			}
+		}
 		d.touch(b)
 		return nil
 	}
+	b := &diskBlock{hash: hash, parent: parent, tokens: slices.Clone(tokens), start: start}
+	if err := d.write(b, buf, slices.Clone(owners)); err != nil {
+		return err
+	}
+	b.used = d.now()
+	d.add(b)
+	d.written++
+	d.enforce(b)
+	return nil
+}
+
+// write writes b's file with buffer buf and owners, and records them (and
+// the file's size) in b.
+func (d *prefixDisk) write(b *diskBlock, buf []byte, owners []string) error {
 	meta, err := json.Marshal(prefixBlockMeta{Model: d.tid, Identity: d.kid, BlockTokens: d.blockTokens, Bytes: len(buf),
-		CRC: crc32.Checksum(buf, castagnoli), Parent: parent, Start: start, Tokens: tokens})
+		CRC: crc32.Checksum(buf, castagnoli), Parent: b.parent, Start: b.start, Tokens: b.tokens, Owners: owners})
 	if err != nil {
 		return err
 	}
-	size, err := writeFileAtomic(d.path(hash), func(w *bufio.Writer) error {
+	size, err := writeFileAtomic(d.path(b.hash), func(w *bufio.Writer) error {
 		if err := writeHeader(w, prefixMagic, meta); err != nil {
 			return err
 		}
@@ -290,11 +319,53 @@ func (d *prefixDisk) put(parent uint64, tokens []int32, start int, buf []byte) e
 	if err != nil {
 		return fmt.Errorf("prefix cache dir: write: %w", err)
 	}
-	b := &diskBlock{hash: hash, parent: parent, tokens: slices.Clone(tokens), start: start, size: size, used: d.now()}
-	d.add(b)
-	d.written++
-	d.enforce(b)
+	if d.blocks[b.hash] == b {
+		d.bytes += size - b.size
+	}
+	b.owners, b.size = owners, size
 	return nil
+}
+
+// purge removes owner from every block's owners: a block left without
+// one, and continued by no other block on disk, has its file deleted at
+// once; the files of blocks others still hold are written again without
+// owner's name.
+func (d *prefixDisk) purge(owner string) purged {
+	var hit []*diskBlock
+	for _, b := range d.blocks {
+		if slices.Contains(b.owners, owner) {
+			hit = append(hit, b)
+		}
+	}
+	// Deepest first: a block's continuations go before it.
+	slices.SortFunc(hit, func(a, b *diskBlock) int { return cmp.Or(cmp.Compare(b.start, a.start), cmp.Compare(a.hash, b.hash)) })
+	var out purged
+	var buf []byte
+	for _, b := range hit {
+		owners := slices.DeleteFunc(slices.Clone(b.owners), func(o string) bool { return o == owner })
+		if len(owners) == 0 && len(d.children[b.hash]) == 0 {
+			out.blocks, out.tokens, out.bytes = out.blocks+1, out.tokens+len(b.tokens), out.bytes+b.size
+			d.drop(b)
+			d.purged++
+			continue
+		}
+		if len(owners) == 0 {
+			owners = []string{""}
+		}
+		out.kept++
+		if buf == nil {
+			buf = make([]byte, d.blockBytes)
+		}
+		if _, _, _, err := d.readBlockFile(d.path(b.hash), buf); err != nil {
+			d.unlink(b)
+			d.discard(d.path(b.hash), err)
+			continue
+		}
+		if err := d.write(b, buf, owners); err != nil {
+			d.log.Warn("prefix cache dir: cannot rewrite a block's owners", "path", d.path(b.hash), "err", err)
+		}
+	}
+	return out
 }
 
 // load reads b's buffer into buf, checking the file again (it may have
@@ -345,7 +416,7 @@ func (p *prefixStore) spill(b *pblock) {
 	if p.disk == nil {
 		return
 	}
-	if err := p.disk.put(p.chainOf(b.parent), b.tokens, b.start, p.buffer(b.buf)); err != nil {
+	if err := p.disk.put(p.chainOf(b.parent), b.tokens, b.start, p.buffer(b.buf), b.owners); err != nil {
 		p.disk.log.Warn("prefix cache: cannot keep a block on disk", "err", err)
 	}
 }
@@ -377,7 +448,7 @@ func (p *prefixStore) promote(node *pblock, parent, hash uint64, tokens []int32,
 		p.free = append(p.free, buf)
 		return nil
 	}
-	b := &pblock{parent: node, tokens: slices.Clone(d.tokens), start: start, buf: buf, used: p.clock}
+	b := &pblock{parent: node, tokens: slices.Clone(d.tokens), start: start, buf: buf, used: p.clock, owners: slices.Clone(d.owners)}
 	if len(b.tokens) == p.blockTokens {
 		b.hash = hash
 		p.blocks[hash] = b
@@ -415,6 +486,7 @@ func (e *Engine) prefixStatsLocked() {
 	s.PrefixDiskBytes, s.PrefixDiskCapacity = d.bytes, d.maxBytes
 	s.PrefixDiskBlocks = len(d.blocks)
 	s.PrefixDiskWritten, s.PrefixDiskRead, s.PrefixDiskEvicted, s.PrefixDiskDiscarded = d.written, d.read, d.evicted, d.discarded
+	s.PrefixDiskPurged = d.purged
 }
 
 // openPrefixDisk adds the disk tier of Options.PrefixCacheDir to the
@@ -490,7 +562,7 @@ func (p *prefixStore) flush() (int, error) {
 	// Oldest first: the newest end up the most recently used on disk.
 	for i := len(all) - 1; i >= 0; i-- {
 		b := all[i]
-		if err := p.disk.put(p.chainOf(b.parent), b.tokens, b.start, p.buffer(b.buf)); err != nil {
+		if err := p.disk.put(p.chainOf(b.parent), b.tokens, b.start, p.buffer(b.buf), b.owners); err != nil {
 			return len(all) - 1 - i, err
 		}
 	}

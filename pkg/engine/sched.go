@@ -332,6 +332,7 @@ func (e *Engine) start(j *job, s *slot) {
 		// prompts that will continue it.
 		e.savePrefix(s)
 	}
+	s.owner = sid // the slot's content is now j's prompt
 	switch {
 	case sid == "":
 	case continues:
@@ -427,7 +428,7 @@ func (e *Engine) savePrefix(s *slot) {
 	if e.prefix == nil || s.kv == 0 {
 		return
 	}
-	n, err := e.prefix.insert(s.tokens[:s.kv], s.id)
+	n, err := e.prefix.insert(s.tokens[:s.kv], s.id, s.owner)
 	if err != nil {
 		e.log.Warn("cannot save a prefix", "slot", s.id, "err", err)
 	}
