@@ -67,12 +67,12 @@ type diskBlock struct {
 
 // prefixBlockMeta precedes a block's buffer in its file.
 type prefixBlockMeta struct {
-	Model       string  `json:"model"`    // transcript identity: what token ids mean
-	Identity    string  `json:"identity"` // KV identity
-	BlockTokens int     `json:"block_tokens"`
-	Bytes       int     `json:"bytes"` // of the buffer that follows
-	CRC         uint32  `json:"crc"`   // CRC-32C of the buffer
-	Parent      uint64  `json:"parent"`
+	Model       string   `json:"model"`    // transcript identity: what token ids mean
+	Identity    string   `json:"identity"` // KV identity
+	BlockTokens int      `json:"block_tokens"`
+	Bytes       int      `json:"bytes"` // of the buffer that follows
+	CRC         uint32   `json:"crc"`   // CRC-32C of the buffer
+	Parent      uint64   `json:"parent"`
 	Start       int      `json:"start"`
 	Tokens      []int32  `json:"tokens"`
 	Owners      []string `json:"owners,omitempty"`
