@@ -89,7 +89,7 @@ func TestConstraintStartsNoGoroutine(t *testing.T) {
 }
 
 // BenchmarkJSONGeneration measures Accept and Mask per token of a long
-// JSON generation (24 records, ~1,300 tokens) on the Qwen3 vocabulary
+// JSON generation (24 records, ~1,400 tokens) on the Qwen3 vocabulary
 // with the grammar's masks cached: ns/token, allocs/token.
 func BenchmarkJSONGeneration(b *testing.B) {
 	v := qwenVocab(b)

@@ -87,7 +87,7 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) err
 	switch {
 	case errors.Is(err, engine.ErrSessionBusy):
 		return &apiError{status: http.StatusConflict, typ: "invalid_request_error", param: "session_id", code: "session_busy",
-			msg: fmt.Sprintf("session %q has a request running: retry once it ends", id)}
+			msg: fmt.Sprintf("session %q has a request running or queued: nothing was deleted; retry once it ends", id), retryAfter: 1}
 	case err != nil && !errors.Is(err, engine.ErrNoSession):
 		return err
 	}

@@ -142,8 +142,16 @@ func TestRealEngineDeleteSessionPurges(t *testing.T) {
 	if _, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil {
 		t.Fatal(err)
 	}
-	if code := call(t, "DELETE", base2+"/v1/sessions/C", "", &eb); code != http.StatusConflict || *eb.Error.Code != "session_busy" {
-		t.Errorf("DELETE while C runs: %d %+v", code, eb)
+	dreq, _ := http.NewRequest("DELETE", base2+"/v1/sessions/C", nil)
+	dresp, err := http.DefaultClient.Do(dreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb = errBody{}
+	json.NewDecoder(dresp.Body).Decode(&eb)
+	dresp.Body.Close()
+	if dresp.StatusCode != http.StatusConflict || eb.Error.Code == nil || *eb.Error.Code != "session_busy" || dresp.Header.Get("Retry-After") != "1" {
+		t.Errorf("DELETE while C runs: %d %+v, Retry-After %q", dresp.StatusCode, eb, dresp.Header.Get("Retry-After"))
 	}
 	resp.Body.Close()
 }
