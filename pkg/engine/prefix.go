@@ -263,6 +263,19 @@ func (p *prefixStore) insert(tokens []int32, slot int, owner string) (int, error
 	return copied, nil
 }
 
+// all lists the blocks in memory, each before those below it.
+func (p *prefixStore) all() []*pblock {
+	var all []*pblock
+	p.stack = append(p.stack[:0], p.root.children...)
+	for len(p.stack) > 0 {
+		b := p.stack[len(p.stack)-1]
+		p.stack = append(p.stack[:len(p.stack)-1], b.children...)
+		all = append(all, b)
+	}
+	clear(p.stack[:cap(p.stack)])
+	return all
+}
+
 // purged counts what a purge removed, and the blocks of the owner it kept
 // because others hold them too.
 type purged struct {
@@ -275,14 +288,7 @@ type purged struct {
 // stored block continues stays (its continuation's owners hold it). The
 // disk tier's blocks are purged alike (prefixDisk.purge).
 func (p *prefixStore) purge(owner string) (mem, disk purged) {
-	var all []*pblock
-	p.stack = append(p.stack[:0], p.root.children...)
-	for len(p.stack) > 0 {
-		b := p.stack[len(p.stack)-1]
-		p.stack = append(p.stack[:len(p.stack)-1], b.children...)
-		all = append(all, b)
-	}
-	clear(p.stack[:cap(p.stack)])
+	all := p.all()
 	for i := len(all) - 1; i >= 0; i-- { // every block after those below it
 		b := all[i]
 		if !slices.Contains(b.owners, owner) {

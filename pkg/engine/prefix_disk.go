@@ -547,14 +547,7 @@ func (e *Engine) persistPrefixes() {
 // it returns how many it wrote or marked. A block's parents are used at
 // least as recently as it, so they come first.
 func (p *prefixStore) flush() (int, error) {
-	var all []*pblock
-	p.stack = append(p.stack[:0], p.root.children...)
-	for len(p.stack) > 0 {
-		b := p.stack[len(p.stack)-1]
-		p.stack = append(p.stack[:len(p.stack)-1], b.children...)
-		all = append(all, b)
-	}
-	clear(p.stack[:cap(p.stack)])
+	all := p.all()
 	slices.SortStableFunc(all, func(a, b *pblock) int { return cmp.Or(cmp.Compare(b.used, a.used), cmp.Compare(a.start, b.start)) })
 	if fit := p.disk.maxBytes / int64(p.blockBytes); p.disk.maxBytes > 0 && int64(len(all)) > fit {
 		all = all[:fit] // the headers make it a little less
