@@ -4,12 +4,13 @@ import "github.com/ellm-dev/ellm/pkg/sample"
 
 // maskWorker works out the constraints' next masks while the model
 // computes the logits they apply to: the scheduler hands it the samplers
-// of a step's constrained rows before the forward pass and waits for it
-// after. One goroutine per engine, started with the scheduler and ended by
-// it; the hand-over reuses its slice and channels, so a step allocates
-// nothing. A mask the grammar has cached costs a lookup (about 1 µs on the
-// Qwen3 vocabulary); a state met for the first time a walk of the
-// vocabulary (tens of µs to a few ms), which the forward pass hides.
+// of a step's constrained rows whose masks are not in their grammar's
+// cache (a state met for the first time: a walk of the vocabulary, tens of
+// µs to a few ms on Qwen3's) before the forward pass, and waits for it
+// after. A cached mask (a lookup of about 1 µs, the scheduler's own) is
+// never handed over. One goroutine per engine, started with the scheduler
+// and ended by it; the hand-over reuses its slice and channels, so a step
+// allocates nothing.
 type maskWorker struct {
 	todo []*sample.Sampler // written by the scheduler before go, read by the worker until done
 	run  chan struct{}
@@ -32,9 +33,8 @@ func (w *maskWorker) loop() {
 	}
 }
 
-// start prepares the masks of the samplers of the rows in segSlot whose
-// logits the coming forward pass computes. Scheduler goroutine only, as
-// are the others.
+// start has the worker prepare the samplers' masks. Scheduler goroutine
+// only, as are the others.
 func (w *maskWorker) start(samplers []*sample.Sampler) {
 	w.todo = append(w.todo[:0], samplers...)
 	if len(w.todo) == 0 {

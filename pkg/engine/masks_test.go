@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -44,10 +46,22 @@ type preparedConstraint struct {
 	ready           bool
 	prepares, masks int
 	unprepared      int
+	on              map[int]int // Prepare calls by goroutine id
 }
+
+// goid is the calling goroutine's id (the first line of its stack).
+func goid() int {
+	var buf [64]byte
+	line := buf[:runtime.Stack(buf[:], false)]
+	id, _ := strconv.Atoi(strings.Fields(string(line))[1])
+	return id
+}
+
+func (c *preparedConstraint) Prepared() bool { return c.ready }
 
 func (c *preparedConstraint) Prepare() {
 	c.prepares++
+	c.on[goid()]++
 	c.ready = true
 	c.b.prepared <- struct{}{}
 }
@@ -67,7 +81,8 @@ func (c *preparedConstraint) Accept(int32) error {
 // TestMasksOverlapForward checks that a constraint's next mask is worked
 // out while the forward pass computes the logits it applies to (every
 // forward pass with logits finds Prepare started), by the engine's one
-// mask worker: no goroutine appears or ends during the generation.
+// mask worker: every Prepare runs on one goroutine, and no goroutine
+// appears during the generation.
 func TestMasksOverlapForward(t *testing.T) {
 	const slots, seqLen, vocab = 1, 256, 97
 	be := &overlapBackend{fakeBackend: newFake(slots, seqLen, vocab), prepared: make(chan struct{}, 1)}
@@ -77,7 +92,7 @@ func TestMasksOverlapForward(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	c := &preparedConstraint{b: be}
+	c := &preparedConstraint{b: be, on: map[int]int{}}
 	var counts []int
 	_, err = e.Generate(context.Background(), Request{Tokens: seqTokens(1, 20), MaxTokens: 100, Constraint: c}, func(Event) error {
 		counts = append(counts, runtime.NumGoroutine())
@@ -92,8 +107,11 @@ func TestMasksOverlapForward(t *testing.T) {
 	if c.unprepared > 0 || be.late.Load() > 0 {
 		t.Errorf("%d masks not prepared ahead, %d forward passes without a Prepare running", c.unprepared, be.late.Load())
 	}
-	for i, n := range counts {
-		if n != counts[0] {
+	if len(c.on) != 1 {
+		t.Errorf("Prepare ran on %d goroutines (calls by goroutine id: %v), want the one mask worker", len(c.on), c.on)
+	}
+	for i, n := range counts { // other tests' goroutines may still be ending
+		if n > counts[0] {
 			t.Fatalf("token %d: %d goroutines, %d at the first token", i, n, counts[0])
 		}
 	}

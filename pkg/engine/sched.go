@@ -130,11 +130,11 @@ func (e *Engine) step() {
 	}
 	e.tails = 0
 
-	// The constrained rows' masks are worked out while the forward pass
-	// computes their logits.
+	// The constrained rows' masks not in their grammar's cache are worked
+	// out while the forward pass computes their logits.
 	e.prep = e.prep[:0]
 	for i, seg := range e.segs {
-		if s := e.segSlot[i].sampler; seg.Logits != model.LogitsNone && s.Constrained() {
+		if s := e.segSlot[i].sampler; seg.Logits != model.LogitsNone && s.NeedsPrepare() {
 			e.prep = append(e.prep, s)
 		}
 	}

@@ -369,13 +369,21 @@ func (g *Grammar) Constraint(v *Vocab) *Constraint {
 // did; pkg/engine calls it on its mask worker while the model computes the
 // logits the mask applies to.
 func (c *Constraint) Prepare() {
-	if c.next != nil || c.ended {
-		return
-	}
-	c.key = stateKey(c.key[:0], c.m.alts, c.v.maxLen)
-	if c.next = c.g.cache.get(c.v, c.key); c.next == nil {
+	if !c.Prepared() {
 		c.next = c.compute()
 	}
+}
+
+// Prepared reports whether the current state's mask is known, looking it
+// up in the grammar's cache (about a µs): when it is, Mask costs no walk
+// and Prepare nothing.
+func (c *Constraint) Prepared() bool {
+	if c.next != nil || c.ended {
+		return true
+	}
+	c.key = stateKey(c.key[:0], c.m.alts, c.v.maxLen)
+	c.next = c.g.cache.get(c.v, c.key)
+	return c.next != nil
 }
 
 // Mask clears in allowed the tokens that cannot come next.

@@ -102,8 +102,11 @@ type Constraint interface {
 
 // Preparer is a Constraint that can work out its next mask ahead of Mask
 // (pkg/grammar's does): the engine calls Prepare on another thread while
-// the model computes the logits, and Mask then only applies it.
+// the model computes the logits, and Mask then only applies it. Prepared
+// reports, cheaply, whether the mask is known already (Prepare would do
+// nothing): those are not handed to another thread.
 type Preparer interface {
+	Prepared() bool
 	Prepare()
 }
 
@@ -213,8 +216,12 @@ func (s *Sampler) markSeen(id int32) {
 	}
 }
 
-// Constrained reports whether the current request has a constraint.
-func (s *Sampler) Constrained() bool { return s.cons != nil }
+// NeedsPrepare reports whether the constraint's next mask has work left
+// that Prepare could do ahead of Sample.
+func (s *Sampler) NeedsPrepare() bool {
+	p, ok := s.cons.(Preparer)
+	return ok && !p.Prepared()
+}
 
 // Prepare works out the constraint's next mask now, when it can (Preparer);
 // Sample would otherwise do it. It touches nothing else of the sampler, so

@@ -95,7 +95,13 @@ func (m *minTokens) Mask(allowed []uint64) {
 	}
 }
 
-// Prepare passes the engine's early call on to the grammar (sample.Preparer).
+// Prepared and Prepare pass the engine's early calls on to the grammar
+// (sample.Preparer).
+func (m *minTokens) Prepared() bool {
+	p, ok := m.inner.(sample.Preparer)
+	return !ok || p.Prepared()
+}
+
 func (m *minTokens) Prepare() {
 	if p, ok := m.inner.(sample.Preparer); ok {
 		p.Prepare()
