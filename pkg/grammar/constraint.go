@@ -25,7 +25,7 @@ type Matcher struct {
 }
 
 // minCompact is the least number of frames a matcher's arena holds before
-// it is compacted: ~90 KB, a few hundred tokens of structural JSON.
+// it is compacted: 80 KB, a few hundred tokens of structural JSON.
 const minCompact = 1024
 
 // Matcher returns a matcher at the start of a document.
