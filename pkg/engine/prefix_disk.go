@@ -30,11 +30,10 @@ import (
 // mean; it also prefixes the file names, so models share a directory
 // without seeing each other's blocks) and the KV identity (weights, dtypes,
 // kernel path, shape), the block size, the parent block's chained hash
-// and the block's tokens, and who produced it (its owners, as in memory:
-// session ids, "" for requests without one; a file written before owners
-// were recorded counts as "", kept by any session's deletion). A file whose
-// identity or checksums do not match is deleted with a log line, never
-// used.
+// and the block's tokens. Who produced each block (its owners, as in
+// memory) is in the owners journal beside the files (prefix_owners.go). A
+// file whose identity or checksums do not match is deleted with a log line,
+// never used.
 //
 // Only the scheduler goroutine uses it; the directory is locked against a
 // second ellm serving the same model.
@@ -45,6 +44,7 @@ type prefixDisk struct {
 	blockBytes  int
 	maxBytes    int64 // 0 = unbounded
 	lock        *os.File
+	journal     ownersJournal
 	log         *slog.Logger
 	now         func() time.Time
 
@@ -67,15 +67,14 @@ type diskBlock struct {
 
 // prefixBlockMeta precedes a block's buffer in its file.
 type prefixBlockMeta struct {
-	Model       string   `json:"model"`    // transcript identity: what token ids mean
-	Identity    string   `json:"identity"` // KV identity
-	BlockTokens int      `json:"block_tokens"`
-	Bytes       int      `json:"bytes"` // of the buffer that follows
-	CRC         uint32   `json:"crc"`   // CRC-32C of the buffer
-	Parent      uint64   `json:"parent"`
-	Start       int      `json:"start"`
-	Tokens      []int32  `json:"tokens"`
-	Owners      []string `json:"owners,omitempty"`
+	Model       string  `json:"model"`    // transcript identity: what token ids mean
+	Identity    string  `json:"identity"` // KV identity
+	BlockTokens int     `json:"block_tokens"`
+	Bytes       int     `json:"bytes"` // of the buffer that follows
+	CRC         uint32  `json:"crc"`   // CRC-32C of the buffer
+	Parent      uint64  `json:"parent"`
+	Start       int     `json:"start"`
+	Tokens      []int32 `json:"tokens"`
 }
 
 // prefixMagic begins a block file, named MODEL-HASH.pkv (the model
@@ -134,11 +133,16 @@ func openPrefixDisk(c prefixDiskConfig, blockTokens, blockBytes int) (*prefixDis
 		d.add(b)
 	}
 	d.enforce(nil)
+	if err := d.loadOwners(); err != nil {
+		d.close()
+		return nil, fmt.Errorf("prefix cache dir: %w", err)
+	}
 	return d, nil
 }
 
 func (d *prefixDisk) close() {
 	if d != nil && d.lock != nil {
+		d.journal.close()
 		d.lock.Close()
 		d.lock = nil
 	}
@@ -158,11 +162,7 @@ func (d *prefixDisk) readMeta(path, hashHex string) (*diskBlock, error) {
 	if err != nil || chain(meta.Parent, meta.Tokens) != hash {
 		return nil, errors.New("tokens do not hash to the file's name")
 	}
-	owners := meta.Owners
-	if len(owners) == 0 {
-		owners = []string{""} // written before owners were recorded: held in common
-	}
-	return &diskBlock{hash: hash, parent: meta.Parent, tokens: meta.Tokens, start: meta.Start, size: size, used: mtime, owners: owners}, nil
+	return &diskBlock{hash: hash, parent: meta.Parent, tokens: meta.Tokens, start: meta.Start, size: size, used: mtime}, nil
 }
 
 // readBlockFile reads a block file's metadata and checks it (checkMeta),
@@ -278,38 +278,20 @@ func (d *prefixDisk) touch(b *diskBlock) {
 // put writes a block evicted from host memory: buf is its buffer, parent
 // the chained hash of the blocks before it, start its first position,
 // owners who produced it. A block already on disk is only marked used, and
-// written again if it gains owners.
+// gains owners.
 func (d *prefixDisk) put(parent uint64, tokens []int32, start int, buf []byte, owners []string) error {
 	hash := chain(parent, tokens)
 	if b := d.get(hash, parent, tokens); b != nil {
-		if more := withOwners(slices.Clone(b.owners), owners); len(more) != len(b.owners) || !slices.Equal(more, b.owners) {
-			if err := d.write(b, buf, more); err != nil {
-				return err
-			}
-		}
+		d.addOwners(b, owners)
 		d.touch(b)
 		return nil
 	}
-	b := &diskBlock{hash: hash, parent: parent, tokens: slices.Clone(tokens), start: start}
-	if err := d.write(b, buf, slices.Clone(owners)); err != nil {
-		return err
-	}
-	b.used = d.now()
-	d.add(b)
-	d.written++
-	d.enforce(b)
-	return nil
-}
-
-// write writes b's file with buffer buf and owners, and records them (and
-// the file's size) in b.
-func (d *prefixDisk) write(b *diskBlock, buf []byte, owners []string) error {
 	meta, err := json.Marshal(prefixBlockMeta{Model: d.tid, Identity: d.kid, BlockTokens: d.blockTokens, Bytes: len(buf),
-		CRC: crc32.Checksum(buf, castagnoli), Parent: b.parent, Start: b.start, Tokens: b.tokens, Owners: owners})
+		CRC: crc32.Checksum(buf, castagnoli), Parent: parent, Start: start, Tokens: tokens})
 	if err != nil {
 		return err
 	}
-	size, err := writeFileAtomic(d.path(b.hash), func(w *bufio.Writer) error {
+	size, err := writeFileAtomic(d.path(hash), func(w *bufio.Writer) error {
 		if err := writeHeader(w, prefixMagic, meta); err != nil {
 			return err
 		}
@@ -319,17 +301,18 @@ func (d *prefixDisk) write(b *diskBlock, buf []byte, owners []string) error {
 	if err != nil {
 		return fmt.Errorf("prefix cache dir: write: %w", err)
 	}
-	if d.blocks[b.hash] == b {
-		d.bytes += size - b.size
-	}
-	b.owners, b.size = owners, size
+	b := &diskBlock{hash: hash, parent: parent, tokens: slices.Clone(tokens), start: start, size: size, used: d.now()}
+	d.add(b)
+	d.addOwners(b, owners)
+	d.written++
+	d.enforce(b)
 	return nil
 }
 
 // purge removes owner from every block's owners: a block left without
 // one, and continued by no other block on disk, has its file deleted at
-// once; the files of blocks others still hold are written again without
-// owner's name.
+// once; the others keep their remaining owners. The journal records the
+// removals (synced) before any file goes.
 func (d *prefixDisk) purge(owner string) purged {
 	var hit []*diskBlock
 	for _, b := range d.blocks {
@@ -340,30 +323,25 @@ func (d *prefixDisk) purge(owner string) purged {
 	// Deepest first: a block's continuations go before it.
 	slices.SortFunc(hit, func(a, b *diskBlock) int { return cmp.Or(cmp.Compare(b.start, a.start), cmp.Compare(a.hash, b.hash)) })
 	var out purged
-	var buf []byte
+	var gone []*diskBlock
 	for _, b := range hit {
-		owners := slices.DeleteFunc(slices.Clone(b.owners), func(o string) bool { return o == owner })
-		if len(owners) == 0 && len(d.children[b.hash]) == 0 {
-			out.blocks, out.tokens, out.bytes = out.blocks+1, out.tokens+len(b.tokens), out.bytes+b.size
-			d.drop(b)
-			d.purged++
-			continue
+		b.owners = slices.DeleteFunc(b.owners, func(o string) bool { return o == owner })
+		d.journal.log('-', b.hash, owner)
+		switch {
+		case len(b.owners) > 0:
+			out.kept++
+		case slices.ContainsFunc(d.children[b.hash], func(c *diskBlock) bool { return len(c.owners) > 0 }):
+			d.addOwners(b, []string{""}) // continued by a block others hold
+			out.kept++
+		default:
+			gone = append(gone, b)
 		}
-		if len(owners) == 0 {
-			owners = []string{""}
-		}
-		out.kept++
-		if buf == nil {
-			buf = make([]byte, d.blockBytes)
-		}
-		if _, _, _, err := d.readBlockFile(d.path(b.hash), buf); err != nil {
-			d.unlink(b)
-			d.discard(d.path(b.hash), err)
-			continue
-		}
-		if err := d.write(b, buf, owners); err != nil {
-			d.log.Warn("prefix cache dir: cannot rewrite a block's owners", "path", d.path(b.hash), "err", err)
-		}
+	}
+	d.syncOwners()
+	for _, b := range gone {
+		out.blocks, out.tokens, out.bytes = out.blocks+1, out.tokens+len(b.tokens), out.bytes+b.size
+		d.drop(b)
+		d.purged++
 	}
 	return out
 }

@@ -122,15 +122,7 @@ func TestDeleteSessionPurgesDiskBlocks(t *testing.T) {
 	if len(left) != 9 {
 		t.Errorf("%d block files left, want 9", len(left))
 	}
-	for _, f := range left {
-		meta, _, _, err := e.prefix.disk.readBlockFile(f, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slices.Contains(meta.Owners, "A") {
-			t.Errorf("%s still names A: %v", filepath.Base(f), meta.Owners)
-		}
-	}
+	diskOwners(t, e, "A", false)
 	if st := e.Stats(); st.PrefixDiskPurged != 4 || st.PrefixDiskBlocks != 9 {
 		t.Errorf("stats: %d files purged, %d on disk", st.PrefixDiskPurged, st.PrefixDiskBlocks)
 	}
@@ -142,6 +134,8 @@ func TestDeleteSessionPurgesDiskBlocks(t *testing.T) {
 	e.Close()
 
 	e2, _ := newFakeEngine(t, fakeOpts{slots: 1, seqLen: 256, opts: opts})
+	diskOwners(t, e2, "A", false) // the journal kept A's departure
+	diskOwners(t, e2, "B", true)
 	if n := matchStored(t, e2, b.Tokens); n != len(b.Tokens) {
 		t.Fatalf("after a restart %d of B's %d tokens on disk", n, len(b.Tokens))
 	}
@@ -159,6 +153,22 @@ func TestDeleteSessionPurgesDiskBlocks(t *testing.T) {
 	n = len(blockFiles(t, dir))
 	if _, err := e2.DeleteSession("B"); !errors.Is(err, ErrNoSession) || len(blockFiles(t, dir)) != n {
 		t.Errorf("B again: %v, %d files → %d", err, n, len(blockFiles(t, dir)))
+	}
+}
+
+// diskOwners checks whether any block on e's disk tier names owner.
+func diskOwners(t *testing.T, e *Engine, owner string, want bool) {
+	t.Helper()
+	found := false
+	if err := e.do(func() {
+		for _, b := range e.prefix.disk.blocks {
+			found = found || slices.Contains(b.owners, owner)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if found != want {
+		t.Errorf("a block on disk names %s: %v, want %v", owner, found, want)
 	}
 }
 
