@@ -79,14 +79,6 @@ func addOwner(owners []string, o string) []string {
 	return append(owners, o)
 }
 
-// withOwners adds every one of more to owners.
-func withOwners(owners, more []string) []string {
-	for _, o := range more {
-		owners = addOwner(owners, o)
-	}
-	return owners
-}
-
 // DefaultPrefixCacheBytes is the prefix store's size when Options leave it
 // at 0: a quarter of the memory available when the engine starts (the KV
 // cache already committed), the weights' pages excluded as they may not be
