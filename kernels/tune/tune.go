@@ -256,7 +256,7 @@ func Measure(budget time.Duration, cands map[kernels.Op][]kernels.Path) []Rate {
 	}
 	var probes []*probe
 	for op := range kernels.NumOps {
-		if len(cands[op]) < 2 {
+		if len(cands[op]) < 2 || op == kernels.Attention {
 			continue
 		}
 		for _, p := range cands[op] {
@@ -274,6 +274,12 @@ func Measure(budget time.Duration, cands map[kernels.Op][]kernels.Path) []Rate {
 	for _, pr := range probes {
 		pr.p.Close()
 		rates = append(rates, Rate{Op: pr.op.String(), Path: pr.path.String(), Rate: pr.best})
+		// Attention's two modes are the same contest as the bf16 products'
+		// two paths, VDPBF16PS against f32 FMA on L1/L2-resident bf16 data,
+		// so they take those rates rather than another 100 ms of probing.
+		if pr.op == kernels.MatMulBF16 && len(cands[kernels.Attention]) > 1 {
+			rates = append(rates, Rate{Op: kernels.Attention.String(), Path: pr.path.String(), Rate: pr.best})
+		}
 	}
 	return rates
 }

@@ -1,0 +1,160 @@
+package attn
+
+import (
+	"fmt"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ops"
+)
+
+// Mode is the arithmetic attention runs over a bf16 cache. An f32 or int8
+// cache always takes ModeF32.
+type Mode uint8
+
+const (
+	// ModeF32 widens the bf16 K/V to f32 and computes scores and the V sum
+	// by f32 FMA.
+	ModeF32 Mode = iota
+	// ModeBF16 rounds each query (scale folded in) and each tile's
+	// probabilities to bf16 and computes q·k and Σ p·v by VDPBF16PS pairs
+	// with f32 accumulators, reading K and V in place; the online softmax
+	// stays f32. This is GPU flash attention's arithmetic (bf16 operands, f32
+	// accumulators, P rounded before P·V). It needs head_dim % 32 == 0
+	// (one VDPBF16PS covers 32 dims); other head sizes take ModeF32.
+	ModeBF16
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeF32:
+		return "f32"
+	case ModeBF16:
+		return "bf16"
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ParseMode reads "f32" or "bf16".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "f32":
+		return ModeF32, nil
+	case "bf16":
+		return ModeBF16, nil
+	}
+	return 0, fmt.Errorf("attention kernel %q: want f32 or bf16", s)
+}
+
+// ModeFor is the mode of the attention kernel path p (kernels.PathFor(
+// kernels.Attention), chosen by kernels/tune): bf16 where VDPBF16PS is the
+// path, f32 below it.
+func ModeFor(p kernels.Path) Mode {
+	if p >= kernels.AVX512BF16 {
+		return ModeBF16
+	}
+	return ModeF32
+}
+
+// PathOf is the kernel path that selects mode m (the inverse of ModeFor).
+func PathOf(m Mode) kernels.Path {
+	if m == ModeBF16 {
+		return kernels.AVX512BF16
+	}
+	return kernels.AVX512
+}
+
+// roundQuery writes q·scale rounded to bf16 (nearest even, as the cache
+// rounds K/V) into qb, tmp being scratch of len(q). The scale is folded in
+// before the rounding: a score is then the VDPBF16PS sum itself, one
+// multiply fewer per score, and the error is the same one bf16 rounding of
+// each q element (for head_dim 64 and 256 the scale is a power of two and
+// the bits are those of rounding q alone).
+func roundQuery(o *ops.Kernels, qb []uint16, q, tmp []float32, scale float32) {
+	tmp = tmp[:len(q)]
+	for d, x := range q {
+		tmp[d] = x * scale
+	}
+	o.ToBF16(qb, tmp)
+}
+
+// pair is the bf16 pair (x[i], x[i+1]) as one VDPBF16PS lane reads it: the
+// even element in the low half.
+func pair(x []uint16, i int) uint32 { return uint32(x[i]) | uint32(x[i+1])<<16 }
+
+// fold16 sums 16 lanes in the SIMD kernels' tree: (i, i+8), (i, i+4),
+// (i, i+2), (i, i+1).
+func fold16(l *[16]float32) float32 {
+	for w := 8; w >= 1; w /= 2 {
+		for i := range w {
+			l[i] += l[i+w]
+		}
+	}
+	return l[0]
+}
+
+// tileBF16Go is the definition of ModeBF16 (the assembly gives its bits):
+// one online-softmax step of one query over n cached positions, with k and
+// v the n bf16 rows of the tile and qb the rounded query.
+//
+//   - score t: 16 f32 lanes, lane l accumulating, for each 32-dim chunk c
+//     in order, the VDPBF16PS of the pairs (32c+2l, 32c+2l+1) of qb and
+//     k_t; the lanes folded by fold16 (no scale: it is in qb);
+//   - m' = max(m, scores), corr = Exp32(m − m'), p_t = Exp32(s_t − m');
+//     l' = l·corr + fold16 of the lane sums (lane t mod 16, t in order);
+//   - acc = acc·corr, then for each position pair (2j, 2j+1) in order one
+//     VDPBF16PS of (p_2j, p_2j+1) rounded to bf16 with (v_2j[d], v_2j+1[d]);
+//     an odd n pads the last pair with zeros.
+func tileBF16Go(ml, acc []float32, qb, k, v []uint16, s []float32, n int) {
+	hd := len(qb)
+	for t := range n {
+		kt := k[t*hd : (t+1)*hd]
+		var lane [16]float32
+		for c := 0; c < hd; c += 32 {
+			for l := range lane {
+				lane[l] = ops.DotBF16(lane[l], pair(qb, c+2*l), pair(kt, c+2*l))
+			}
+		}
+		s[t] = fold16(&lane)
+	}
+	m := ml[0]
+	for _, x := range s[:n] {
+		m = max(m, x)
+	}
+	corr := ops.Exp32(ml[0] - m)
+	var lane [16]float32
+	for t := range n {
+		s[t] = ops.Exp32(s[t] - m)
+		lane[t%16] += s[t]
+	}
+	ml[0], ml[1] = m, float32(ml[1]*corr)+fold16(&lane)
+	for d := range acc {
+		acc[d] *= corr
+	}
+	for t := 0; t < n; t += 2 {
+		p := uint32(ops.F32ToBF16(s[t]))
+		a, b := v[t*hd:(t+1)*hd], v[t*hd:(t+1)*hd] // b: row t+1, if any
+		if t+1 < n {
+			p |= uint32(ops.F32ToBF16(s[t+1])) << 16
+			b = v[(t+1)*hd : (t+2)*hd]
+		}
+		for d := range acc {
+			x := uint32(a[d])
+			if t+1 < n {
+				x |= uint32(b[d]) << 16
+			}
+			acc[d] = ops.DotBF16(acc[d], p, x)
+		}
+	}
+}
+
+// dotGo runs the pending queries of w one by one through tileBF16Go over
+// the n positions of the bf16 tile of c at element offset o.
+func dotGo(w *scratch, c *Cache, o, n int) {
+	hd := c.HeadDim
+	k, v := c.K16[o:o+n*hd], c.V16[o:o+n*hd]
+	for i := range w.np {
+		p := &w.pend[i]
+		tileBF16Go(p.ml, p.acc, p.qb, k, v, w.s[:Tile], n)
+	}
+	w.np = 0
+}
