@@ -55,14 +55,6 @@ func ModeFor(p kernels.Path) Mode {
 	return ModeF32
 }
 
-// PathOf is the kernel path that selects mode m (the inverse of ModeFor).
-func PathOf(m Mode) kernels.Path {
-	if m == ModeBF16 {
-		return kernels.AVX512BF16
-	}
-	return kernels.AVX512
-}
-
 // roundQuery writes q·scale rounded to bf16 (nearest even, as the cache
 // rounds K/V) into qb, tmp being scratch of len(q). The scale is folded in
 // before the rounding: a score is then the VDPBF16PS sum itself, one
