@@ -84,12 +84,12 @@ func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention,
 // NewMode is New with the mode over a bf16 cache given: ModeBF16 runs the
 // Go definition where the path has no VDPBF16PS kernels (the same bits,
 // slowly), and falls back to ModeF32 for a head size that is not a
-// multiple of 32 (Mode reports which).
+// multiple of 16 (Mode reports which).
 func NewMode(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int, mode Mode) (*Attention, error) {
 	if mode != ModeF32 && mode != ModeBF16 {
 		return nil, fmt.Errorf("attention: mode %v", mode)
 	}
-	if headDim%32 != 0 {
+	if headDim%16 != 0 {
 		mode = ModeF32
 	}
 	if maxRows <= 0 || qHeads <= 0 || kvHeads <= 0 || qHeads%kvHeads != 0 || headDim <= 0 {

@@ -19,8 +19,8 @@ const (
 	// probabilities to bf16 and computes q·k and Σ p·v by VDPBF16PS pairs
 	// with f32 accumulators, reading K and V in place; the online softmax
 	// stays f32. This is GPU flash attention's arithmetic (bf16 operands, f32
-	// accumulators, P rounded before P·V). It needs head_dim % 32 == 0
-	// (one VDPBF16PS covers 32 dims); other head sizes take ModeF32.
+	// accumulators, P rounded before P·V). It needs head_dim % 16 == 0;
+	// other head sizes take ModeF32.
 	ModeBF16
 )
 
@@ -90,7 +90,8 @@ func fold16(l *[16]float32) float32 {
 //
 //   - score t: 16 f32 lanes, lane l accumulating, for each 32-dim chunk c
 //     in order, the VDPBF16PS of the pairs (32c+2l, 32c+2l+1) of qb and
-//     k_t; the lanes folded by fold16 (no scale: it is in qb);
+//     k_t (zero pairs past head_dim, where it is an odd multiple of 16);
+//     the lanes folded by fold16 (no scale: it is in qb);
 //   - m' = max(m, scores), corr = Exp32(m − m'), p_t = Exp32(s_t − m');
 //     l' = l·corr + fold16 of the lane sums (lane t mod 16, t in order);
 //   - acc = acc·corr, then for each position pair (2j, 2j+1) in order one
@@ -103,7 +104,11 @@ func tileBF16Go(ml, acc []float32, qb, k, v []uint16, s []float32, n int) {
 		var lane [16]float32
 		for c := 0; c < hd; c += 32 {
 			for l := range lane {
-				lane[l] = ops.DotBF16(lane[l], pair(qb, c+2*l), pair(kt, c+2*l))
+				var a, b uint32
+				if i := c + 2*l; i < hd {
+					a, b = pair(qb, i), pair(kt, i)
+				}
+				lane[l] = ops.DotBF16(lane[l], a, b)
 			}
 		}
 		s[t] = fold16(&lane)

@@ -29,7 +29,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		s.group, s.direct = tileGroup, tileDirect
 		s.widenK, s.widenV = widenKSIMD(widenKAVX512), widenVSIMD(widenAVX512)
 		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX512), dequantVSIMD(dequantAVX512)
-		if p >= kernels.AVX512BF16 && hd%32 == 0 {
+		if p >= kernels.AVX512BF16 {
 			s.dot = dotAVX512
 		}
 	default:

@@ -251,6 +251,7 @@ func (g *gen) scores() {
 	g.I("MOVQ R14, CX")
 	if g.dot {
 		g.I("SHRQ $5, CX")
+		g.I("JZ   %shalf", g.prefix)
 	} else {
 		g.I("SHRQ $4, CX")
 	}
@@ -286,8 +287,26 @@ func (g *gen) scores() {
 	g.I("%s", step)
 	g.I("DECQ CX")
 	g.I("JNZ  %schunk", g.prefix)
+	if g.dot {
+		// head_dim an odd multiple of 16: the last 16 dims as 8 pairs, the
+		// upper lanes zero (the ymm loads clear them)
+		g.label("half")
+		g.I("TESTQ $16, R14")
+		g.I("JZ   %sfold", g.prefix)
+		for i, r := range qp {
+			g.I("VMOVDQU16 (%s), Y%d", r, 16+i)
+		}
+		for j := range kb {
+			g.I("VMOVDQU16 %s, Y%d", key(j), 20+j)
+		}
+		for i := range q {
+			for j := range kb {
+				g.madd(20+j, 16+i, i*kb+j)
+			}
+		}
+	}
 	g.I("")
-	if g.prefill {
+	if g.prefill || g.dot {
 		g.label("fold")
 	}
 	fold(&g.File)

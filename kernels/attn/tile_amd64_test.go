@@ -228,7 +228,7 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 
 // The VDPBF16PS kernels give each query the bits of tileBF16Go (ModeBF16's
 // definition): 1 to 4 pending queries (a lone one paired with a stand-in),
-// every tile length, head sizes 32 to 256, first and later tiles, a tile
+// every tile length, head sizes 16 to 256 (odd multiples of 16 too), first and later tiles, a tile
 // ending the cache's slice (where the Go kernel must run), and special
 // values (±Inf and NaN keys, queries that underflow bf16).
 func TestDotKernelsMatchGo(t *testing.T) {
@@ -237,7 +237,7 @@ func TestDotKernelsMatchGo(t *testing.T) {
 	}
 	r := rand.New(rand.NewPCG(5, 5))
 	o := ops.For(kernels.Generic)
-	for _, hd := range []int{32, 64, 128, 256} {
+	for _, hd := range []int{16, 32, 48, 64, 128, 256} {
 		ks := bindKernels(kernels.AVX512BF16, hd)
 		c := NewCache(1, 1, 2*Tile, hd, BF16)
 		k, v := make([]float32, 2*Tile*hd), make([]float32, 2*Tile*hd)
