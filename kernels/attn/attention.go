@@ -112,7 +112,7 @@ func NewMode(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int, mode Mod
 		w.acc = make([]float32, blockRows*a.group*headDim)
 		w.s = make([]float32, groupQueries*Tile)
 		w.all = make([]query, blockRows*a.group)
-		w.qb, w.qtmp = make([]uint16, blockRows*a.group*headDim), make([]float32, headDim)
+		w.qb, w.qtmp = make([]uint16, 2*blockRows*a.group*headDim), make([]float32, 2*headDim)
 		w.alone = query{ml: make([]float32, 2), acc: make([]float32, headDim)}
 	}
 	return a, nil
@@ -215,7 +215,7 @@ func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, o, n int) bool {
 }
 
 // query is one query head's online-softmax state and input (qb: q·scale
-// rounded to bf16, in ModeBF16).
+// as two bf16 rows, high and low part, in ModeBF16).
 type query struct {
 	ml, acc, q []float32
 	qb         []uint16
@@ -227,7 +227,7 @@ func (a *Attention) queryOf(w *scratch, s Seq, it item, r, j int) query {
 	i := (r-int(it.lo))*g + j
 	qh := (int(it.head)*g + j) * hd
 	qrow := (s.Row + r) * a.qHeads * hd
-	return query{ml: w.ml[2*i : 2*i+2], acc: w.acc[i*hd : (i+1)*hd], q: a.q[qrow+qh : qrow+qh+hd], qb: w.qb[i*hd : (i+1)*hd]}
+	return query{ml: w.ml[2*i : 2*i+2], acc: w.acc[i*hd : (i+1)*hd], q: a.q[qrow+qh : qrow+qh+hd], qb: w.qb[2*i*hd : 2*(i+1)*hd]}
 }
 
 // groupQueries is how many queries over the same positions one kernel call

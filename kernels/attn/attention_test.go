@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
-	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
@@ -91,7 +90,8 @@ func (f *fixture) run(a *Attention, seqs []Seq) [][]float32 {
 
 // reference is attention in float64 over the cache's stored (rounded) K/V
 // for the query of slot at position p, head h; with bf16q the query is
-// q·scale rounded to bf16, as ModeBF16 rounds it.
+// q·scale in f32, as ModeBF16 folds it (its high and low bf16 parts sum
+// to that within 2⁻¹⁷).
 func (f *fixture) reference(slot, p, h int, bf16q bool) []float64 {
 	hd, g := f.headDim, f.qHeads/f.kvHeads
 	q := f.q[slot][(p*f.qHeads+h)*hd : (p*f.qHeads+h+1)*hd]
@@ -100,7 +100,7 @@ func (f *fixture) reference(slot, p, h int, bf16q bool) []float64 {
 		scale := float32(qscale)
 		q = slices.Clone(q)
 		for d := range q {
-			q[d] = ops.BF16ToF32(ops.F32ToBF16(q[d] * scale))
+			q[d] *= scale
 		}
 		qscale = 1
 	}
@@ -170,7 +170,7 @@ func TestMatchesFloat64Reference(t *testing.T) {
 					a := newAttention(t, pool, T, s, m)
 					got := f.run(a, []Seq{{Slot: 0, Start: 0, N: T}})[0]
 					// ModeBF16 differs from the reference with the same
-					// rounded query by the probabilities' bf16 rounding:
+					// scaled query by the probabilities' bf16 rounding:
 					// ≤ 2⁻⁸ relative per weight, of outputs |v| ≲ 4.
 					ref, tol := want[0], 5e-6
 					if a.Mode() == ModeBF16 && s.dt == BF16 {

@@ -15,11 +15,13 @@ const (
 	// ModeF32 widens the bf16 K/V to f32 and computes scores and the V sum
 	// by f32 FMA.
 	ModeF32 Mode = iota
-	// ModeBF16 rounds each query (scale folded in) and each tile's
-	// probabilities to bf16 and computes q·k and Σ p·v by VDPBF16PS pairs
-	// with f32 accumulators, reading K and V in place; the online softmax
-	// stays f32. This is GPU flash attention's arithmetic (bf16 operands, f32
-	// accumulators, P rounded before P·V). It needs head_dim % 16 == 0;
+	// ModeBF16 computes q·k and Σ p·v by VDPBF16PS pairs with f32
+	// accumulators, reading the bf16 K and V in place: each query (scale
+	// folded in) as the sum of two bf16 (high and low part: 16 significant
+	// bits, where one bf16 alone failed two alignment cases), each tile's
+	// probabilities rounded to bf16; the online softmax stays f32. This is
+	// GPU flash attention's arithmetic (bf16 operands, f32 accumulators, P
+	// rounded before P·V) with a more exact q. It needs head_dim % 16 == 0;
 	// other head sizes take ModeF32.
 	ModeBF16
 )
@@ -55,18 +57,24 @@ func ModeFor(p kernels.Path) Mode {
 	return ModeF32
 }
 
-// roundQuery writes q·scale rounded to bf16 (nearest even, as the cache
-// rounds K/V) into qb, tmp being scratch of len(q). The scale is folded in
-// before the rounding: a score is then the VDPBF16PS sum itself, one
-// multiply fewer per score, and the error is the same one bf16 rounding of
-// each q element (for head_dim 64 and 256 the scale is a power of two and
-// the bits are those of rounding q alone).
+// roundQuery writes x = q·scale as two bf16 rows into qb [2·len(q)]: the
+// high part h = bf16(x) (nearest even, as the cache rounds K/V), then the
+// low part bf16(x − h); tmp is scratch of 2·len(q). x − h is exact in f32,
+// so h + lo is x to 2⁻¹⁷ relative. The scale is folded in first: a score
+// is then the VDPBF16PS sum itself, one multiply fewer per score (for
+// head_dim 64 and 256 the scale is a power of two and x is exact).
 func roundQuery(o *ops.Kernels, qb []uint16, q, tmp []float32, scale float32) {
-	tmp = tmp[:len(q)]
-	for d, x := range q {
-		tmp[d] = x * scale
+	hd := len(q)
+	x, h := tmp[:hd], tmp[hd:2*hd]
+	for d, v := range q {
+		x[d] = v * scale
 	}
-	o.ToBF16(qb, tmp)
+	o.ToBF16(qb[:hd], x)
+	o.ToF32(h, qb[:hd])
+	for d := range x {
+		x[d] -= h[d]
+	}
+	o.ToBF16(qb[hd:2*hd], x)
 }
 
 // pair is the bf16 pair (x[i], x[i+1]) as one VDPBF16PS lane reads it: the
@@ -86,29 +94,31 @@ func fold16(l *[16]float32) float32 {
 
 // tileBF16Go is the definition of ModeBF16 (the assembly gives its bits):
 // one online-softmax step of one query over n cached positions, with k and
-// v the n bf16 rows of the tile and qb the rounded query.
+// v the n bf16 rows of the tile and qb the query's high and low rows.
 //
 //   - score t: 16 f32 lanes, lane l accumulating, for each 32-dim chunk c
-//     in order, the VDPBF16PS of the pairs (32c+2l, 32c+2l+1) of qb and
-//     k_t (zero pairs past head_dim, where it is an odd multiple of 16);
-//     the lanes folded by fold16 (no scale: it is in qb);
+//     in order, the VDPBF16PS of the pairs (32c+2l, 32c+2l+1) of k_t with
+//     those of the high part, then of the low part (zero pairs past
+//     head_dim, where it is an odd multiple of 16); the lanes folded by
+//     fold16 (no scale: it is in qb);
 //   - m' = max(m, scores), corr = Exp32(m − m'), p_t = Exp32(s_t − m');
 //     l' = l·corr + fold16 of the lane sums (lane t mod 16, t in order);
 //   - acc = acc·corr, then for each position pair (2j, 2j+1) in order one
 //     VDPBF16PS of (p_2j, p_2j+1) rounded to bf16 with (v_2j[d], v_2j+1[d]);
 //     an odd n pads the last pair with zeros.
 func tileBF16Go(ml, acc []float32, qb, k, v []uint16, s []float32, n int) {
-	hd := len(qb)
+	hd := len(qb) / 2
+	qh, ql := qb[:hd], qb[hd:]
 	for t := range n {
 		kt := k[t*hd : (t+1)*hd]
 		var lane [16]float32
 		for c := 0; c < hd; c += 32 {
 			for l := range lane {
-				var a, b uint32
+				var h, lo, b uint32
 				if i := c + 2*l; i < hd {
-					a, b = pair(qb, i), pair(kt, i)
+					h, lo, b = pair(qh, i), pair(ql, i), pair(kt, i)
 				}
-				lane[l] = ops.DotBF16(lane[l], a, b)
+				lane[l] = ops.DotBF16(ops.DotBF16(lane[l], h, b), lo, b)
 			}
 		}
 		s[t] = fold16(&lane)

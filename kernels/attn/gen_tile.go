@@ -37,10 +37,11 @@ type kernel struct {
 	// corrections computed in one exponential (the widened-tile kernels,
 	// which prefill runs; decode's in-place ones wait on memory instead).
 	prefill bool
-	// dot: ModeBF16 (tileBF16Go): scores by VDPBF16PS on the rounded
-	// queries (scale folded in), the probabilities rounded to bf16 pairs in
-	// s, and the V sum by VDPBF16PS over position pairs, V rows interleaved
-	// in registers. K and V are bf16 cache rows read in place.
+	// dot: ModeBF16 (tileBF16Go): scores by VDPBF16PS on the queries' high
+	// then low bf16 rows (scale folded in; the low row head_dim·2 bytes after
+	// the high one), the probabilities rounded to bf16 pairs in s, and the V
+	// sum by VDPBF16PS over position pairs, V rows interleaved in
+	// registers. K and V are bf16 cache rows read in place.
 	dot bool
 }
 
@@ -258,6 +259,9 @@ func (g *gen) scores() {
 	g.label("chunk")
 	for i, r := range qp {
 		g.I("VMOVUPS (%s), Z%d", r, 16+i)
+		if g.dot {
+			g.I("VMOVUPS (%s)(R14*2), Z%d // the low part", r, g.qlo(i))
+		}
 	}
 	regs := make([]int, kb)
 	for j := range kb {
@@ -276,11 +280,7 @@ func (g *gen) scores() {
 			return fmt.Sprintf(".BCST %d(R15)", 4*j)
 		})
 	}
-	for i := range q {
-		for j := range kb {
-			g.madd(20+j, 16+i, i*kb+j)
-		}
-	}
+	g.scoreDots()
 	for _, r := range qp {
 		g.I("ADDQ $64, %s", r)
 	}
@@ -295,15 +295,12 @@ func (g *gen) scores() {
 		g.I("JZ   %sfold", g.prefix)
 		for i, r := range qp {
 			g.I("VMOVDQU16 (%s), Y%d", r, 16+i)
+			g.I("VMOVDQU16 (%s)(R14*2), Y%d", r, g.qlo(i))
 		}
 		for j := range kb {
 			g.I("VMOVDQU16 %s, Y%d", key(j), 20+j)
 		}
-		for i := range q {
-			for j := range kb {
-				g.madd(20+j, 16+i, i*kb+j)
-			}
-		}
+		g.scoreDots()
 	}
 	g.I("")
 	if g.prefill || g.dot {
@@ -341,6 +338,33 @@ func (g *gen) scores() {
 	g.I("ADDQ $%d, BX", kb)
 	g.I("CMPQ BX, R13")
 	g.I("JLT  %sblock", g.prefix)
+}
+
+// qlo is the register of query i's low part (dot kernels): free, as the
+// int8 scales' registers are.
+func (g *gen) qlo(i int) int {
+	if g.queries == 4 {
+		return 24 + i
+	}
+	return 18 + i
+}
+
+// scoreDots accumulates one chunk of the loaded keys (Z20..) times each
+// query (Z16..): an FMA, or for the dot kernels VDPBF16PS with the high
+// parts, then, after all of those, with the low parts.
+func (g *gen) scoreDots() {
+	for i := range g.queries {
+		for j := range g.kb() {
+			g.madd(20+j, 16+i, i*g.kb()+j)
+		}
+	}
+	if g.dot {
+		for i := range g.queries {
+			for j := range g.kb() {
+				g.madd(20+j, g.qlo(i), i*g.kb()+j)
+			}
+		}
+	}
 }
 
 // fold reduces the 16 accumulators Z0..Z15 to their 16 scores in Z0 by the

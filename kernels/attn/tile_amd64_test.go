@@ -228,9 +228,12 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 
 // The VDPBF16PS kernels give each query the bits of tileBF16Go (ModeBF16's
 // definition): 1 to 4 pending queries (a lone one paired with a stand-in),
-// every tile length, head sizes 16 to 256 (odd multiples of 16 too), first and later tiles, a tile
-// ending the cache's slice (where the Go kernel must run), and special
-// values (±Inf and NaN keys, queries that underflow bf16).
+// every tile length, head sizes 16 to 256 (odd multiples of 16 too), first
+// and later tiles, a tile ending the cache's slice (where the Go kernel
+// must run), and special
+// values (a huge key, a NaN value, queries that underflow bf16; scores
+// that are NaN, an infinite key against a query whose parts differ in
+// sign, have no defined bits: VMAXPS and Go's max treat NaN apart).
 func TestDotKernelsMatchGo(t *testing.T) {
 	if !kernels.CPU().Supports(kernels.AVX512BF16) {
 		t.Skip("no AVX512_BF16")
@@ -245,7 +248,7 @@ func TestDotKernelsMatchGo(t *testing.T) {
 			k[i], v[i] = float32(r.NormFloat64()*2), float32(r.NormFloat64())
 		}
 		if hd == 128 {
-			k[5*hd+3], v[7*hd+1] = float32(math.Inf(1)), float32(math.NaN())
+			k[5*hd+3], v[7*hd+1] = 1e30, float32(math.NaN()) // a huge score; a NaN value
 		}
 		c.StoreRun(0, 0, 2*Tile, k, v)
 		for n := 1; n <= Tile; n++ {
@@ -261,8 +264,8 @@ func TestDotKernelsMatchGo(t *testing.T) {
 						q[d] = float32(r.NormFloat64() * 3)
 					}
 					q[1] = 1e-39 // bf16 rounds it to a denormal: VDPBF16PS reads zero
-					qb := make([]uint16, hd)
-					roundQuery(o, qb, q, make([]float32, hd), 0.125)
+					qb := make([]uint16, 2*hd)
+					roundQuery(o, qb, q, make([]float32, 2*hd), 0.125)
 					start[i] = query{ml: ml, acc: make([]float32, hd), qb: qb}
 					for d := range start[i].acc {
 						start[i].acc[d] = float32(r.NormFloat64())
