@@ -42,7 +42,7 @@ type Options struct {
 	// Threads for the kernels' pool (0: one per CPU).
 	Threads int
 	// Attention is the attention over a bf16 KV cache, "f32" or "bf16" (""
-	// or "auto": serve's default, tune.Candidates).
+	// or "auto": the path's, bf16 on avx512bf16).
 	Attention string
 }
 
@@ -111,14 +111,12 @@ func Run(opts Options) ([]Result, error) {
 		return nil, err
 	}
 	defer kernels.Force(prev)
-	// The attention mode serve and run take by default, unless asked.
-	if opts.Attention == "" || opts.Attention == "auto" {
-		err = kernels.Choose(kernels.Attention, tune.Candidates(kernels.Attention, opts.Path)[0])
-	} else {
-		_, err = tune.ChooseAttention(opts.Attention)
-	}
-	if err != nil {
-		return nil, err
+	// The path's own attention mode (bf16 on avx512bf16, which the
+	// calibration picks where VDPBF16PS is faster), unless asked.
+	if opts.Attention != "" && opts.Attention != "auto" {
+		if _, err := tune.ChooseAttention(opts.Attention); err != nil {
+			return nil, err
+		}
 	}
 	pool := threads.New(opts.Threads, false)
 	defer pool.Close()

@@ -109,11 +109,6 @@ type Result struct {
 // AVX512_BF16 (int8 weights take VNNI or the AVX2 integer kernels), else
 // active alone.
 func Candidates(op kernels.Op, active kernels.Path) []kernels.Path {
-	if op == kernels.Attention {
-		// f32 until the bf16 mode passes every alignment case (docs/kernels.md):
-		// --attention-kernel bf16 opts in.
-		return []kernels.Path{min(active, kernels.AVX512)}
-	}
 	if active == kernels.AVX512BF16 {
 		return []kernels.Path{kernels.AVX512BF16, kernels.AVX512}
 	}
@@ -125,9 +120,6 @@ func Candidates(op kernels.Op, active kernels.Path) []kernels.Path {
 // fastest. A candidate without a rate is never picked over the first.
 func Pick(op kernels.Op, cands []kernels.Path, rate func(kernels.Path) float64) Choice {
 	first := cands[0]
-	if op == kernels.Attention && len(cands) == 1 {
-		return Choice{op, first, "f32 by default (bf16 fails 2 alignment cases; --attention-kernel bf16 opts in)"}
-	}
 	if len(cands) == 1 {
 		return Choice{op, first, "the only path on this CPU"}
 	}
@@ -323,8 +315,9 @@ func Measure(budget time.Duration, cands map[kernels.Op][]kernels.Path) []Rate {
 	for _, pr := range probes {
 		pr.p.Close()
 		rates = append(rates, Rate{Op: pr.op.String(), Path: pr.path.String(), Rate: pr.best})
-		// Were attention's two modes both candidates, they would take these
-		// rates: the same contest, VDPBF16PS against f32 FMA on cached bf16.
+		// Attention's two modes are the same contest as the bf16 products'
+		// two paths, VDPBF16PS against f32 FMA on cache-resident bf16 data,
+		// so they take those rates rather than another 100 ms of probing.
 		if pr.op == kernels.MatMulBF16 && len(cands[kernels.Attention]) > 1 {
 			rates = append(rates, Rate{Op: kernels.Attention.String(), Path: pr.path.String(), Rate: pr.best})
 		}
