@@ -333,7 +333,7 @@ func describePath(p kernels.Path) pathText {
 		return pathText{
 			gemm: "VDPBF16PS: activations rounded to bf16, f32 accumulation",
 			int8: "VPDPBUSD (AVX512_VNNI): u8 activations × s8 weights, per-row f32 scales",
-			attn: "VDPBF16PS: q and probabilities rounded to bf16, K/V read in place, f32 softmax and accumulation",
+			attn: "VDPBF16PS: q as two bf16 parts, probabilities rounded to bf16, K/V read in place; f32 softmax and sums",
 			elem: "AVX-512 f32",
 		}
 	case kernels.AVX512:
