@@ -62,14 +62,16 @@ type scratch struct {
 	np, pn int     // pending queries, their number of positions
 	all    []query // the block's queries in (row, head) order
 	refs   [groupQueries]qref
-	// ModeBF16: the block's queries rounded to bf16 ([blockRows·group,
-	// headDim]), the rounding's f32 scratch, the tile being read in place
-	// (element offset) and the stand-in state a lone query is paired with.
-	qb    []uint16
-	qtmp  []float32
-	o     int
-	inPl  bool
-	alone query
+	// ModeBF16: the block's queries as bf16 ([blockRows·group, 2·headDim]),
+	// the rounding's f32 scratch, the tile being read in place (element
+	// offset), whether vt holds its V pair-interleaved (pairV), and the
+	// stand-in state a lone query is paired with.
+	qb     []uint16
+	qtmp   []float32
+	o      int
+	inPl   bool
+	vpairs bool
+	alone  query
 	_     [64]byte // keep workers' slice headers on separate cache lines
 }
 
@@ -323,7 +325,12 @@ func (a *Attention) block(w *scratch, it item) {
 		var k, v []float32
 		switch {
 		case w.inPl:
-			w.o = o0
+			// Prefill interleaves V's position pairs once per tile for all
+			// the block's queries; a decode step's few read them in place.
+			w.o, w.vpairs = o0, hi-lo > 1 && a.k.pairV != nil
+			if w.vpairs {
+				a.k.pairV(w.vt, c.V16[o0:o1], t1-t0, hd)
+			}
 		case c.K32 == nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, o0, t1-t0):
 			continue
 		case c.K16 != nil:

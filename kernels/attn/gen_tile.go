@@ -43,17 +43,22 @@ type kernel struct {
 	// sum by VDPBF16PS over position pairs, V rows interleaved in
 	// registers. K and V are bf16 cache rows read in place.
 	dot bool
+	// vpairs: V is a pair-interleaved tile (pairV: row j of hd dwords is
+	// positions 2j, 2j+1, zero-padded), which prefill writes once per tile.
+	vpairs bool
 }
 
 var kernels = []kernel{
-	{"tile4AVX512", "t4", 4, srcF32, true, false},
-	{"tile2AVX512", "t2", 2, srcF32, true, false},
-	{"tile2BF16AVX512", "d2", 2, srcBF16, false, false},
-	{"tile4BF16AVX512", "q4", 4, srcBF16, false, false},
-	{"tile2I8AVX512", "id2", 2, srcI8, false, false},
-	{"tile4I8AVX512", "iq4", 4, srcI8, false, false},
-	{"tile2DotAVX512", "e2", 2, srcBF16, false, true},
-	{"tile4DotAVX512", "e4", 4, srcBF16, false, true},
+	{"tile4AVX512", "t4", 4, srcF32, true, false, false},
+	{"tile2AVX512", "t2", 2, srcF32, true, false, false},
+	{"tile2BF16AVX512", "d2", 2, srcBF16, false, false, false},
+	{"tile4BF16AVX512", "q4", 4, srcBF16, false, false, false},
+	{"tile2I8AVX512", "id2", 2, srcI8, false, false, false},
+	{"tile4I8AVX512", "iq4", 4, srcI8, false, false, false},
+	{"tile2DotAVX512", "e2", 2, srcBF16, false, true, false},
+	{"tile4DotAVX512", "e4", 4, srcBF16, false, true, false},
+	{"tile2DotPairsAVX512", "p2", 2, srcBF16, false, true, true},
+	{"tile4DotPairsAVX512", "p4", 4, srcBF16, false, true, true},
 }
 
 type gen struct {
@@ -720,9 +725,15 @@ func (g *gen) valuesDot() {
 	if q == 2 {
 		stride, next, kp = "R10", "R11", "R15"
 	}
-	g.I("LEAQ (R14)(R14*1), %s  // bf16 row stride", stride)
 	g.I("MOVQ %s, DX", g.arg("n"))
-	g.I("SHRQ $1, DX             // whole pairs")
+	if g.vpairs {
+		g.I("LEAQ (R14*4), %s      // pair row stride", stride)
+		g.I("INCQ DX")
+		g.I("SHRQ $1, DX             // pairs, the last one zero-padded")
+	} else {
+		g.I("LEAQ (R14)(R14*1), %s  // bf16 row stride", stride)
+		g.I("SHRQ $1, DX             // whole pairs")
+	}
 	g.I("SHLQ $2, R14            // f32 row bytes: the acc offset bound")
 	g.I("XORQ BX, BX")
 	g.label("v")
@@ -739,10 +750,14 @@ func (g *gen) valuesDot() {
 				g.I("VMULPS.BCST %d(AX), Z%d, Z%d", qref(i, "corr"), acc(i, c), acc(i, c))
 			}
 		}
-		g.I("MOVQ BX, R12")
-		g.I("SHRQ $1, R12")
-		g.I("ADDQ SI, R12            // row 0 of V at the pass's dims")
-		if prefetch {
+		if g.vpairs {
+			g.I("LEAQ (SI)(BX*1), R12    // pair row 0 at the pass's dims")
+		} else {
+			g.I("MOVQ BX, R12")
+			g.I("SHRQ $1, R12")
+			g.I("ADDQ SI, R12            // row 0 of V at the pass's dims")
+		}
+		if prefetch && !g.vpairs {
 			g.I("MOVQ %s, %s", stride, next)
 			g.I("SHLQ $6, %s            // 64 rows: the next tile", next)
 			g.I("MOVQ %s, %s", g.arg("k"), kp)
@@ -777,31 +792,40 @@ func (g *gen) valuesDot() {
 		g.I("JGE  %sv%stail", g.prefix, suffix)
 		g.label(fmt.Sprintf("v%st", suffix))
 		bcast()
-		row()
-		for c := range nv {
-			g.I("VPMOVZXWD %d(R12), Z%d", 32*c, 20+c)
+		if g.vpairs {
+			for c := range nv {
+				g.I("VMOVDQU32 %d(R12), Z%d", 64*c, 20+c)
+			}
+			g.I("ADDQ %s, R12", stride)
+		} else {
+			row()
+			for c := range nv {
+				g.I("VPMOVZXWD %d(R12), Z%d", 32*c, 20+c)
+			}
+			g.I("ADDQ %s, R12", stride)
+			row()
+			for c := range nv {
+				t := 30 + c%2
+				g.I("VPMOVZXWD %d(R12), Z%d", 32*c, t)
+				g.I("VPSLLD $16, Z%d, Z%d", t, t)
+				g.I("VPORD Z%d, Z%d, Z%d", t, 20+c, 20+c)
+			}
+			g.I("ADDQ %s, R12", stride)
 		}
-		g.I("ADDQ %s, R12", stride)
-		row()
-		for c := range nv {
-			t := 30 + c%2
-			g.I("VPMOVZXWD %d(R12), Z%d", 32*c, t)
-			g.I("VPSLLD $16, Z%d, Z%d", t, t)
-			g.I("VPORD Z%d, Z%d, Z%d", t, 20+c, 20+c)
-		}
-		g.I("ADDQ %s, R12", stride)
 		dots()
 		g.I("INCQ CX")
 		g.I("CMPQ CX, DX")
 		g.I("JLT  %sv%st", g.prefix, suffix)
 		g.label(fmt.Sprintf("v%stail", suffix))
-		g.I("TESTQ $1, %s", g.arg("n"))
-		g.I("JZ   %sv%sstore", g.prefix, suffix)
-		bcast()
-		for c := range nv {
-			g.I("VPMOVZXWD %d(R12), Z%d", 32*c, 20+c)
+		if !g.vpairs {
+			g.I("TESTQ $1, %s", g.arg("n"))
+			g.I("JZ   %sv%sstore", g.prefix, suffix)
+			bcast()
+			for c := range nv {
+				g.I("VPMOVZXWD %d(R12), Z%d", 32*c, 20+c)
+			}
+			dots()
 		}
-		dots()
 		g.label(fmt.Sprintf("v%sstore", suffix))
 		for i := range q {
 			g.I("MOVQ %d(AX), DI", qref(i, "acc"))
@@ -822,6 +846,50 @@ func (g *gen) valuesDot() {
 	g.I("JLT  %sv", g.prefix)
 	g.I("VZEROUPPER")
 	g.I("RET")
+}
+
+// pairV writes pairVAVX512(dst *uint32, src *uint16, n, hd int): the n
+// bf16 rows of hd values (hd % 16 == 0) as (n+1)/2 rows of hd dwords, row j
+// holding positions 2j (low half) and 2j+1 (high half, zero past n) of
+// each dim, the V tile the pairs kernels read.
+func pairV(f *emit.File) {
+	fmt.Fprintf(f, "\n// func pairVAVX512(dst *uint32, src *uint16, n, hd int)\n")
+	fmt.Fprintf(f, "TEXT ·pairVAVX512(SB), NOSPLIT, $0-32\n")
+	for _, a := range []string{"dst+0(FP), DI", "src+8(FP), SI", "n+16(FP), CX", "hd+24(FP), DX"} {
+		f.I("MOVQ %s", a)
+	}
+	f.I("LEAQ (DX)(DX*1), R8     // bf16 row stride")
+	f.Label("pvpair")
+	f.I("CMPQ CX, $2")
+	f.I("JLT  pvlast")
+	f.I("LEAQ (SI)(R8*1), R11    // row 2j+1")
+	f.I("XORQ R10, R10")
+	f.Label("pvchunk")
+	f.I("VPMOVZXWD (SI)(R10*2), Z0")
+	f.I("VPMOVZXWD (R11)(R10*2), Z1")
+	f.I("VPSLLD $16, Z1, Z1")
+	f.I("VPORD Z1, Z0, Z0")
+	f.I("VMOVDQU32 Z0, (DI)(R10*4)")
+	f.I("ADDQ $16, R10")
+	f.I("CMPQ R10, DX")
+	f.I("JLT  pvchunk")
+	f.I("LEAQ (SI)(R8*2), SI")
+	f.I("LEAQ (DI)(DX*4), DI")
+	f.I("SUBQ $2, CX")
+	f.I("JMP  pvpair")
+	f.Label("pvlast")
+	f.I("TESTQ CX, CX")
+	f.I("JZ   pvdone")
+	f.I("XORQ R10, R10")
+	f.Label("pvone")
+	f.I("VPMOVZXWD (SI)(R10*2), Z0")
+	f.I("VMOVDQU32 Z0, (DI)(R10*4)")
+	f.I("ADDQ $16, R10")
+	f.I("CMPQ R10, DX")
+	f.I("JLT  pvone")
+	f.Label("pvdone")
+	f.I("VZEROUPPER")
+	f.I("RET")
 }
 
 // loadTileArgs loads the arguments the single-query kernels share:
@@ -1152,6 +1220,7 @@ GLOBL bf16quiet<>(SB), RODATA|NOPTR, $4
 	f.WriteString("GLOBL keyperm<>(SB), RODATA|NOPTR, $64\n")
 	single(f)
 	avx2(f)
+	pairV(f)
 	for _, k := range kernels {
 		g := &gen{kernel: k}
 		g.generate()

@@ -10,11 +10,12 @@ import (
 // place where it has some (simdKernels). group and direct are nil where the
 // path has no grouped or in-place kernels. dot runs the pending queries of
 // a ModeBF16 block over a bf16 tile in place (dotGo, or the path's VDPBF16PS
-// kernels with the same bits).
+// kernels with the same bits), pairV the V tile it can read instead.
 type kernelSet struct {
 	path     kernels.Path
 	ops      *ops.Kernels
 	dot      func(w *scratch, c *Cache, o, n int)
+	pairV    func(dst []float32, src []uint16, rows, hd int) // nil: dot reads V in place
 	tile     func(ml, acc, q, k, v, s []float32, n int, scale float32)
 	group    func(w *scratch, i int, k, v []float32, n, hd int, scale float32) int
 	direct   func(w *scratch, c *Cache, o, n int, scale float32) bool

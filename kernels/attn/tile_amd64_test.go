@@ -227,7 +227,8 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 }
 
 // The VDPBF16PS kernels give each query the bits of tileBF16Go (ModeBF16's
-// definition): 1 to 4 pending queries (a lone one paired with a stand-in),
+// definition), reading V in place (decode) or from the pair-interleaved
+// tile (prefill): 1 to 4 pending queries (a lone one paired with a stand-in),
 // every tile length, head sizes 16 to 256 (odd multiples of 16 too), first
 // and later tiles, a tile ending the cache's slice (where the Go kernel
 // must run), and special
@@ -280,10 +281,27 @@ func TestDotKernelsMatchGo(t *testing.T) {
 					}
 					return w
 				}
-				for _, tile0 := range []int{0, Tile} {
-					off := tile0 * hd
+				for _, tc := range []struct {
+					tile0 int
+					pairs bool
+				}{{0, false}, {0, true}, {Tile, false}, {Tile, true}} {
+					tile0, off := tc.tile0, tc.tile0*hd
 					want, got := clone(), clone()
 					dotGo(&want, c, off, n)
+					if tc.pairs {
+						// V pairs, and a NaN guard past them
+						got.vt = make([]float32, Tile*hd)
+						for i := range got.vt {
+							got.vt[i] = float32(math.NaN())
+						}
+						ks.pairV(got.vt, c.V16[off:off+n*hd], n, hd)
+						for i := (n + 1) / 2 * hd; i < len(got.vt); i++ {
+							if !math.IsNaN(float64(got.vt[i])) {
+								t.Fatalf("hd %d n %d: pairV wrote past its %d rows", hd, n, (n+1)/2)
+							}
+						}
+						got.vpairs = true
+					}
 					cv := c
 					if tile0 == Tile && n%8 != 0 {
 						// the slice ends at the tile's last row: the kernels
@@ -295,7 +313,7 @@ func TestDotKernelsMatchGo(t *testing.T) {
 					ks.dot(&got, cv, off, n)
 					for i := range np {
 						if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
-							t.Fatalf("hd %d n %d, %d queries, tile %d: query %d: ml %v acc[:4] %v, Go ml %v acc[:4] %v", hd, n, np, tile0, i,
+							t.Fatalf("hd %d n %d, %d queries, tile %d, pairs %v: query %d: ml %v acc[:4] %v, Go ml %v acc[:4] %v", hd, n, np, tile0, tc.pairs, i,
 								got.pend[i].ml, got.pend[i].acc[:4], want.pend[i].ml, want.pend[i].acc[:4])
 						}
 					}
