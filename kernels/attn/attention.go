@@ -72,7 +72,7 @@ type scratch struct {
 	inPl   bool
 	vpairs bool
 	alone  query
-	_     [64]byte // keep workers' slice headers on separate cache lines
+	_      [64]byte // keep workers' slice headers on separate cache lines
 }
 
 // New sizes an Attention for calls of at most maxRows query rows in total,
