@@ -147,6 +147,11 @@ func (g *gen) generate() {
 	}
 }
 
+// oneExp says whether the kernel computes all queries' m' and e^(m−m')
+// in one vector exponential (the kernels prefill runs: the widened-tile and
+// the V-pairs ones) rather than one per query.
+func (g *gen) oneExp() bool { return g.prefill || g.vpairs }
+
 // chunkBytes is the bytes of one key's chunk per score step: 16 values,
 // or 32 bf16 (one VDPBF16PS) for the dot kernels.
 func (g *gen) chunkBytes() int {
@@ -414,7 +419,7 @@ func (g *gen) softmax() {
 	g.Comment("Per query, as tileAVX512: m', corr (kept in the qref), p, l.")
 	// corr holds the current query's e^(m−m') in lane 0 in the loop below.
 	corr := "X19"
-	if g.prefill {
+	if g.oneExp() {
 		// All queries' m' and corrections at once: the lanes of query q
 		// (its 128-bit lane, or 256-bit half for two) get exactly the
 		// scalar steps' values, with one exponential instead of one each.
@@ -441,7 +446,7 @@ func (g *gen) softmax() {
 	g.I("MOVQ $%d, R10", g.queries)
 	g.label("q")
 	g.I("MOVQ 0(R9), R15         // ml")
-	if g.prefill {
+	if g.oneExp() {
 		g.I("VMOVSS X22, (R15)")
 		g.I("VBROADCASTSS X22, Z18")
 	} else {
@@ -501,7 +506,7 @@ func (g *gen) softmax() {
 	g.I("VADDSS X1, X2, X2")
 	g.I("VMOVSS X2, 4(R15)")
 	rot := map[int]string{4: "$0x39", 2: "$0x4E"}[g.queries] // the next query's lanes to lane 0
-	if g.prefill {
+	if g.oneExp() {
 		g.I("VSHUFF32X4 %s, Z22, Z22, Z22", rot)
 		g.I("VSHUFF32X4 %s, Z23, Z23, Z23", rot)
 	} else {
