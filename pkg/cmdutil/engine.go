@@ -109,7 +109,7 @@ type KernelFlags struct {
 // AddFlags defines --attention-kernel on fl.
 func (k *KernelFlags) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&k.Attention, "attention-kernel", "auto", "attention over a bf16 KV cache: auto (bf16 where the calibration measures VDPBF16PS faster than f32 FMA), "+
-		"f32 (K/V widened, FMA) or bf16 (q and probabilities rounded to bf16, VDPBF16PS, f32 softmax; needs AVX512_BF16)")
+		"f32 (K/V widened, FMA) or bf16 (VDPBF16PS: q as two bf16 parts, probabilities rounded to bf16, f32 softmax; needs AVX512_BF16)")
 }
 
 // ThreadFlags size and place the compute threads; serve, run and bench share them.
