@@ -175,8 +175,8 @@ func prefillSetup(b *testing.B, pool *threads.Pool, m Mode, T int) (*Attention, 
 }
 
 // BenchmarkModesAB alternates the f32 and bf16 modes call by call in one
-// process (prefill of T = 4096, and a decode step at depth 4096 of one
-// sequence, 16 q / 8 kv heads), so that a change of load hits both: the
+// process (prefill of T = 4096, and a decode step at depth 4096 and 32768
+// of one sequence, 16 q / 8 kv heads), so that a change of load hits both: the
 // rates are per CPU second of the pool's threads, each against its own
 // ceiling. The way to compare the modes on a shared machine.
 func BenchmarkModesAB(b *testing.B) {
@@ -187,7 +187,7 @@ func BenchmarkModesAB(b *testing.B) {
 	for _, sc := range []struct {
 		name   string
 		T, ctx int
-	}{{"prefill-T4096", 4096, 0}, {"decode-depth4096", 1, 4096}} {
+	}{{"prefill-T4096", 4096, 0}, {"decode-depth4096", 1, 4096}, {"decode-depth32768", 1, 32768}} {
 		b.Run(sc.name, func(b *testing.B) {
 			pool, _, peak := benchSetup(b)
 			defer forcePath(b, kernels.AVX512BF16)()
