@@ -160,20 +160,25 @@ type Stats struct {
 	PrefixDiskBytes, PrefixDiskCapacity                                       int64
 	PrefixDiskBlocks                                                          int
 	PrefixDiskWritten, PrefixDiskRead, PrefixDiskEvicted, PrefixDiskDiscarded int64
-	PrefilledTokens                                                           int64 // prompt tokens computed
-	GeneratedTokens                                                           int64
-	Steps                                                                     int64 // forward passes
-	Sessions                                                                  int   // sessions held in slots
-	SessionsStored                                                            int   // sessions in the session store
-	SessionStoreBytes                                                         int64 // files in the session store's directory
-	SessionStoreMaxBytes                                                      int64
-	SessionsDropped                                                           int64 // stored sessions evicted to keep within SessionStoreMaxBytes
-	SessionsExpired                                                           int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
-	SessionsEvicted                                                           int64 // sessions moved out of a slot (to the store when there is one)
-	SessionsRestored                                                          int64 // sessions read back from the store
-	SessionsRecomputed                                                        int64 // stored sessions found unusable (corrupt, other model) and recomputed
-	LastStepDuration                                                          time.Duration
-	MaxDecodeStepLatency                                                      time.Duration // longest step that advanced a decoding slot
+	// Blocks removed because the sessions that produced them were deleted
+	// (DeleteSession): from the prefix store's memory, files deleted from
+	// its disk tier.
+	PrefixStorePurged, PrefixDiskPurged int64
+	SessionsDeleted                     int64 // DeleteSession calls that found the session
+	PrefilledTokens                     int64 // prompt tokens computed
+	GeneratedTokens                     int64
+	Steps                               int64 // forward passes
+	Sessions                            int   // sessions held in slots
+	SessionsStored                      int   // sessions in the session store
+	SessionStoreBytes                   int64 // files in the session store's directory
+	SessionStoreMaxBytes                int64
+	SessionsDropped                     int64 // stored sessions evicted to keep within SessionStoreMaxBytes
+	SessionsExpired                     int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
+	SessionsEvicted                     int64 // sessions moved out of a slot (to the store when there is one)
+	SessionsRestored                    int64 // sessions read back from the store
+	SessionsRecomputed                  int64 // stored sessions found unusable (corrupt, other model) and recomputed
+	LastStepDuration                    time.Duration
+	MaxDecodeStepLatency                time.Duration // longest step that advanced a decoding slot
 }
 
 // Request is one generation.
@@ -274,6 +279,8 @@ type Engine struct {
 	tails     int // slots whose last generated token still needs its KV
 	rng       *rand.Rand
 	prefillMx int // prompt tokens per step when nothing decodes
+	masks     *maskWorker
+	prep      []*sample.Sampler // the samplers handed to masks, scratch of step
 }
 
 // slot is one sequence of the KV cache and what it holds.
@@ -287,6 +294,10 @@ type slot struct {
 	// its KV in the next step.
 	tail    bool
 	session string // pinned conversation, "" = none
+	// owner produced the slot's content: the session of the job that last
+	// started in it, kept after the session leaves the slot ("" = a
+	// request without one). The prefix store records it (pblock.owners).
+	owner   string
 	used    uint64 // LRU clock
 	usedAt  time.Time
 	job     *job

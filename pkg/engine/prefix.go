@@ -29,6 +29,11 @@ import (
 // recently used leaf block goes first (a block's descendants are never used
 // after it, since a prefix is only used from its start).
 //
+// Each block knows who produced it (owners): the sessions whose slots
+// held its tokens when they were stored, "" for a request without a
+// session. Deleting a session (purge) removes the blocks it alone
+// produced and leaves those another conversation or request produced too.
+//
 // Only the scheduler goroutine uses it.
 type prefixStore struct {
 	be          backend
@@ -55,6 +60,23 @@ type pblock struct {
 	start    int     // position of tokens[0]
 	buf      int     // arena buffer
 	used     uint64  // LRU clock
+	owners   []string
+}
+
+// maxOwners bounds the sessions a block names. A block produced by more
+// (a system prompt many conversations share) names "" instead: it is held
+// in common, and no session's deletion removes it.
+const maxOwners = 8
+
+// addOwner adds o to owners.
+func addOwner(owners []string, o string) []string {
+	switch {
+	case slices.Contains(owners, o):
+		return owners
+	case len(owners) >= maxOwners:
+		return []string{""}
+	}
+	return append(owners, o)
 }
 
 // DefaultPrefixCacheBytes is the prefix store's size when Options leave it
@@ -185,7 +207,8 @@ func (p *prefixStore) restore(slot, from, to int) error {
 // Blocks already stored are only marked used; when the store is full of
 // blocks this prefix needs, the rest of it is not stored. It returns the
 // positions copied.
-func (p *prefixStore) insert(tokens []int32, slot int) (int, error) {
+// owner produced the tokens (see pblock.owners).
+func (p *prefixStore) insert(tokens []int32, slot int, owner string) (int, error) {
 	p.clock++ // blocks marked with this clock are not evicted by this insert
 	node, h, pos, copied := &p.root, uint64(hashBasis), 0, 0
 	for pos < len(tokens) {
@@ -226,9 +249,59 @@ func (p *prefixStore) insert(tokens []int32, slot int) (int, error) {
 			node.children = append(node.children, b)
 		}
 		b.used = p.clock
+		b.owners = addOwner(b.owners, owner)
 		node, pos = b, end
 	}
 	return copied, nil
+}
+
+// all lists the blocks in memory, each before those below it.
+func (p *prefixStore) all() []*pblock {
+	var all []*pblock
+	p.stack = append(p.stack[:0], p.root.children...)
+	for len(p.stack) > 0 {
+		b := p.stack[len(p.stack)-1]
+		p.stack = append(p.stack[:len(p.stack)-1], b.children...)
+		all = append(all, b)
+	}
+	clear(p.stack[:cap(p.stack)])
+	return all
+}
+
+// purged counts what a purge removed, and the blocks of the owner it kept
+// because others hold them too.
+type purged struct {
+	blocks, tokens, kept int
+	bytes                int64
+}
+
+// purge removes owner from every block's owners, and the blocks left
+// without one from memory, zeroing their buffers; a block that another
+// stored block continues stays (its continuation's owners hold it). The
+// disk tier's blocks are purged alike (prefixDisk.purge).
+func (p *prefixStore) purge(owner string) (mem, disk purged) {
+	all := p.all()
+	for i := len(all) - 1; i >= 0; i-- { // every block after those below it
+		b := all[i]
+		if !slices.Contains(b.owners, owner) {
+			continue
+		}
+		b.owners = slices.DeleteFunc(b.owners, func(o string) bool { return o == owner })
+		switch {
+		case len(b.owners) > 0:
+			mem.kept++
+		case len(b.children) > 0:
+			b.owners, mem.kept = []string{""}, mem.kept+1
+		default:
+			clear(p.buffer(b.buf))
+			p.remove(b)
+			mem.blocks, mem.tokens, mem.bytes = mem.blocks+1, mem.tokens+len(b.tokens), mem.bytes+int64(p.blockBytes)
+		}
+	}
+	if p.disk != nil {
+		disk = p.disk.purge(owner)
+	}
+	return mem, disk
 }
 
 // dropSubsumed removes node's partial leaves whose tokens begin b's: b

@@ -30,8 +30,10 @@ import (
 // mean; it also prefixes the file names, so models share a directory
 // without seeing each other's blocks) and the KV identity (weights, dtypes,
 // kernel path, shape), the block size, the parent block's chained hash
-// and the block's tokens. A file whose identity or checksums do not match
-// is deleted with a log line, never used.
+// and the block's tokens. Who produced each block (its owners, as in
+// memory) is in the owners journal beside the files (prefix_owners.go). A
+// file whose identity or checksums do not match is deleted with a log line,
+// never used.
 //
 // Only the scheduler goroutine uses it; the directory is locked against a
 // second ellm serving the same model.
@@ -42,6 +44,7 @@ type prefixDisk struct {
 	blockBytes  int
 	maxBytes    int64 // 0 = unbounded
 	lock        *os.File
+	journal     ownersJournal
 	log         *slog.Logger
 	now         func() time.Time
 
@@ -49,7 +52,7 @@ type prefixDisk struct {
 	children map[uint64][]*diskBlock // by the parent's chained hash
 	bytes    int64
 	// counters for Stats
-	written, read, evicted, discarded int64
+	written, read, evicted, discarded, purged int64
 }
 
 // diskBlock is one block file, as the index knows it.
@@ -59,6 +62,7 @@ type diskBlock struct {
 	start        int
 	size         int64
 	used         time.Time
+	owners       []string
 }
 
 // prefixBlockMeta precedes a block's buffer in its file.
@@ -129,11 +133,16 @@ func openPrefixDisk(c prefixDiskConfig, blockTokens, blockBytes int) (*prefixDis
 		d.add(b)
 	}
 	d.enforce(nil)
+	if err := d.loadOwners(); err != nil {
+		d.close()
+		return nil, fmt.Errorf("prefix cache dir: %w", err)
+	}
 	return d, nil
 }
 
 func (d *prefixDisk) close() {
 	if d != nil && d.lock != nil {
+		d.journal.close()
 		d.lock.Close()
 		d.lock = nil
 	}
@@ -267,11 +276,13 @@ func (d *prefixDisk) touch(b *diskBlock) {
 }
 
 // put writes a block evicted from host memory: buf is its buffer, parent
-// the chained hash of the blocks before it, start its first position. A
-// block already on disk is only marked used.
-func (d *prefixDisk) put(parent uint64, tokens []int32, start int, buf []byte) error {
+// the chained hash of the blocks before it, start its first position,
+// owners who produced it. A block already on disk is only marked used, and
+// gains owners.
+func (d *prefixDisk) put(parent uint64, tokens []int32, start int, buf []byte, owners []string) error {
 	hash := chain(parent, tokens)
 	if b := d.get(hash, parent, tokens); b != nil {
+		d.addOwners(b, owners)
 		d.touch(b)
 		return nil
 	}
@@ -292,9 +303,47 @@ func (d *prefixDisk) put(parent uint64, tokens []int32, start int, buf []byte) e
 	}
 	b := &diskBlock{hash: hash, parent: parent, tokens: slices.Clone(tokens), start: start, size: size, used: d.now()}
 	d.add(b)
+	d.addOwners(b, owners)
 	d.written++
 	d.enforce(b)
 	return nil
+}
+
+// purge removes owner from every block's owners: a block left without
+// one, and continued by no other block on disk, has its file deleted at
+// once; the others keep their remaining owners. The journal records the
+// removals (synced) before any file goes.
+func (d *prefixDisk) purge(owner string) purged {
+	var hit []*diskBlock
+	for _, b := range d.blocks {
+		if slices.Contains(b.owners, owner) {
+			hit = append(hit, b)
+		}
+	}
+	// Deepest first: a block's continuations go before it.
+	slices.SortFunc(hit, func(a, b *diskBlock) int { return cmp.Or(cmp.Compare(b.start, a.start), cmp.Compare(a.hash, b.hash)) })
+	var out purged
+	var gone []*diskBlock
+	for _, b := range hit {
+		b.owners = slices.DeleteFunc(b.owners, func(o string) bool { return o == owner })
+		d.journal.log('-', b.hash, owner)
+		switch {
+		case len(b.owners) > 0:
+			out.kept++
+		case slices.ContainsFunc(d.children[b.hash], func(c *diskBlock) bool { return len(c.owners) > 0 }):
+			d.addOwners(b, []string{""}) // continued by a block others hold
+			out.kept++
+		default:
+			gone = append(gone, b)
+		}
+	}
+	d.syncOwners()
+	for _, b := range gone {
+		out.blocks, out.tokens, out.bytes = out.blocks+1, out.tokens+len(b.tokens), out.bytes+b.size
+		d.drop(b)
+		d.purged++
+	}
+	return out
 }
 
 // load reads b's buffer into buf, checking the file again (it may have
@@ -345,7 +394,7 @@ func (p *prefixStore) spill(b *pblock) {
 	if p.disk == nil {
 		return
 	}
-	if err := p.disk.put(p.chainOf(b.parent), b.tokens, b.start, p.buffer(b.buf)); err != nil {
+	if err := p.disk.put(p.chainOf(b.parent), b.tokens, b.start, p.buffer(b.buf), b.owners); err != nil {
 		p.disk.log.Warn("prefix cache: cannot keep a block on disk", "err", err)
 	}
 }
@@ -377,7 +426,7 @@ func (p *prefixStore) promote(node *pblock, parent, hash uint64, tokens []int32,
 		p.free = append(p.free, buf)
 		return nil
 	}
-	b := &pblock{parent: node, tokens: slices.Clone(d.tokens), start: start, buf: buf, used: p.clock}
+	b := &pblock{parent: node, tokens: slices.Clone(d.tokens), start: start, buf: buf, used: p.clock, owners: slices.Clone(d.owners)}
 	if len(b.tokens) == p.blockTokens {
 		b.hash = hash
 		p.blocks[hash] = b
@@ -415,6 +464,7 @@ func (e *Engine) prefixStatsLocked() {
 	s.PrefixDiskBytes, s.PrefixDiskCapacity = d.bytes, d.maxBytes
 	s.PrefixDiskBlocks = len(d.blocks)
 	s.PrefixDiskWritten, s.PrefixDiskRead, s.PrefixDiskEvicted, s.PrefixDiskDiscarded = d.written, d.read, d.evicted, d.discarded
+	s.PrefixDiskPurged = d.purged
 }
 
 // openPrefixDisk adds the disk tier of Options.PrefixCacheDir to the
@@ -475,14 +525,7 @@ func (e *Engine) persistPrefixes() {
 // it returns how many it wrote or marked. A block's parents are used at
 // least as recently as it, so they come first.
 func (p *prefixStore) flush() (int, error) {
-	var all []*pblock
-	p.stack = append(p.stack[:0], p.root.children...)
-	for len(p.stack) > 0 {
-		b := p.stack[len(p.stack)-1]
-		p.stack = append(p.stack[:len(p.stack)-1], b.children...)
-		all = append(all, b)
-	}
-	clear(p.stack[:cap(p.stack)])
+	all := p.all()
 	slices.SortStableFunc(all, func(a, b *pblock) int { return cmp.Or(cmp.Compare(b.used, a.used), cmp.Compare(a.start, b.start)) })
 	if fit := p.disk.maxBytes / int64(p.blockBytes); p.disk.maxBytes > 0 && int64(len(all)) > fit {
 		all = all[:fit] // the headers make it a little less
@@ -490,7 +533,7 @@ func (p *prefixStore) flush() (int, error) {
 	// Oldest first: the newest end up the most recently used on disk.
 	for i := len(all) - 1; i >= 0; i-- {
 		b := all[i]
-		if err := p.disk.put(p.chainOf(b.parent), b.tokens, b.start, p.buffer(b.buf)); err != nil {
+		if err := p.disk.put(p.chainOf(b.parent), b.tokens, b.start, p.buffer(b.buf), b.owners); err != nil {
 			return len(all) - 1 - i, err
 		}
 	}

@@ -62,14 +62,14 @@ func TestPrefixDiskSpillRestoreRestart(t *testing.T) {
 	p := mustDiskStore(t, be, dir, "kv-a", 4, -1)
 	a, b := seqTokens(1, 30), seqTokens(40, 30) // 3 full blocks and a partial one each
 	computed(be, 0, a)
-	if _, err := p.insert(a, 0); err != nil {
+	if _, err := p.insert(a, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	if p.disk.written != 0 {
 		t.Fatalf("%d blocks written before any eviction", p.disk.written)
 	}
 	computed(be, 1, b)
-	if _, err := p.insert(b, 1); err != nil {
+	if _, err := p.insert(b, 1, ""); err != nil {
 		t.Fatal(err)
 	}
 	if p.disk.written != 4 || len(p.disk.blocks) != 4 {
@@ -157,12 +157,12 @@ func TestPrefixDiskBound(t *testing.T) {
 		}
 		toks := seqTokens(i*3+1, 16) // two full blocks
 		computed(be, 0, toks)
-		if _, err := p.insert(toks, 0); err != nil {
+		if _, err := p.insert(toks, 0, ""); err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
 			computed(be, 0, seqTokens(89, 16))
-			p.insert(seqTokens(89, 16), 0) // evict toks: two files
+			p.insert(seqTokens(89, 16), 0, "") // evict toks: two files
 			blockFile = p.disk.bytes / 2
 			p.close()
 		}

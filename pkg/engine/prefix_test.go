@@ -33,7 +33,7 @@ func TestPrefixStoreMatchInsertRestore(t *testing.T) {
 	p := newTestPrefixStore(t, be, 16, 8)
 	a := seqTokens(1, 30) // blocks [0,8) [8,16) [16,24) and a partial [24,30)
 	computed(be, 0, a)
-	if n, err := p.insert(a, 0); err != nil || n != 30 {
+	if n, err := p.insert(a, 0, ""); err != nil || n != 30 {
 		t.Fatalf("insert = %d, %v", n, err)
 	}
 	if blocks := p.used() / int64(p.blockBytes); blocks != 4 {
@@ -71,7 +71,7 @@ func TestPrefixStoreMatchInsertRestore(t *testing.T) {
 	// a's partial leaf, which b's full third block... does not begin, stays.
 	b := append(slices.Clone(a[:16]), seqTokens(60, 20)...)
 	computed(be, 1, b)
-	if n, _ := p.insert(b, 1); n != 20 {
+	if n, _ := p.insert(b, 1, ""); n != 20 {
 		t.Errorf("inserting b copied %d positions, want its 20 unshared ones", n)
 	}
 	if p.match(a) != 30 || p.match(b) != 36 {
@@ -81,7 +81,7 @@ func TestPrefixStoreMatchInsertRestore(t *testing.T) {
 	a2 := append(slices.Clone(a), seqTokens(70, 10)...)
 	computed(be, 0, a2)
 	before := p.used()
-	if n, _ := p.insert(a2, 0); n != 16 {
+	if n, _ := p.insert(a2, 0, ""); n != 16 {
 		t.Errorf("inserting a2 copied %d positions, want 16 (blocks [24,32) and [32,40))", n)
 	}
 	if after := p.used(); after != before+int64(p.blockBytes) {
@@ -91,7 +91,7 @@ func TestPrefixStoreMatchInsertRestore(t *testing.T) {
 		t.Errorf("a2 matches %d", p.match(a2))
 	}
 	// A prefix of what is stored adds nothing.
-	if n, _ := p.insert(a2[:35], 0); n != 0 {
+	if n, _ := p.insert(a2[:35], 0, ""); n != 0 {
 		t.Errorf("inserting a stored prefix copied %d positions", n)
 	}
 }
@@ -102,7 +102,7 @@ func TestPrefixStoreEvictsLeastRecentlyUsedLeaves(t *testing.T) {
 	seqs := [][]int32{seqTokens(1, 24), seqTokens(2, 24), seqTokens(3, 24)} // 3 blocks each
 	for i, s := range seqs[:2] {
 		computed(be, 0, s)
-		if n, _ := p.insert(s, 0); n != 24 {
+		if n, _ := p.insert(s, 0, ""); n != 24 {
 			t.Fatalf("seq %d: copied %d", i, n)
 		}
 	}
@@ -114,7 +114,7 @@ func TestPrefixStoreEvictsLeastRecentlyUsedLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	computed(be, 0, seqs[2])
-	if n, _ := p.insert(seqs[2], 0); n != 24 {
+	if n, _ := p.insert(seqs[2], 0, ""); n != 24 {
 		t.Fatalf("seq 2: copied %d", n)
 	}
 	if p.used() > p.capacity() {
@@ -126,7 +126,7 @@ func TestPrefixStoreEvictsLeastRecentlyUsedLeaves(t *testing.T) {
 	// A prefix longer than the whole store keeps what fits, from its start.
 	long := seqTokens(4, 80)
 	computed(be, 0, long)
-	n, err := p.insert(long, 0)
+	n, err := p.insert(long, 0, "")
 	if err != nil || n != 48 || p.match(long) != 48 {
 		t.Errorf("inserting 80 positions into 6 blocks of 8: copied %d (%v), match %d; want 48", n, err, p.match(long))
 	}
@@ -338,7 +338,7 @@ func TestPrefixStoreRandomized(t *testing.T) {
 		seqs = append(seqs, s)
 		if rng.IntN(2) == 0 {
 			computed(be, 0, s)
-			if _, err := p.insert(s, 0); err != nil {
+			if _, err := p.insert(s, 0, ""); err != nil {
 				t.Fatalf("op %d: insert: %v", i, err)
 			}
 			// What fits is stored whole, evicting whatever else it must.

@@ -13,6 +13,8 @@ import (
 // slots and the queue order.
 func (e *Engine) run() {
 	defer close(e.done)
+	e.masks = newMaskWorker()
+	defer e.masks.stop()
 	if mb, ok := e.be.(*modelBackend); ok {
 		// This goroutine runs every forward pass: it is the pool's worker 0.
 		defer mb.pool.PinCaller()()
@@ -128,8 +130,19 @@ func (e *Engine) step() {
 	}
 	e.tails = 0
 
+	// The constrained rows' masks not in their grammar's cache are worked
+	// out while the forward pass computes their logits.
+	e.prep = e.prep[:0]
+	for i, seg := range e.segs {
+		if s := e.segSlot[i].sampler; seg.Logits != model.LogitsNone && s.NeedsPrepare() {
+			e.prep = append(e.prep, s)
+		}
+	}
+	e.masks.start(e.prep)
 	t0 := time.Now()
-	if err := e.be.forward(e.segs); err != nil {
+	err := e.be.forward(e.segs)
+	e.masks.wait()
+	if err != nil {
 		err = fmt.Errorf("forward: %w", err)
 		e.log.Error("forward pass failed", "err", err)
 		for _, s := range e.segSlot[prefillEnd:] {
@@ -319,6 +332,7 @@ func (e *Engine) start(j *job, s *slot) {
 		// prompts that will continue it.
 		e.savePrefix(s)
 	}
+	s.owner = sid // the slot's content is now j's prompt
 	switch {
 	case sid == "":
 	case continues:
@@ -414,7 +428,7 @@ func (e *Engine) savePrefix(s *slot) {
 	if e.prefix == nil || s.kv == 0 {
 		return
 	}
-	n, err := e.prefix.insert(s.tokens[:s.kv], s.id)
+	n, err := e.prefix.insert(s.tokens[:s.kv], s.id, s.owner)
 	if err != nil {
 		e.log.Warn("cannot save a prefix", "slot", s.id, "err", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -85,43 +86,96 @@ func (e *Engine) Sessions() ([]SessionInfo, error) {
 	return out, nil
 }
 
-// DeleteSession forgets session id: its slot (which keeps no trace of it)
-// and its files in the store. ErrNoSession if the engine held none,
-// ErrSessionBusy while one of its requests runs.
-func (e *Engine) DeleteSession(id string) error {
+// Purged is what DeleteSession removed.
+type Purged struct {
+	// SlotTokens: positions of the session's KV dropped from slots (its
+	// own, and a slot it left that still held its content).
+	SlotTokens int
+	// Stored: the session store's transcript and KV files were deleted.
+	Stored bool
+	// The prefix store's blocks that only this session produced: removed
+	// from memory (their buffers zeroed), block files deleted from disk.
+	PrefixBlocks, PrefixTokens int
+	PrefixBytes                int64
+	PrefixDiskBlocks           int
+	PrefixDiskBytes            int64
+	// SharedBlocks: blocks the session produced that stay because another
+	// session or a request without one produced them too (a common system
+	// prompt), in memory and on disk; the session's name is removed from
+	// them.
+	SharedBlocks int
+}
+
+// DeleteSession forgets session id and purges its KV: its slot, its files
+// in the session store, and the prefix store's blocks (memory and disk)
+// that only it produced. ErrNoSession if the engine held nothing of it,
+// ErrSessionBusy (nothing changed) while one of its requests runs or waits.
+func (e *Engine) DeleteSession(id string) (Purged, error) {
+	var p Purged
 	if id == "" {
-		return fmt.Errorf("%w: empty id", ErrNoSession) // "" is a slot without a session
+		return p, fmt.Errorf("%w: empty id", ErrNoSession) // "" is a slot without a session
 	}
 	inSlot, busy := false, false
 	err := e.do(func() {
-		for _, s := range e.slots {
-			if s.session != id {
-				continue
-			}
-			if s.job != nil {
-				busy = true
-				return
-			}
-			e.dropSlotSession(s)
-			inSlot = true
+		busy = e.sessionBusy(id)
+		if busy {
+			return
 		}
+		for _, s := range e.slots {
+			if s.job == nil && (s.session == id || s.owner == id) {
+				inSlot = inSlot || s.session == id
+				p.SlotTokens += s.kv
+				e.dropSlotSession(s)
+			}
+		}
+		if e.prefix == nil {
+			return
+		}
+		mem, disk := e.prefix.purge(id)
+		p.PrefixBlocks, p.PrefixTokens, p.PrefixBytes = mem.blocks, mem.tokens, mem.bytes
+		p.PrefixDiskBlocks, p.PrefixDiskBytes = disk.blocks, disk.bytes
+		p.SharedBlocks = mem.kept + disk.kept
+		e.mu.Lock()
+		e.stats.PrefixStorePurged += int64(mem.blocks)
+		e.prefixStatsLocked()
+		e.mu.Unlock()
 	})
 	if err != nil {
-		return err
+		return p, err
 	}
 	if busy {
-		return fmt.Errorf("%w: %s", ErrSessionBusy, id)
+		return p, fmt.Errorf("%w: %s", ErrSessionBusy, id)
 	}
-	stored := false
 	if e.store != nil {
-		if stored, err = e.store.remove(id); err != nil {
-			return err
+		if p.Stored, err = e.store.remove(id); err != nil {
+			return p, err
 		}
 	}
-	if !inSlot && !stored {
-		return fmt.Errorf("%w: %s", ErrNoSession, id)
+	if !inSlot && !p.Stored && p.SlotTokens == 0 && p.PrefixBlocks+p.PrefixDiskBlocks+p.SharedBlocks == 0 {
+		return p, fmt.Errorf("%w: %s", ErrNoSession, id)
 	}
-	return nil
+	e.mu.Lock()
+	e.stats.SessionsDeleted++
+	e.mu.Unlock()
+	return p, nil
+}
+
+// sessionBusy reports whether a request of session id runs or waits for a
+// slot. Scheduler goroutine only.
+func (e *Engine) sessionBusy(id string) bool {
+	for _, s := range e.slots {
+		if s.job != nil && s.job.req.SessionID == id {
+			return true
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, j := range slices.Concat(e.queue, e.incoming) {
+		if j.req.SessionID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // SaveSessions writes the KV of every idle session held in a slot to the
@@ -161,7 +215,7 @@ func (e *Engine) dropSlotSession(s *slot) {
 		s.tail = false
 		e.tails--
 	}
-	s.session, s.tokens, s.kv = "", s.tokens[:0], 0
+	s.session, s.owner, s.tokens, s.kv = "", "", s.tokens[:0], 0
 	e.mu.Lock()
 	e.updateSlotStats()
 	e.mu.Unlock()

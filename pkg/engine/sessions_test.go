@@ -50,7 +50,7 @@ func TestEngineSessionsListDeleteExpire(t *testing.T) {
 	}
 
 	// Deleting a session held in a slot leaves nothing: no prefix of it is reused.
-	if err := e.DeleteSession(sid(1)); err != nil {
+	if _, err := e.DeleteSession(sid(1)); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := sessionIDs(t, e)[sid(1)]; ok {
@@ -63,11 +63,11 @@ func TestEngineSessionsListDeleteExpire(t *testing.T) {
 	if r.CachedTokens != 0 {
 		t.Errorf("%d tokens of a deleted session reused", r.CachedTokens)
 	}
-	if err := e.DeleteSession(sid(0)); err != nil { // only in the store
+	if _, err := e.DeleteSession(sid(0)); err != nil { // only in the store
 		t.Fatal(err)
 	}
 	for _, id := range []string{"never-seen", ""} {
-		if err := e.DeleteSession(id); !errors.Is(err, ErrNoSession) {
+		if _, err := e.DeleteSession(id); !errors.Is(err, ErrNoSession) {
 			t.Errorf("deleting unknown session %q: %v", id, err)
 		}
 	}
@@ -121,12 +121,12 @@ func TestDeleteBusySession(t *testing.T) {
 		})
 	}()
 	<-started
-	if err := e.DeleteSession("busy"); !errors.Is(err, ErrSessionBusy) {
+	if _, err := e.DeleteSession("busy"); !errors.Is(err, ErrSessionBusy) {
 		t.Errorf("deleting a busy session: %v", err)
 	}
 	cancel()
 	<-done
-	if err := e.DeleteSession("busy"); err != nil {
+	if _, err := e.DeleteSession("busy"); err != nil {
 		t.Errorf("deleting the session once idle: %v", err)
 	}
 }

@@ -71,43 +71,43 @@ const (
 const maxAlternatives = 64
 
 // step appends to out the stacks that f's stack becomes after byte c.
-func step(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) step(f *frame, c byte, out []*frame) []*frame {
 	switch f.n.kind {
 	case kDone:
 		return out
 	case kKey:
-		return stepKey(f, c, out)
+		return a.stepKey(f, c, out)
 	}
 	if f.st == stStart {
-		return start(f, c, out)
+		return a.start(f, c, out)
 	}
 	switch f.st {
 	case stStrBody, stStrEscape, stStrHex:
-		return stepString(f, c, out)
+		return a.stepString(f, c, out)
 	case stObjOpen, stObjValue, stObjAfter, stObjComma:
-		return stepObject(f, c, out)
+		return a.stepObject(f, c, out)
 	case stArrOpen, stArrAfter, stArrComma:
 		if f.n.kind == kRepeat {
-			return stepRepeat(f, c, out)
+			return a.stepRepeat(f, c, out)
 		}
-		return stepArray(f, c, out)
+		return a.stepArray(f, c, out)
 	case stLit:
-		return stepLiteral(f, c, out)
+		return a.stepLiteral(f, c, out)
 	case stText:
-		return stepText(f, c, out)
+		return a.stepText(f, c, out)
 	case stSeq:
-		return stepSeq(f, c, out)
+		return a.stepSeq(f, c, out)
 	case stRegex:
-		return stepRegex(f, c, out)
+		return a.stepRegex(f, c, out)
 	}
 	if f.st >= stNumMinus && f.st <= stNumExpDig {
-		return stepNumber(f, c, out)
+		return a.stepNumber(f, c, out)
 	}
 	return out
 }
 
 // start begins a value of f's schema with its first byte c.
-func start(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) start(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	if n.kind == kAny {
 		switch {
@@ -129,47 +129,47 @@ func start(f *frame, c byte, out []*frame) []*frame {
 			if len(out) >= maxAlternatives {
 				break
 			}
-			out = start(&frame{up: f.up, n: alt}, c, out)
+			out = a.start(a.new(frame{up: f.up, n: alt}), c, out)
 		}
 		return out
 	case kObject:
 		if c == '{' {
-			return append(out, &frame{up: f.up, n: n, st: stObjOpen})
+			return append(out, a.new(frame{up: f.up, n: n, st: stObjOpen}))
 		}
 	case kArray:
 		if c == '[' {
-			return append(out, &frame{up: f.up, n: n, st: stArrOpen})
+			return append(out, a.new(frame{up: f.up, n: n, st: stArrOpen}))
 		}
 	case kRepeat:
-		return start(&frame{up: &frame{up: f.up, n: n, st: stArrAfter, cnt: 1}, n: n.items}, c, out)
+		return a.start(a.new(frame{up: a.new(frame{up: f.up, n: n, st: stArrAfter, cnt: 1}), n: n.items}), c, out)
 	case kString:
-		s := &frame{up: f.up, n: n, st: stStrBody}
+		s := a.new(frame{up: f.up, n: n, st: stStrBody})
 		if n.re != nil {
 			s.re = n.re.begin()
 		}
 		if n.raw {
-			return stepString(s, c, out)
+			return a.stepString(s, c, out)
 		}
 		if c == '"' {
 			return append(out, s)
 		}
 	case kText:
-		return stepText(&frame{up: f.up, n: n, st: stText}, c, out)
+		return a.stepText(a.new(frame{up: f.up, n: n, st: stText}), c, out)
 	case kNumber, kInteger:
 		switch {
 		case c == '-' && n.minVal < 0:
-			return append(out, &frame{up: f.up, n: n, st: stNumMinus, hex: 1})
+			return append(out, a.new(frame{up: f.up, n: n, st: stNumMinus, hex: 1}))
 		case c == '0' && n.maxVal >= 0 && n.digitOK(false, 0):
-			return append(out, &frame{up: f.up, n: n, st: stNumZero, cnt: 1})
+			return append(out, a.new(frame{up: f.up, n: n, st: stNumZero, cnt: 1}))
 		case isDigit(c) && c != '0' && n.maxVal > 0 && n.digitOK(false, int64(c-'0')):
-			return append(out, &frame{up: f.up, n: n, st: stNumInt, val: int64(c - '0'), cnt: 1})
+			return append(out, a.new(frame{up: f.up, n: n, st: stNumInt, val: int64(c - '0'), cnt: 1}))
 		}
 	case kLiteral:
-		return stepLiteral(&frame{up: f.up, n: n, st: stLit, hi: int32(len(n.lits))}, c, out)
+		return a.stepLiteral(a.new(frame{up: f.up, n: n, st: stLit, hi: int32(len(n.lits))}), c, out)
 	case kSeq:
-		return start(&frame{up: &frame{up: f.up, n: n, st: stSeq, pos: 1}, n: n.parts[0]}, c, out)
+		return a.start(a.new(frame{up: a.new(frame{up: f.up, n: n, st: stSeq, pos: 1}), n: n.parts[0]}), c, out)
 	case kRegex:
-		return stepRegex(&frame{up: f.up, n: n, st: stRegex, re: n.re.begin()}, c, out)
+		return a.stepRegex(a.new(frame{up: f.up, n: n, st: stRegex, re: n.re.begin()}), c, out)
 	}
 	return out
 }
@@ -227,15 +227,15 @@ func stringEnds(f *frame) bool {
 	return f.u8 == 0 && f.cnt >= n.minLen && (n.re == nil || n.re.accepts(f.re))
 }
 
-func stepString(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepString(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	switch f.st {
 	case stStrEscape:
 		switch c {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			return append(out, &frame{up: f.up, n: n, st: stStrBody, cnt: f.cnt})
+			return append(out, a.new(frame{up: f.up, n: n, st: stStrBody, cnt: f.cnt}))
 		case 'u':
-			return append(out, &frame{up: f.up, n: n, st: stStrHex, hex: 4, cnt: f.cnt})
+			return append(out, a.new(frame{up: f.up, n: n, st: stStrHex, hex: 4, cnt: f.cnt}))
 		}
 		return out
 	case stStrHex:
@@ -243,16 +243,16 @@ func stepString(f *frame, c byte, out []*frame) []*frame {
 			return out
 		}
 		if f.hex == 1 {
-			return append(out, &frame{up: f.up, n: n, st: stStrBody, cnt: f.cnt})
+			return append(out, a.new(frame{up: f.up, n: n, st: stStrBody, cnt: f.cnt}))
 		}
-		return append(out, &frame{up: f.up, n: n, st: stStrHex, hex: f.hex - 1, cnt: f.cnt})
+		return append(out, a.new(frame{up: f.up, n: n, st: stStrHex, hex: f.hex - 1, cnt: f.cnt}))
 	}
 	if c == n.endByte() && f.u8 == 0 {
 		if !stringEnds(f) {
 			return out
 		}
 		if n.raw {
-			return step(f.up, c, out) // the terminator belongs to what follows
+			return a.step(f.up, c, out) // the terminator belongs to what follows
 		}
 		return append(out, f.up)
 	}
@@ -262,7 +262,7 @@ func stepString(f *frame, c byte, out []*frame) []*frame {
 		if full || n.re != nil {
 			return out // a pattern's characters are matched unescaped
 		}
-		return append(out, &frame{up: f.up, n: n, st: stStrEscape, cnt: f.cnt + 1})
+		return append(out, a.new(frame{up: f.up, n: n, st: stStrEscape, cnt: f.cnt + 1}))
 	case c < 0x20:
 		return out
 	case f.u8 == 0 && c < 0x80 && n.re == nil && n.maxLen < 0 && n.minLen == 0:
@@ -275,7 +275,7 @@ func stepString(f *frame, c byte, out []*frame) []*frame {
 	if !ok {
 		return out
 	}
-	g := &frame{up: f.up, n: n, st: stStrBody, u8: u8, u8lo: lo, u8hi: hi, cnt: f.cnt, re: f.re, rn: nextRune(f, c)}
+	g := a.new(frame{up: f.up, n: n, st: stStrBody, u8: u8, u8lo: lo, u8hi: hi, cnt: f.cnt, re: f.re, rn: nextRune(f, c)})
 	if f.u8 == 0 {
 		g.cnt++
 	}
@@ -297,12 +297,12 @@ func nextRune(f *frame, c byte) int32 {
 // stepRegex reads plain text that must match n.re as a whole (vLLM's
 // guided_regex): any valid UTF-8 the expression allows, control
 // characters included.
-func stepRegex(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepRegex(f *frame, c byte, out []*frame) []*frame {
 	u8, lo, hi, ok := stepUTF8(f, c)
 	if !ok {
 		return out
 	}
-	g := &frame{up: f.up, n: f.n, st: stRegex, u8: u8, u8lo: lo, u8hi: hi, rn: nextRune(f, c)}
+	g := a.new(frame{up: f.up, n: f.n, st: stRegex, u8: u8, u8lo: lo, u8hi: hi, rn: nextRune(f, c)})
 	if !f.n.re.readByte(f.re, g) {
 		return out
 	}
@@ -315,7 +315,7 @@ func stepRegex(f *frame, c byte, out []*frame) []*frame {
 // byte was a newline; pos counts the bytes of n.term matched; cnt counts
 // the characters of text, the final newline included (so the value has
 // cnt-1).
-func stepText(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepText(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	term := n.term
 	// room reports whether the text can hold k characters and still end:
@@ -333,7 +333,7 @@ func stepText(f *frame, c byte, out []*frame) []*frame {
 			}
 			return append(out, f.up)
 		}
-		return append(out, &frame{up: f.up, n: n, st: stText, pos: f.pos + 1, cnt: f.cnt, rn: f.rn})
+		return append(out, a.new(frame{up: f.up, n: n, st: stText, pos: f.pos + 1, cnt: f.cnt, rn: f.rn}))
 	}
 	if f.pos == 0 && f.u8 == 0 && f.rn == 0 && c >= 0x20 && c < 0x80 && n.maxLen < 0 && n.minLen == 0 {
 		return append(out, f) // the common case allocates nothing
@@ -352,7 +352,7 @@ func stepText(f *frame, c byte, out []*frame) []*frame {
 		if prev.rn == 0 && !room(cnt+1, false) {
 			return out
 		}
-		return append(out, &frame{up: f.up, n: n, st: stText, pos: 1, cnt: cnt, rn: prev.rn})
+		return append(out, a.new(frame{up: f.up, n: n, st: stText, pos: 1, cnt: cnt, rn: prev.rn}))
 	}
 	if c < 0x20 && c != '\n' && c != '\t' {
 		return out
@@ -367,7 +367,7 @@ func stepText(f *frame, c byte, out []*frame) []*frame {
 			return out
 		}
 	}
-	g := &frame{up: f.up, n: n, st: stText, cnt: cnt, u8: u8, u8lo: lo, u8hi: hi}
+	g := a.new(frame{up: f.up, n: n, st: stText, cnt: cnt, u8: u8, u8lo: lo, u8hi: hi})
 	if c == '\n' {
 		g.rn = 1
 	}
@@ -402,17 +402,17 @@ func exact(lits []string, lo, hi, pos int32) int32 {
 	return -1
 }
 
-func stepLiteral(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepLiteral(f *frame, c byte, out []*frame) []*frame {
 	if i := exact(f.n.lits, f.lo, f.hi, f.pos); i >= 0 {
 		// The literal ended before c.
 		if f.n.next != nil {
-			out = start(&frame{up: f.up, n: f.n.next[i]}, c, out)
+			out = a.start(a.new(frame{up: f.up, n: f.n.next[i]}), c, out)
 		} else {
-			out = step(f.up, c, out)
+			out = a.step(f.up, c, out)
 		}
 	}
 	if lo, hi := narrow(f.n.lits, f.lo, f.hi, f.pos, c); lo < hi {
-		out = append(out, &frame{up: f.up, n: f.n, st: stLit, lo: lo, hi: hi, pos: f.pos + 1})
+		out = append(out, a.new(frame{up: f.up, n: f.n, st: stLit, lo: lo, hi: hi, pos: f.pos + 1}))
 	}
 	return out
 }
@@ -465,11 +465,11 @@ const (
 	maxExpDigits  = 3
 )
 
-func stepNumber(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepNumber(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	// next moves to st, with cnt digits in the current part.
 	next := func(st uint8, val int64, cnt int32) []*frame {
-		return append(out, &frame{up: f.up, n: n, st: st, val: val, hex: f.hex, cnt: cnt})
+		return append(out, a.new(frame{up: f.up, n: n, st: st, val: val, hex: f.hex, cnt: cnt}))
 	}
 	integer := n.kind == kInteger
 	switch f.st {
@@ -541,7 +541,7 @@ func stepNumber(f *frame, c byte, out []*frame) []*frame {
 		return out
 	}
 	// An accepting number ends before c, which belongs to what follows.
-	return step(f.up, c, out)
+	return a.step(f.up, c, out)
 }
 
 func numberDone(f *frame) bool {
@@ -568,7 +568,7 @@ func objectMayEnd(n *node, next int32) bool {
 	return next >= int32(len(n.keys)) || n.reqAfter[next] >= int32(len(n.keys))
 }
 
-func stepObject(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepObject(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	switch f.st {
 	case stObjOpen, stObjComma:
@@ -580,7 +580,7 @@ func stepObject(f *frame, c byte, out []*frame) []*frame {
 				cand |= 1 << i
 			}
 			if cand != 0 || n.additional != nil && objectMayEnd(n, f.pos) {
-				return append(out, &frame{up: f, n: keyNode, st: stStrBody, seen: cand, val: int64(n.allKeys)})
+				return append(out, a.new(frame{up: f, n: keyNode, st: stStrBody, seen: cand, val: int64(n.allKeys)}))
 			}
 		}
 		if c == '}' && f.st == stObjOpen && objectMayEnd(n, f.pos) {
@@ -591,11 +591,11 @@ func stepObject(f *frame, c byte, out []*frame) []*frame {
 		if f.hi >= 0 {
 			vn = n.props[f.hi]
 		}
-		after := &frame{up: f.up, n: n, st: stObjAfter, pos: f.pos}
-		return start(&frame{up: after, n: vn}, c, out)
+		after := a.new(frame{up: f.up, n: n, st: stObjAfter, pos: f.pos})
+		return a.start(a.new(frame{up: after, n: vn}), c, out)
 	case stObjAfter:
 		if c == ',' && (f.pos < int32(len(n.keys)) || n.additional != nil) {
-			return n.style.afterComma(&frame{up: f.up, n: n, st: stObjComma, pos: f.pos}, out)
+			return n.style.afterComma(a, a.new(frame{up: f.up, n: n, st: stObjComma, pos: f.pos}), out)
 		}
 		if c == '}' && objectMayEnd(n, f.pos) {
 			return append(out, f.up)
@@ -609,7 +609,7 @@ func stepObject(f *frame, c byte, out []*frame) []*frame {
 // every declared key matching so far. With additional properties, once the
 // required properties are passed, any other string without escapes is a key
 // too, unless it spells a declared key.
-func stepKey(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepKey(f *frame, c byte, out []*frame) []*frame {
 	obj := f.up
 	n := obj.n
 	free := n.additional != nil && objectMayEnd(n, obj.pos)
@@ -626,7 +626,7 @@ func stepKey(f *frame, c byte, out []*frame) []*frame {
 		if prop < 0 && !free {
 			return out
 		}
-		return n.style.afterColon(&frame{up: obj.up, n: n, st: stObjValue, pos: next, hi: prop}, out)
+		return n.style.afterColon(a, a.new(frame{up: obj.up, n: n, st: stObjValue, pos: next, hi: prop}), out)
 	}
 	if c == '\\' || c < 0x20 {
 		return out
@@ -644,7 +644,7 @@ func stepKey(f *frame, c byte, out []*frame) []*frame {
 	if f.seen == 0 && f.val == 0 && f.u8 == 0 && c < 0x80 && free {
 		return append(out, f) // a free key that spells no declared one: only its text matters
 	}
-	g := &frame{up: obj, n: keyNode, st: stStrBody, seen: match(f.seen), val: int64(match(uint64(f.val))), pos: f.pos + 1}
+	g := a.new(frame{up: obj, n: keyNode, st: stStrBody, seen: match(f.seen), val: int64(match(uint64(f.val))), pos: f.pos + 1})
 	if g.seen == 0 && g.val == 0 {
 		g.pos = 0 // no declared key to match any more
 	}
@@ -661,7 +661,7 @@ func stepKey(f *frame, c byte, out []*frame) []*frame {
 	return append(out, g)
 }
 
-func stepArray(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepArray(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	switch f.st {
 	case stArrOpen, stArrComma:
@@ -671,11 +671,11 @@ func stepArray(f *frame, c byte, out []*frame) []*frame {
 		if n.maxItems == 0 {
 			return out
 		}
-		return start(&frame{up: &frame{up: f.up, n: n, st: stArrAfter, cnt: f.cnt + 1}, n: n.items}, c, out)
+		return a.start(a.new(frame{up: a.new(frame{up: f.up, n: n, st: stArrAfter, cnt: f.cnt + 1}), n: n.items}), c, out)
 	case stArrAfter:
 		switch {
 		case c == ',' && (n.maxItems < 0 || f.cnt < n.maxItems):
-			return n.style.afterComma(&frame{up: f.up, n: n, st: stArrComma, cnt: f.cnt}, out)
+			return n.style.afterComma(a, a.new(frame{up: f.up, n: n, st: stArrComma, cnt: f.cnt}), out)
 		case c == ']' && f.cnt >= n.minItems:
 			return append(out, f.up)
 		}
@@ -685,34 +685,34 @@ func stepArray(f *frame, c byte, out []*frame) []*frame {
 
 // stepRepeat reads items separated by n.sep, at most maxItems of them (a
 // negative maxItems: any number).
-func stepRepeat(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepRepeat(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	switch f.st {
 	case stArrAfter:
 		if f.cnt >= n.minItems {
-			out = step(f.up, c, out)
+			out = a.step(f.up, c, out)
 		}
 		if n.maxItems < 0 || f.cnt < n.maxItems {
-			sep := &frame{up: &frame{up: f.up, n: n, st: stArrComma, cnt: f.cnt}, n: n.sepLit, st: stLit, hi: 1}
-			out = stepLiteral(sep, c, out)
+			sep := a.new(frame{up: a.new(frame{up: f.up, n: n, st: stArrComma, cnt: f.cnt}), n: n.sepLit, st: stLit, hi: 1})
+			out = a.stepLiteral(sep, c, out)
 		}
 	case stArrComma:
-		return start(&frame{up: &frame{up: f.up, n: n, st: stArrAfter, cnt: f.cnt + 1}, n: n.items}, c, out)
+		return a.start(a.new(frame{up: a.new(frame{up: f.up, n: n, st: stArrAfter, cnt: f.cnt + 1}), n: n.items}), c, out)
 	}
 	return out
 }
 
 // stepSeq starts the next part of a sequence, or ends it.
-func stepSeq(f *frame, c byte, out []*frame) []*frame {
+func (a *arena) stepSeq(f *frame, c byte, out []*frame) []*frame {
 	n := f.n
 	if int(f.pos) == len(n.parts) {
-		return step(f.up, c, out)
+		return a.step(f.up, c, out)
 	}
 	up := f.up
 	if int(f.pos)+1 < len(n.parts) {
-		up = &frame{up: f.up, n: n, st: stSeq, pos: f.pos + 1}
+		up = a.new(frame{up: f.up, n: n, st: stSeq, pos: f.pos + 1})
 	}
-	return start(&frame{up: up, n: n.parts[f.pos]}, c, out)
+	return a.start(a.new(frame{up: up, n: n.parts[f.pos]}), c, out)
 }
 
 // complete reports whether a stack holds a whole document.

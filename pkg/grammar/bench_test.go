@@ -34,7 +34,7 @@ func feed(c *Constraint, text string) bool {
 	if !c.m.Feed([]byte(text)) {
 		return false
 	}
-	c.prepare(false)
+	c.Prepare()
 	return true
 }
 

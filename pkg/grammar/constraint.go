@@ -10,20 +10,35 @@ import (
 	"unsafe"
 )
 
-// Matcher follows a grammar byte by byte.
+// Matcher follows a grammar byte by byte. Its frames come from two arenas
+// it keeps: a holds the live stacks and the garbage of the bytes read
+// since the last compaction, which copies the live stacks into old and
+// swaps the two; so a matcher allocates nothing once its arenas have
+// grown to its working set.
 type Matcher struct {
 	alts       []*frame
+	live       []*frame // backs alts (never a scratch buffer: probes in tests share alts)
 	buf, spare []*frame // scratch for Feed
+	a, old     *arena   // nil: frames on the heap (a probe: &Matcher{alts: m.alts})
+	memo       map[*frame]*frame
+	compactAt  int // frames in a beyond which Feed compacts
 }
+
+// minCompact is the least number of frames a matcher's arena holds before
+// it is compacted: 80 KB, a few hundred tokens of structural JSON.
+const minCompact = 1024
 
 // Matcher returns a matcher at the start of a document.
 func (g *Grammar) Matcher() *Matcher {
-	return &Matcher{alts: []*frame{{up: &frame{n: doneNode}, n: g.root}}}
+	m := &Matcher{a: newArena(), old: newArena(), memo: map[*frame]*frame{}, compactAt: minCompact}
+	m.live = append(m.live, m.a.new(frame{up: m.a.new(frame{n: doneNode}), n: g.root}))
+	m.alts = m.live
+	return m
 }
 
-func advance(alts []*frame, c byte, out []*frame) []*frame {
+func (a *arena) advance(alts []*frame, c byte, out []*frame) []*frame {
 	for _, f := range alts {
-		out = step(f, c, out)
+		out = a.step(f, c, out)
 		if len(out) >= maxAlternatives {
 			return out[:maxAlternatives]
 		}
@@ -38,18 +53,37 @@ func (m *Matcher) Feed(b []byte) bool {
 	if len(b) == 0 {
 		return true
 	}
+	mark := m.a.mark()
 	alts, cur, next := m.alts, m.buf, m.spare
-	defer func() { m.buf, m.spare = cur, next }()
 	for _, c := range b {
-		next = advance(alts, c, next[:0])
+		next = m.a.advance(alts, c, next[:0])
 		if len(next) == 0 {
+			m.buf, m.spare = cur, next
+			m.a.release(mark) // nothing built for b is referenced
 			return false
 		}
 		alts = next
 		cur, next = next, cur
 	}
-	m.alts = slices.Clone(alts) // m.alts may be shared (probes in tests): never a scratch buffer
+	m.live = append(m.live[:0], alts...)
+	m.alts = m.live
+	m.buf, m.spare = cur, next
+	m.compact()
 	return true
+}
+
+// compact copies the live stacks into the spare arena once the current one
+// holds compactAt frames, and swaps them: the garbage of earlier bytes is
+// dropped at a cost proportional to the live frames.
+func (m *Matcher) compact() {
+	if m.a == nil || m.a.n < m.compactAt {
+		return
+	}
+	m.old.release(0)
+	m.old.copyStacks(m.live, m.memo)
+	clear(m.memo)
+	m.a, m.old = m.old, m.a
+	m.compactAt = max(minCompact, 4*m.a.n)
 }
 
 // Complete reports whether the text read so far is a whole document.
@@ -130,12 +164,12 @@ func isTextPlain(b []byte) bool {
 // plainUTF8 reports whether b holds no byte that reject refuses and is UTF-8
 // that is valid or ends in the valid beginning of a character.
 func plainUTF8(b []byte, reject func(c byte) bool) bool {
-	f := &frame{}
+	var f frame
 	for _, c := range b {
 		if reject(c) {
 			return false
 		}
-		u8, lo, hi, ok := stepUTF8(f, c)
+		u8, lo, hi, ok := stepUTF8(&f, c)
 		if !ok {
 			return false
 		}
@@ -230,17 +264,21 @@ func (c *maskCache) get(v *Vocab, key []byte) *mask {
 	return c.m[string(key)]
 }
 
-func (c *maskCache) put(v *Vocab, key []byte, m *mask) {
+// put caches a copy of m under key and returns it; when the cache is full
+// it returns m itself (the caller's scratch), uncached.
+func (c *maskCache) put(v *Vocab, key []byte, m *mask) *mask {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.vocab != v {
 		c.vocab, c.m, c.size = v, map[string]*mask{}, 0
 	}
 	if c.size+m.bytes()+len(key) > maskCacheBytes {
-		return
+		return m
 	}
-	c.m[string(key)] = m
-	c.size += m.bytes() + len(key)
+	kept := &mask{ids: slices.Clip(slices.Clone(m.ids)), words: slices.Clone(m.words)}
+	c.m[string(key)] = kept
+	c.size += kept.bytes() + len(key)
+	return kept
 }
 
 // cachedMasks is the number of states whose masks g keeps.
@@ -293,57 +331,64 @@ func clampCount(cnt, lo, hi, maxTok int32) int32 {
 }
 
 // Constraint applies a grammar to a token stream; it implements
-// pkg/sample.Constraint. It is not safe for concurrent use.
+// pkg/sample.Constraint and its optional Prepare. It is not safe for
+// concurrent use, and starts no goroutine: a caller that wants the mask
+// of the next state computed while it does something else (the engine,
+// during the model's forward pass) calls Prepare on a thread of its own.
+// Its buffers grow to their working size once and are reused: once the
+// grammar's cache holds the masks of the states met, Accept and Mask
+// allocate nothing.
 type Constraint struct {
 	g     *Grammar
 	v     *Vocab
 	m     *Matcher
 	ended bool
-	mine  []uint64
-	bufs  [][]*frame // per trie depth
-	key   []byte
-	keep  []int32
-	next  *mask         // the mask of the current state, once known
-	ready chan struct{} // closed when a mask computed in the background is in next
+	next  *mask // the mask of the current state; nil until Prepare
+	// scratch of compute
+	mine    []uint64
+	bufs    [][]*frame // per trie depth
+	settled []*frame
+	probe   []*frame
+	ahead   [2][]*frame // forceLongest's look-ahead, alternately
+	forced  []byte
+	path    []int32
+	key     []byte
+	keep    []int32
+	scratch mask // the mask of a state the full cache could not keep
 }
 
-// Constraint starts constraining a generation to g.
+// Constraint starts constraining a generation to g. The first mask is
+// worked out by the first Prepare or Mask.
 func (g *Grammar) Constraint(v *Vocab) *Constraint {
-	c := &Constraint{g: g, v: v, m: g.Matcher(), mine: make([]uint64, len(v.plain))}
-	c.prepare(false)
-	return c
+	return &Constraint{g: g, v: v, m: g.Matcher(), mine: make([]uint64, len(v.plain))}
 }
 
-// prepare finds the current state's mask in the cache, or computes it: in
-// the background when async (Accept does so to overlap the mask with the
-// model's next forward pass; Mask waits for it).
-func (c *Constraint) prepare(async bool) {
+// Prepare works out the current state's mask: a lookup in the grammar's
+// cache, else a walk of the vocabulary (tens of µs to a few ms on the
+// Qwen3 vocabulary; docs/server.md, Mask cost). Mask calls it when nobody
+// did; pkg/engine calls it on its mask worker while the model computes the
+// logits the mask applies to.
+func (c *Constraint) Prepare() {
+	if !c.Prepared() {
+		c.next = c.compute()
+	}
+}
+
+// Prepared reports whether the current state's mask is known, looking it
+// up in the grammar's cache (about a µs): when it is, Mask costs no walk
+// and Prepare nothing.
+func (c *Constraint) Prepared() bool {
+	if c.next != nil || c.ended {
+		return true
+	}
 	c.key = stateKey(c.key[:0], c.m.alts, c.v.maxLen)
-	if c.next = c.g.cache.get(c.v, c.key); c.next != nil {
-		return
-	}
-	if !async {
-		c.next = c.compute()
-		return
-	}
-	done := make(chan struct{})
-	c.ready = done
-	go func() {
-		c.next = c.compute()
-		close(done)
-	}()
-}
-
-func (c *Constraint) wait() {
-	if c.ready != nil {
-		<-c.ready
-		c.ready = nil
-	}
+	c.next = c.g.cache.get(c.v, c.key)
+	return c.next != nil
 }
 
 // Mask clears in allowed the tokens that cannot come next.
 func (c *Constraint) Mask(allowed []uint64) {
-	c.wait()
+	c.Prepare()
 	if c.ended {
 		clear(allowed)
 		return
@@ -376,10 +421,12 @@ func (c *Constraint) Mask(allowed []uint64) {
 const sparseMax = 2048
 
 // compute works out the current state's mask by walking the vocabulary
-// trie, and caches it.
+// trie, and caches it. The frames it builds are released when it returns.
 func (c *Constraint) compute() *mask {
+	a := c.m.a
+	defer a.release(a.mark())
 	clear(c.mine)
-	alts := settle(c.m.alts)
+	alts := c.settle(c.m.alts)
 	if slices.ContainsFunc(alts, complete) {
 		for _, id := range c.v.end {
 			c.mine[id/64] |= 1 << (id % 64)
@@ -413,19 +460,18 @@ func (c *Constraint) compute() *mask {
 	for _, w := range c.mine {
 		n += bits.OnesCount64(w)
 	}
-	m := &mask{}
+	m := &c.scratch
+	m.ids, m.words = m.ids[:0], nil
 	if n <= sparseMax {
-		m.ids = make([]int32, 0, n)
 		for w, word := range c.mine {
 			for ; word != 0; word &= word - 1 {
 				m.ids = append(m.ids, int32(w*64+bits.TrailingZeros64(word)))
 			}
 		}
 	} else {
-		m.words = slices.Clone(c.mine)
+		m.words = c.mine // valid until the next compute, as the scratch is
 	}
-	c.g.cache.put(c.v, c.key, m)
-	return m
+	return c.g.cache.put(c.v, c.key, m)
 }
 
 // inPlainString reports whether every alternative is in the text of a
@@ -453,27 +499,25 @@ func (c *Constraint) inPlainString(alts []*frame) bool {
 // accept the same bytes, and the latter lets inPlainText see that the
 // mask is the plain-text set (a Qwen3-Coder value starts right after its
 // tag).
-func settle(alts []*frame) []*frame {
-	var out []*frame
-	for i, f := range alts {
+func (c *Constraint) settle(alts []*frame) []*frame {
+	a, out := c.m.a, c.settled[:0]
+	changed := false
+	for _, f := range alts {
 		g := f
 		if f.st == stLit && f.hi-f.lo == 1 && int(f.pos) == len(f.n.lits[f.lo]) && f.n.next == nil {
 			if seq := f.up; seq.st == stSeq && int(seq.pos) < len(seq.n.parts) && seq.n.parts[seq.pos].kind == kText {
 				up := seq.up
 				if int(seq.pos)+1 < len(seq.n.parts) {
-					up = &frame{up: seq.up, n: seq.n, st: stSeq, pos: seq.pos + 1}
+					up = a.new(frame{up: seq.up, n: seq.n, st: stSeq, pos: seq.pos + 1})
 				}
-				g = &frame{up: up, n: seq.n.parts[seq.pos], st: stText}
+				g = a.new(frame{up: up, n: seq.n.parts[seq.pos], st: stText})
+				changed = true
 			}
 		}
-		if g != f && out == nil {
-			out = slices.Clone(alts[:i])
-		}
-		if out != nil {
-			out = append(out, g)
-		}
+		out = append(out, g)
 	}
-	if out == nil {
+	c.settled = out
+	if !changed {
 		return alts
 	}
 	return out
@@ -542,20 +586,22 @@ func (c *Constraint) walkEdges(t *trie, node int32, alts []*frame, depth, skip, 
 	if depth == len(c.bufs) {
 		c.bufs = append(c.bufs, nil)
 	}
+	a := c.m.a
 	for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
 		if b := int(t.edgeByte[e]); b == skip || only >= 0 && b != only {
 			continue
 		}
-		next := advance(alts, t.edgeByte[e], c.bufs[depth][:0])
+		mark := a.mark()
+		next := a.advance(alts, t.edgeByte[e], c.bufs[depth][:0])
 		c.bufs[depth] = next
-		if len(next) == 0 {
-			continue
+		if len(next) > 0 {
+			child := t.edgeNode[e]
+			for _, id := range t.toks[t.tokLo[child]:t.tokHi[child]] {
+				c.mine[id/64] |= 1 << (id % 64)
+			}
+			c.walk(t, child, next, depth+1)
 		}
-		child := t.edgeNode[e]
-		for _, id := range t.toks[t.tokLo[child]:t.tokHi[child]] {
-			c.mine[id/64] |= 1 << (id % 64)
-		}
-		c.walk(t, child, next, depth+1)
+		a.release(mark) // the subtree's frames are dead
 	}
 }
 
@@ -568,14 +614,17 @@ const maxForced = 64
 // spell fixed text out one byte at a time. Tokens reaching past the forced
 // text are kept.
 func (c *Constraint) forceLongest(alts []*frame) {
-	var forced []byte
+	a := c.m.a
+	forced := c.forced[:0]
 	cur := alts
-	var buf []*frame
 	for len(forced) < maxForced && !slices.ContainsFunc(cur, complete) {
 		only, n := byte(0), 0
 		for b := range 256 {
-			buf = advance(cur, byte(b), buf[:0])
-			if len(buf) > 0 {
+			mark := a.mark()
+			c.probe = a.advance(cur, byte(b), c.probe[:0])
+			ok := len(c.probe) > 0
+			a.release(mark)
+			if ok {
 				only, n = byte(b), n+1
 				if n > 1 {
 					break
@@ -586,14 +635,17 @@ func (c *Constraint) forceLongest(alts []*frame) {
 			break
 		}
 		forced = append(forced, only)
-		cur = slices.Clone(advance(cur, only, buf[:0]))
+		i := len(forced) % 2 // not the buffer cur is in
+		c.ahead[i] = a.advance(cur, only, c.ahead[i][:0])
+		cur = c.ahead[i]
 	}
+	c.forced = forced
 	if len(forced) < 2 {
 		return
 	}
 	// Walk the trie along forced: the deepest token on the path wins.
 	t, node, best := c.v.all, int32(0), int32(-1)
-	var path []int32
+	path := c.path[:0]
 	for _, b := range forced {
 		child := int32(-1)
 		for e := t.edgeLo[node]; e < t.edgeHi[node]; e++ {
@@ -618,11 +670,11 @@ func (c *Constraint) forceLongest(alts []*frame) {
 			c.mine[id/64] &^= 1 << (id % 64)
 		}
 	}
+	c.path = path
 }
 
 // Accept advances past token.
 func (c *Constraint) Accept(token int32) error {
-	c.wait()
 	if token < 0 || int(token) >= c.v.size {
 		return fmt.Errorf("grammar: token %d is outside the vocabulary", token)
 	}
@@ -640,7 +692,7 @@ func (c *Constraint) Accept(token int32) error {
 	if b == nil || !c.m.Feed(b) {
 		return fmt.Errorf("grammar: token %d (%q) is not allowed here", token, b)
 	}
-	c.prepare(true)
+	c.next = nil
 	return nil
 }
 

@@ -134,16 +134,16 @@ func StyleByName(name string) (*Style, error) {
 }
 
 // afterComma continues after an item separator's comma.
-func (s *Style) afterComma(f *frame, out []*frame) []*frame {
+func (s *Style) afterComma(a *arena, f *frame, out []*frame) []*frame {
 	if s.space.lits[0] == "" {
 		return append(out, f)
 	}
-	return append(out, &frame{up: f, n: s.space, st: stLit, hi: 1})
+	return append(out, a.new(frame{up: f, n: s.space, st: stLit, hi: 1}))
 }
 
 // afterColon continues after a key's closing quote.
-func (s *Style) afterColon(f *frame, out []*frame) []*frame {
-	return append(out, &frame{up: f, n: s.colon, st: stLit, hi: 1})
+func (s *Style) afterColon(a *arena, f *frame, out []*frame) []*frame {
+	return append(out, a.new(frame{up: f, n: s.colon, st: stLit, hi: 1}))
 }
 
 var (

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strings"
 	"testing"
@@ -32,7 +33,23 @@ var textChoices = []string{"positive", "negative", "neutral", "pos", "positive",
 // Regex.
 func wholeMatch(t testing.TB, pattern string) *regexp.Regexp {
 	t.Helper()
-	return regexp.MustCompile(`^(?:` + pattern + `)$`)
+	re, err := anchored(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re
+}
+
+// anchored compiles pattern with Go's regexp to match whole texts only. It
+// anchors the parsed pattern, not its text: text would let a \Q quote
+// swallow the closing group and anchor.
+func anchored(pattern string) (*regexp.Regexp, error) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, err
+	}
+	whole := &syntax.Regexp{Op: syntax.OpConcat, Flags: syntax.Perl, Sub: []*syntax.Regexp{{Op: syntax.OpBeginText}, re, {Op: syntax.OpEndText}}}
+	return regexp.Compile(whole.String())
 }
 
 func textGrammars(tb testing.TB) []maskedGrammar {
@@ -153,12 +170,13 @@ func FuzzRegex(f *testing.F) {
 	}
 	f.Add(`(?m)^a$\n^b$`, "a\nb")
 	f.Add(`[^a]*`, "\x00\n")
+	f.Add(`\Q0`, "0")
 	f.Fuzz(func(t *testing.T, pattern, text string) {
 		g, err := Regex(pattern)
 		if err != nil || !utf8.ValidString(text) {
 			return
 		}
-		re, err := regexp.Compile(`^(?:` + pattern + `)$`)
+		re, err := anchored(pattern)
 		if err != nil {
 			t.Fatalf("%q compiled here but not in Go's regexp: %v", pattern, err)
 		}

@@ -100,6 +100,16 @@ type Constraint interface {
 	Accept(token int32) error
 }
 
+// Preparer is a Constraint that can work out its next mask ahead of Mask
+// (pkg/grammar's does): the engine calls Prepare on another thread while
+// the model computes the logits, and Mask then only applies it. Prepared
+// reports, cheaply, whether the mask is known already (Prepare would do
+// nothing): those are not handed to another thread.
+type Preparer interface {
+	Prepared() bool
+	Prepare()
+}
+
 // TokenLogprob is a token with its log-probability.
 type TokenLogprob struct {
 	Token   int32
@@ -203,6 +213,22 @@ func (s *Sampler) markSeen(id int32) {
 	if s.seen[w]&b == 0 {
 		s.seen[w] |= b
 		s.seenIDs = append(s.seenIDs, id)
+	}
+}
+
+// NeedsPrepare reports whether the constraint's next mask has work left
+// that Prepare could do ahead of Sample.
+func (s *Sampler) NeedsPrepare() bool {
+	p, ok := s.cons.(Preparer)
+	return ok && !p.Prepared()
+}
+
+// Prepare works out the constraint's next mask now, when it can (Preparer);
+// Sample would otherwise do it. It touches nothing else of the sampler, so
+// it may run on another goroutine while the sampler's owner does not use it.
+func (s *Sampler) Prepare() {
+	if p, ok := s.cons.(Preparer); ok {
+		p.Prepare()
 	}
 }
 

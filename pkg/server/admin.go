@@ -69,13 +69,25 @@ func (s *Server) handleSessions(w http.ResponseWriter, _ *http.Request) error {
 	return nil
 }
 
+// purgedObject is what DELETE /v1/sessions/{id} removed (engine.Purged).
+type purgedObject struct {
+	SlotTokens       int   `json:"slot_tokens"`
+	SessionStore     bool  `json:"session_store"`
+	PrefixBlocks     int   `json:"prefix_blocks"`
+	PrefixTokens     int   `json:"prefix_tokens"`
+	PrefixBytes      int64 `json:"prefix_bytes"`
+	PrefixDiskBlocks int   `json:"prefix_disk_blocks"`
+	PrefixDiskBytes  int64 `json:"prefix_disk_bytes"`
+	SharedBlocksKept int   `json:"shared_blocks_kept"`
+}
+
 func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	err := s.eng.DeleteSession(id)
+	p, err := s.eng.DeleteSession(id)
 	switch {
 	case errors.Is(err, engine.ErrSessionBusy):
 		return &apiError{status: http.StatusConflict, typ: "invalid_request_error", param: "session_id", code: "session_busy",
-			msg: fmt.Sprintf("session %q has a request running: retry once it ends", id)}
+			msg: fmt.Sprintf("session %q has a request running or queued: nothing was deleted; retry once it ends", id), retryAfter: 1}
 	case err != nil && !errors.Is(err, engine.ErrNoSession):
 		return err
 	}
@@ -84,10 +96,13 @@ func (s *Server) handleDeleteSession(w http.ResponseWriter, r *http.Request) err
 			msg: fmt.Sprintf("no session %q", id)}
 	}
 	writeJSON(w, http.StatusOK, struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Deleted bool   `json:"deleted"`
-	}{id, "session", true})
+		ID      string       `json:"id"`
+		Object  string       `json:"object"`
+		Deleted bool         `json:"deleted"`
+		Purged  purgedObject `json:"purged"`
+	}{id, "session", true, purgedObject{SlotTokens: p.SlotTokens, SessionStore: p.Stored, PrefixBlocks: p.PrefixBlocks,
+		PrefixTokens: p.PrefixTokens, PrefixBytes: p.PrefixBytes, PrefixDiskBlocks: p.PrefixDiskBlocks,
+		PrefixDiskBytes: p.PrefixDiskBytes, SharedBlocksKept: p.SharedBlocks}})
 	return nil
 }
 

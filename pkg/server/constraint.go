@@ -95,6 +95,19 @@ func (m *minTokens) Mask(allowed []uint64) {
 	}
 }
 
+// Prepared and Prepare pass the engine's early calls on to the grammar
+// (sample.Preparer).
+func (m *minTokens) Prepared() bool {
+	p, ok := m.inner.(sample.Preparer)
+	return !ok || p.Prepared()
+}
+
+func (m *minTokens) Prepare() {
+	if p, ok := m.inner.(sample.Preparer); ok {
+		p.Prepare()
+	}
+}
+
 func (m *minTokens) Accept(token int32) error {
 	m.left--
 	if m.inner != nil {

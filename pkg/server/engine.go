@@ -19,9 +19,10 @@ type Engine interface {
 	SaveTranscript(id string, t engine.Transcript) error
 	// Sessions lists the sessions the engine holds (in slots and the store).
 	Sessions() ([]engine.SessionInfo, error)
-	// DeleteSession forgets a session: engine.ErrNoSession if unknown,
-	// engine.ErrSessionBusy while a request of it runs.
-	DeleteSession(id string) error
+	// DeleteSession forgets a session and purges its KV (engine.Purged):
+	// engine.ErrNoSession if unknown, engine.ErrSessionBusy while a request
+	// of it runs or waits.
+	DeleteSession(id string) (engine.Purged, error)
 	// SaveSessions writes the sessions held in slots to the store now.
 	SaveSessions() error
 }

@@ -19,7 +19,7 @@ type apiError struct {
 	param  string
 	code   string
 	msg    string
-	// retryAfter, in seconds, is sent as Retry-After (with 429 and 503).
+	// retryAfter, in seconds, is sent as Retry-After (with 409, 429 and 503).
 	retryAfter int
 }
 

@@ -209,17 +209,18 @@ func (f *fakeEngine) Sessions() ([]engine.SessionInfo, error) {
 	return out, nil
 }
 
-func (f *fakeEngine) DeleteSession(id string) error {
+func (f *fakeEngine) DeleteSession(id string) (engine.Purged, error) {
 	f.store.mu.Lock()
 	defer f.store.mu.Unlock()
 	if f.store.busy[id] {
-		return engine.ErrSessionBusy
+		return engine.Purged{}, engine.ErrSessionBusy
 	}
-	if _, ok := f.store.transcripts[id]; !ok {
-		return engine.ErrNoSession
+	t, ok := f.store.transcripts[id]
+	if !ok {
+		return engine.Purged{}, engine.ErrNoSession
 	}
 	delete(f.store.transcripts, id)
-	return nil
+	return engine.Purged{Stored: true, SlotTokens: len(t.Tokens)}, nil
 }
 
 func (f *fakeEngine) SaveSessions() error {

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strconv"
 	"testing"
 
 	"github.com/ellm-dev/ellm/pkg/engine"
@@ -34,17 +33,10 @@ func TestRealEnginePrefixDiskMetrics(t *testing.T) {
 	if prompt[0] < 10*block || cached[2] != prompt[2]-1 {
 		t.Errorf("prompt tokens %v, cached %v: want the long prompt cached but for its last token", prompt, cached)
 	}
-	num := func(name string) float64 {
-		v, err := strconv.ParseFloat(metric(t, base, name), 64)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		return v
-	}
-	if w, r := num("ellm_prefix_disk_written_blocks_total"), num("ellm_prefix_disk_read_blocks_total"); w == 0 || r == 0 {
+	if w, r := num(t, base, "ellm_prefix_disk_written_blocks_total"), num(t, base, "ellm_prefix_disk_read_blocks_total"); w == 0 || r == 0 {
 		t.Errorf("%v blocks written to disk, %v read back: want both", w, r)
 	}
-	if b, n := num("ellm_prefix_disk_bytes"), num("ellm_prefix_disk_blocks"); b <= 0 || n <= 0 || num("ellm_prefix_disk_capacity_bytes") != 0 {
+	if b, n := num(t, base, "ellm_prefix_disk_bytes"), num(t, base, "ellm_prefix_disk_blocks"); b <= 0 || n <= 0 || num(t, base, "ellm_prefix_disk_capacity_bytes") != 0 {
 		t.Errorf("disk: %v bytes in %v blocks", b, n)
 	}
 }

@@ -238,7 +238,7 @@ func newSessionID() string { return fmt.Sprintf("ellm-run-%d", time.Now().UnixNa
 
 // reset frees the old conversation's slot and starts anew.
 func (c *local) reset() {
-	if err := c.eng.DeleteSession(c.session); err != nil && !errors.Is(err, engine.ErrNoSession) {
+	if _, err := c.eng.DeleteSession(c.session); err != nil && !errors.Is(err, engine.ErrNoSession) {
 		fmt.Fprintln(c.opts.IO.ErrOut, "warning:", err)
 	}
 	c.start()
