@@ -13,6 +13,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/kernels/tune"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
 )
@@ -40,6 +41,9 @@ type Options struct {
 	Dump string
 	// Threads for the kernels' pool (0: one per CPU).
 	Threads int
+	// Attention is the attention over a bf16 KV cache, "f32" or "bf16" (""
+	// or "auto": the path's, bf16 on avx512bf16).
+	Attention string
 }
 
 // Result is one case's outcome.
@@ -107,6 +111,13 @@ func Run(opts Options) ([]Result, error) {
 		return nil, err
 	}
 	defer kernels.Force(prev)
+	// The path's own attention mode (bf16 on avx512bf16, which the
+	// calibration picks where VDPBF16PS is faster), unless asked.
+	if opts.Attention != "" && opts.Attention != "auto" {
+		if _, err := tune.ChooseAttention(opts.Attention); err != nil {
+			return nil, err
+		}
+	}
 	pool := threads.New(opts.Threads, false)
 	defer pool.Close()
 	s := &session{opts: &opts, pool: pool, ops: ops.For(opts.Path), models: map[string]*model.Model{}}

@@ -20,6 +20,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/ceiling"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/cpu"
@@ -36,12 +37,14 @@ type Machine struct {
 	Threads    int      `json:"threads"`
 	// ThreadsWhy says where Threads came from (cpu.Threads.Why); PinnedCPUs
 	// are the workers' CPUs (none when unpinned).
-	ThreadsWhy string    `json:"threads_source,omitempty"`
-	PinnedCPUs []int     `json:"pinned_cpus,omitempty"`
-	KernelPath string    `json:"kernel_path"`
-	GoVersion  string    `json:"go_version"`
-	OS         string    `json:"os"`
-	Time       time.Time `json:"time"`
+	ThreadsWhy string `json:"threads_source,omitempty"`
+	PinnedCPUs []int  `json:"pinned_cpus,omitempty"`
+	KernelPath string `json:"kernel_path"`
+	// AttentionKernel is the attention over a bf16 KV cache: bf16 or f32.
+	AttentionKernel string    `json:"attention_kernel"`
+	GoVersion       string    `json:"go_version"`
+	OS              string    `json:"os"`
+	Time            time.Time `json:"time"`
 	// Ceilings are this machine's peaks measured in the same process, the
 	// denominators of every *_fraction field.
 	Ceilings *Ceilings `json:"ceilings,omitempty"`
@@ -107,7 +110,8 @@ func DescribeMachine(threads int) Machine {
 		CPU: cpuid.CPU.BrandName, Vendor: cpuid.CPU.VendorString, Features: feats,
 		Cores: cpu.DefaultThreads(cpu.System()).Cores, LogicalCPU: runtime.NumCPU(), Threads: threads,
 		KernelPath: kernels.Describe(), GoVersion: runtime.Version(),
-		OS: runtime.GOOS + "/" + runtime.GOARCH, Time: time.Now().UTC(),
+		AttentionKernel: attn.ModeFor(kernels.PathFor(kernels.Attention)).String(),
+		OS:              runtime.GOOS + "/" + runtime.GOARCH, Time: time.Now().UTC(),
 	}
 }
 
@@ -180,7 +184,7 @@ func Write(w io.Writer, r Report, f Format) error {
 		if why == "" {
 			why = fmt.Sprint(m.Threads)
 		}
-		fmt.Fprintf(w, " (threads %s, pinned to CPUs %s, kernels %s)", why, cpu.FormatCPUList(m.PinnedCPUs), m.KernelPath)
+		fmt.Fprintf(w, " (threads %s, pinned to CPUs %s, kernels %s, attention %s)", why, cpu.FormatCPUList(m.PinnedCPUs), m.KernelPath, m.AttentionKernel)
 	}
 	if r.Model != nil {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)

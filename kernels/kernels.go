@@ -112,11 +112,16 @@ const (
 	MatMulBF16 Op = iota
 	// MatMulInt8 is every product with int8 weights (the same bits on every path).
 	MatMulInt8
+	// Attention is attention over a bf16 KV cache: avx512bf16 runs it in
+	// bf16 (VDPBF16PS, q and the probabilities rounded to bf16), a lower path
+	// in f32 FMA (kernels/attn, Mode). Prefill and decode share it (row
+	// invariance).
+	Attention
 	// NumOps counts the operation classes.
 	NumOps
 )
 
-var opNames = [...]string{MatMulBF16: "matmul-bf16", MatMulInt8: "matmul-int8"}
+var opNames = [...]string{MatMulBF16: "matmul-bf16", MatMulInt8: "matmul-int8", Attention: "attention-bf16"}
 
 func (o Op) String() string {
 	if o < 0 || o >= NumOps {

@@ -32,6 +32,7 @@ type Attention struct {
 	maxRows, qHeads, kvHeads, headDim, group int
 	scale                                    float32
 	k                                        kernelSet // bound by New
+	mode                                     Mode      // over a bf16 cache
 
 	items []item
 	next  atomic.Int32
@@ -61,13 +62,38 @@ type scratch struct {
 	np, pn int     // pending queries, their number of positions
 	all    []query // the block's queries in (row, head) order
 	refs   [groupQueries]qref
+	// ModeBF16: the block's queries as bf16 ([blockRows·group, 2·headDim]),
+	// the rounding's f32 scratch, the tile being read in place (element
+	// offset), whether vt holds its V pair-interleaved (pairV), and the
+	// stand-in state a lone query is paired with.
+	qb     []uint16
+	qtmp   []float32
+	o      int
+	inPl   bool
+	vpairs bool
+	alone  query
 	_      [64]byte // keep workers' slice headers on separate cache lines
 }
 
 // New sizes an Attention for calls of at most maxRows query rows in total,
-// with the kernels of the path active now (kernels.Active): kernels.Force
-// applies to the Attentions built after it.
+// with the kernels of the path active now (kernels.Active) and the mode of
+// the attention path chosen now (ModeFor(kernels.PathFor(kernels.Attention))):
+// kernels.Force and kernels.Choose apply to the Attentions built after them.
 func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention, error) {
+	return NewMode(pool, maxRows, qHeads, kvHeads, headDim, ModeFor(kernels.PathFor(kernels.Attention)))
+}
+
+// NewMode is New with the mode over a bf16 cache given: ModeBF16 runs the
+// Go definition where the path has no VDPBF16PS kernels (the same bits,
+// slowly), and falls back to ModeF32 for a head size that is not a
+// multiple of 16 (Mode reports which).
+func NewMode(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int, mode Mode) (*Attention, error) {
+	if mode != ModeF32 && mode != ModeBF16 {
+		return nil, fmt.Errorf("attention: mode %v", mode)
+	}
+	if headDim%16 != 0 {
+		mode = ModeF32
+	}
 	if maxRows <= 0 || qHeads <= 0 || kvHeads <= 0 || qHeads%kvHeads != 0 || headDim <= 0 {
 		return nil, fmt.Errorf("attention: %d rows, %d query heads, %d kv heads (want a divisor of the query heads), head_dim %d", maxRows, qHeads, kvHeads, headDim)
 	}
@@ -79,6 +105,7 @@ func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention,
 		items: make([]item, 0, (maxRows/blockRows+maxRows)*kvHeads),
 		ws:    make([]scratch, pool.Size()),
 		k:     bindKernels(kernels.Active(), headDim),
+		mode:  mode,
 	}
 	for i := range a.ws {
 		w := &a.ws[i]
@@ -87,6 +114,8 @@ func New(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int) (*Attention,
 		w.acc = make([]float32, blockRows*a.group*headDim)
 		w.s = make([]float32, groupQueries*Tile)
 		w.all = make([]query, blockRows*a.group)
+		w.qb, w.qtmp = make([]uint16, 2*blockRows*a.group*headDim), make([]float32, 2*headDim)
+		w.alone = query{ml: make([]float32, 2), acc: make([]float32, headDim)}
 	}
 	return a, nil
 }
@@ -98,7 +127,7 @@ func (a *Attention) ScratchBytes() int64 {
 	var n, queries int
 	for i := range a.ws {
 		w := &a.ws[i]
-		n += len(w.kt) + len(w.vt) + len(w.ml) + len(w.acc) + len(w.s)
+		n += len(w.kt) + len(w.vt) + len(w.ml) + len(w.acc) + len(w.s) + len(w.qb)/2 + len(w.qtmp) + len(w.alone.ml) + len(w.alone.acc)
 		queries += len(w.all)
 	}
 	// the work items: a few per row, which a long single-pass prefill pays
@@ -146,6 +175,9 @@ func (a *Attention) Begin(out, q []float32, c *Cache, seqs []Seq) {
 // Path is the kernel path the Attention was built with.
 func (a *Attention) Path() kernels.Path { return a.k.path }
 
+// Mode is the arithmetic the Attention runs over a bf16 cache.
+func (a *Attention) Mode() Mode { return a.mode }
+
 // Head computes the outputs of kv head h's query heads for every sequence
 // of the call, on worker's scratch; each head must be run by one worker at
 // a time, after its K/V are in the cache. The results are Forward's bits.
@@ -184,8 +216,12 @@ func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, o, n int) bool {
 	return true
 }
 
-// query is one query head's online-softmax state and input.
-type query struct{ ml, acc, q []float32 }
+// query is one query head's online-softmax state and input (qb: q·scale
+// as two bf16 rows, high and low part, in ModeBF16).
+type query struct {
+	ml, acc, q []float32
+	qb         []uint16
+}
 
 // queryOf is query head j of kv head it.head for row r of sequence s.
 func (a *Attention) queryOf(w *scratch, s Seq, it item, r, j int) query {
@@ -193,7 +229,7 @@ func (a *Attention) queryOf(w *scratch, s Seq, it item, r, j int) query {
 	i := (r-int(it.lo))*g + j
 	qh := (int(it.head)*g + j) * hd
 	qrow := (s.Row + r) * a.qHeads * hd
-	return query{ml: w.ml[2*i : 2*i+2], acc: w.acc[i*hd : (i+1)*hd], q: a.q[qrow+qh : qrow+qh+hd]}
+	return query{ml: w.ml[2*i : 2*i+2], acc: w.acc[i*hd : (i+1)*hd], q: a.q[qrow+qh : qrow+qh+hd], qb: w.qb[2*i*hd : 2*(i+1)*hd]}
 }
 
 // groupQueries is how many queries over the same positions one kernel call
@@ -204,6 +240,10 @@ const groupQueries = 4
 // path has group kernels, the rest one call per query. Both give the same
 // bits, so grouping never changes a row's result.
 func (a *Attention) flush(w *scratch, k, v []float32) {
+	if w.inPl {
+		a.k.dot(w, a.c, w.o, w.pn)
+		return
+	}
 	n, i := w.pn, 0
 	if a.k.group != nil {
 		i = a.k.group(w, 0, k, v, n, a.headDim, a.scale)
@@ -269,16 +309,30 @@ func (a *Attention) block(w *scratch, it item) {
 	for i := range nq {
 		w.all[i] = a.queryOf(w, s, it, lo+i/g, i%g)
 	}
+	// ModeBF16 reads every tile of a bf16 cache in place, prefill and decode
+	// alike, with the queries rounded once per block.
+	w.inPl = a.mode == ModeBF16 && c.K16 != nil
+	if w.inPl {
+		for _, q := range w.all[:nq] {
+			roundQuery(a.k.ops, q.qb, q.q, w.qtmp, a.scale)
+		}
+	}
 	base := c.off(s.Slot, int(it.head), 0)
 	last := s.Start + hi - 1 // position of the block's last row
 	for t0 := 0; t0 <= last; t0 += Tile {
 		t1 := min(t0+Tile, last+1)
 		o0, o1 := base+t0*hd, base+t1*hd
-		if c.K32 == nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, o0, t1-t0) {
-			continue
-		}
 		var k, v []float32
 		switch {
+		case w.inPl:
+			// Prefill interleaves V's position pairs once per tile for all
+			// the block's queries; a decode step's few read them in place.
+			w.o, w.vpairs = o0, hi-lo > 1 && a.k.pairV != nil
+			if w.vpairs {
+				a.k.pairV(w.vt, c.V16[o0:o1], t1-t0, hd)
+			}
+		case c.K32 == nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, o0, t1-t0):
+			continue
 		case c.K16 != nil:
 			k = a.k.widenK(w.kt, c.K16[o0:o1], nil, t1-t0, hd)
 			v = a.k.widenV(w.vt, c.V16[o0:o1], nil, t1-t0, hd)

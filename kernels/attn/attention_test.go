@@ -12,18 +12,21 @@ import (
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
-// eachPath runs f once per kernel path this CPU can run, with that path forced.
-func eachPath(t *testing.T, f func(t *testing.T, p kernels.Path)) {
+// eachPath runs f once per kernel path this CPU can run and attention mode,
+// with that path forced.
+func eachPath(t *testing.T, f func(t *testing.T, p kernels.Path, m Mode)) {
 	t.Helper()
 	for _, p := range kernels.Available() {
-		t.Run(p.String(), func(t *testing.T) {
-			prev, err := kernels.Force(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer kernels.Force(prev)
-			f(t, p)
-		})
+		for _, m := range []Mode{ModeF32, ModeBF16} {
+			t.Run(p.String()+"/"+m.String(), func(t *testing.T) {
+				prev, err := kernels.Force(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer kernels.Force(prev)
+				f(t, p, m)
+			})
+		}
 	}
 }
 
@@ -86,10 +89,21 @@ func (f *fixture) run(a *Attention, seqs []Seq) [][]float32 {
 }
 
 // reference is attention in float64 over the cache's stored (rounded) K/V
-// for the query of slot at position p, head h.
-func (f *fixture) reference(slot, p, h int) []float64 {
+// for the query of slot at position p, head h; with bf16q the query is
+// q·scale in f32, as ModeBF16 folds it (its high and low bf16 parts sum
+// to that within 2⁻¹⁷).
+func (f *fixture) reference(slot, p, h int, bf16q bool) []float64 {
 	hd, g := f.headDim, f.qHeads/f.kvHeads
 	q := f.q[slot][(p*f.qHeads+h)*hd : (p*f.qHeads+h+1)*hd]
+	qscale := 1 / math.Sqrt(float64(hd))
+	if bf16q {
+		scale := float32(qscale)
+		q = slices.Clone(q)
+		for d := range q {
+			q[d] *= scale
+		}
+		qscale = 1
+	}
 	kv := func(s []uint16, s32 []float32, s8 []int8, scale []float32, i int) float64 {
 		switch {
 		case s != nil:
@@ -107,7 +121,7 @@ func (f *fixture) reference(slot, p, h int) []float64 {
 		for d := range hd {
 			dot += float64(q[d]) * kv(f.c.K16, f.c.K32, f.c.K8, f.c.KS, o+d)
 		}
-		scores[t] = dot / math.Sqrt(float64(hd))
+		scores[t] = dot * qscale
 		m = max(m, scores[t])
 	}
 	out := make([]float64, hd)
@@ -126,9 +140,9 @@ func (f *fixture) reference(slot, p, h int) []float64 {
 	return out
 }
 
-func newAttention(t testing.TB, pool *threads.Pool, maxRows int, s shape) *Attention {
+func newAttention(t testing.TB, pool *threads.Pool, maxRows int, s shape, m Mode) *Attention {
 	t.Helper()
-	a, err := New(pool, maxRows, s.qHeads, s.kvHeads, s.headDim)
+	a, err := NewMode(pool, maxRows, s.qHeads, s.kvHeads, s.headDim, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,20 +158,30 @@ func TestMatchesFloat64Reference(t *testing.T) {
 		for _, T := range []int{1, 7, 63, 65, 300} {
 			t.Run(fmt.Sprintf("%v/T%d", s, T), func(t *testing.T) {
 				f := newFixture(s, 1, T, uint64(T))
-				want := make([]float64, 0, T*s.qHeads*s.headDim)
-				for p := range T {
-					for h := range s.qHeads {
-						want = append(want, f.reference(0, p, h)...)
+				var want [2][]float64 // q as is, q·scale rounded to bf16
+				for i := range want {
+					for p := range T {
+						for h := range s.qHeads {
+							want[i] = append(want[i], f.reference(0, p, h, i == 1)...)
+						}
 					}
 				}
-				eachPath(t, func(t *testing.T, _ kernels.Path) {
-					got := f.run(newAttention(t, pool, T, s), []Seq{{Slot: 0, Start: 0, N: T}})[0]
+				eachPath(t, func(t *testing.T, _ kernels.Path, m Mode) {
+					a := newAttention(t, pool, T, s, m)
+					got := f.run(a, []Seq{{Slot: 0, Start: 0, N: T}})[0]
+					// ModeBF16 differs from the reference with the same
+					// scaled query by the probabilities' bf16 rounding:
+					// ≤ 2⁻⁸ relative per weight, of outputs |v| ≲ 4.
+					ref, tol := want[0], 5e-6
+					if a.Mode() == ModeBF16 && s.dt == BF16 {
+						ref, tol = want[1], 4*0x1p-8
+					}
 					var worst float64
-					for i, w := range want {
+					for i, w := range ref {
 						worst = max(worst, math.Abs(float64(got[i])-w))
 					}
-					if worst > 5e-6 {
-						t.Errorf("max-abs error %.3g vs float64 reference", worst)
+					if worst > tol {
+						t.Errorf("%v: max-abs error %.3g vs float64 reference", a.Mode(), worst)
 					}
 				})
 			})
@@ -187,8 +211,8 @@ func TestRowInvariance(t *testing.T) {
 		{16, 8, 128, Int8}, {8, 2, 64, Int8}, {32, 4, 16, Int8}, {4, 2, 24, Int8}} {
 		f := newFixture(s, 3, T, 11)
 		w := s.qHeads * s.headDim
-		eachPath(t, func(t *testing.T, _ kernels.Path) {
-			a := newAttention(t, pool, 3*T, s)
+		eachPath(t, func(t *testing.T, _ kernels.Path, m Mode) {
+			a := newAttention(t, pool, 3*T, s, m)
 			full := f.run(a, []Seq{{Slot: 0, Start: 0, N: T}})[0]
 			same := func(what string, start int, got []float32) {
 				t.Helper()
@@ -223,11 +247,16 @@ func TestPathsAgree(t *testing.T) {
 	defer pool.Close()
 	for _, hd := range []int{16, 64, 128, 24} {
 		for _, ratio := range []int{1, 2, 4, 8} {
-			s := shape{ratio * 2, 2, hd, DType(ratio % 3)}
+			dt := DType(ratio % 3)
+			if hd == 64 || hd == 128 {
+				dt = BF16 // both modes, every group size
+			}
+			s := shape{ratio * 2, 2, hd, dt}
 			f := newFixture(s, 1, 300, uint64(hd*ratio))
-			var ref, simd [][]float32
-			eachPath(t, func(t *testing.T, p kernels.Path) {
-				a := newAttention(t, pool, 300, s)
+			refs, simds := map[Mode][][]float32{}, map[Mode][][]float32{} // per mode
+			eachPath(t, func(t *testing.T, p kernels.Path, m Mode) {
+				ref, simd := refs[m], simds[m]
+				a := newAttention(t, pool, 300, s, m)
 				if a.Path() != p {
 					t.Fatalf("built under %s, bound %s: the paths would not be compared", p, a.Path())
 				}
@@ -237,11 +266,12 @@ func TestPathsAgree(t *testing.T) {
 				}
 				switch {
 				case p == kernels.Generic:
-					ref = got
+					refs[m] = got
 					return
-				case hd%16 != 0:
-					// no SIMD kernels for this head size: every path binds
-					// the Go ones, so the bits are generic's
+				case hd%16 != 0 || a.Mode() == ModeBF16 && s.dt == BF16:
+					// ModeBF16 has one definition on every path; without SIMD
+					// kernels for the head size every path binds the Go
+					// ones: either way the bits are generic's
 					for i := range got {
 						if !bitsEqual(got[i], ref[i]) {
 							t.Errorf("%v: the Go kernels bound by %s differ from generic", s, p)
@@ -249,7 +279,7 @@ func TestPathsAgree(t *testing.T) {
 					}
 					return
 				case simd == nil:
-					simd = got
+					simds[m] = got
 				default:
 					for i := range got {
 						if !bitsEqual(got[i], simd[i]) {
@@ -278,8 +308,8 @@ func TestForwardDoesNotAllocate(t *testing.T) {
 		w := s.qHeads * s.headDim
 		q, out := make([]float32, 140*w), make([]float32, 140*w)
 		seqs := []Seq{{Slot: 0, Start: 0, N: 130}, {Slot: 1, Start: 129, N: 1, Row: 130}}
-		eachPath(t, func(t *testing.T, _ kernels.Path) {
-			a := newAttention(t, pool, 140, s)
+		eachPath(t, func(t *testing.T, _ kernels.Path, m Mode) {
+			a := newAttention(t, pool, 140, s, m)
 			if n := testing.AllocsPerRun(20, func() { a.Forward(out, q, f.c, seqs) }); n != 0 {
 				t.Errorf("%v: Forward allocates %.1f times per call", s, n)
 			}
@@ -329,8 +359,8 @@ func TestHeadsMatchForward(t *testing.T) {
 	for _, s := range []shape{{16, 8, 128, BF16}, {8, 2, 64, F32}, {4, 4, 16, BF16}, {8, 2, 64, Int8}} {
 		f := newFixture(s, 3, 150, 5)
 		w := s.qHeads * s.headDim
-		eachPath(t, func(t *testing.T, _ kernels.Path) {
-			a := newAttention(t, pool, 16, s)
+		eachPath(t, func(t *testing.T, _ kernels.Path, m Mode) {
+			a := newAttention(t, pool, 16, s, m)
 			for _, seqs := range [][]Seq{
 				{{Slot: 0, Start: 140, N: 1}},
 				{{Slot: 1, Start: 0, N: 5}},

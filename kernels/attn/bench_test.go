@@ -68,6 +68,7 @@ func mappedCache(b testing.TB, dt DType, slots, kvHeads, seqLen, headDim int) *C
 	b.Cleanup(func() { unix.Munmap(mem) })
 	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
 	c := &Cache{Slots: slots, KVHeads: kvHeads, SeqLen: seqLen, HeadDim: headDim}
+	c.Init() // as pkg/kvcache does: a store rounds to bf16 with the ops bound here
 	if dt == Int8 {
 		c.K8 = unsafe.Slice((*int8)(unsafe.Pointer(&mem[0])), n)
 		c.V8 = unsafe.Slice((*int8)(unsafe.Pointer(&mem[n])), n)
@@ -111,9 +112,28 @@ func forcePath(b *testing.B, p kernels.Path) func() {
 	return func() { kernels.Force(prev) }
 }
 
+// modesOf are the attention modes path p runs fast: ModeBF16 only where it
+// has the VDPBF16PS kernels.
+func modesOf(p kernels.Path) []Mode {
+	if p >= kernels.AVX512BF16 {
+		return []Mode{ModeF32, ModeBF16}
+	}
+	return []Mode{ModeF32}
+}
+
+// peakOf is the compute ceiling of mode m: VDPBF16PS or f32 FMA.
+func peakOf(peak ceiling.Ceilings, m Mode) float64 {
+	if m == ModeBF16 {
+		return peak.BF16GFLOPS.All
+	}
+	return peak.FMAGFLOPS.All
+}
+
 // BenchmarkPrefill is causal attention over a whole prompt: Qwen3 shapes
-// (16 query heads, 8 kv heads, head_dim 128), bf16 cache. flops counts the
-// two matrix products of the causal half: 2·2·T(T+1)/2·heads·head_dim.
+// (16 query heads, 8 kv heads, head_dim 128), bf16 cache, in each mode.
+// flops counts the two matrix products of the causal half:
+// 2·2·T(T+1)/2·heads·head_dim; of-peak is against the mode's own ceiling
+// (f32 FMA, or VDPBF16PS).
 func BenchmarkPrefill(b *testing.B) {
 	const qh, kvh, hd = 16, 8, 128
 	for _, T := range []int{512, 4096} {
@@ -121,28 +141,92 @@ func BenchmarkPrefill(b *testing.B) {
 			if p == kernels.Generic && T > 512 {
 				continue // minutes per call
 			}
-			b.Run(fmt.Sprintf("T%d/%s", T, p), func(b *testing.B) {
-				pool, _, peak := benchSetup(b)
-				defer forcePath(b, p)()
-				c := mappedCache(b, BF16, 1, kvh, T, hd)
-				fillCache(c, T)
-				a, err := New(pool, T, qh, kvh, hd)
+			for _, m := range modesOf(p) {
+				b.Run(fmt.Sprintf("T%d/%s/%s", T, p, m), func(b *testing.B) {
+					pool, _, peak := benchSetup(b)
+					defer forcePath(b, p)()
+					a, c, q, out, seqs := prefillSetup(b, pool, m, T)
+					flops := 4 * float64(T) * float64(T+1) / 2 * qh * hd
+					b.ReportAllocs()
+					best, cpu := timeBest(b, pool.Size(), func() { a.Forward(out, q, c, seqs) })
+					b.ReportMetric(flops/best/1e9, "GFLOP/s-wall")
+					b.ReportMetric(flops/cpu/1e9, "GFLOP/s-cpu")
+					b.ReportMetric(flops/cpu/1e9/peakOf(peak, m), "of-peak")
+				})
+			}
+		}
+	}
+}
+
+// prefillSetup builds BenchmarkPrefill's attention of mode m and its inputs.
+func prefillSetup(b *testing.B, pool *threads.Pool, m Mode, T int) (*Attention, *Cache, []float32, []float32, []Seq) {
+	const qh, kvh, hd = 16, 8, 128
+	c := mappedCache(b, BF16, 1, kvh, T, hd)
+	fillCache(c, T)
+	a, err := NewMode(pool, T, qh, kvh, hd, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q, out := make([]float32, T*qh*hd), make([]float32, T*qh*hd)
+	for i := range q {
+		q[i] = float32(i%7) * 0.1
+	}
+	return a, c, q, out, []Seq{{N: T}}
+}
+
+// BenchmarkModesAB alternates the f32 and bf16 modes call by call in one
+// process (prefill of T = 4096, and a decode step at depth 4096 and 32768
+// of one sequence, 16 q / 8 kv heads), so that a change of load hits both: the
+// rates are per CPU second of the pool's threads, each against its own
+// ceiling. The way to compare the modes on a shared machine.
+func BenchmarkModesAB(b *testing.B) {
+	if !kernels.CPU().Supports(kernels.AVX512BF16) {
+		b.Skip("no AVX512_BF16")
+	}
+	const qh, kvh, hd = 16, 8, 128
+	for _, sc := range []struct {
+		name   string
+		T, ctx int
+	}{{"prefill-T4096", 4096, 0}, {"decode-depth4096", 1, 4096}, {"decode-depth32768", 1, 32768}} {
+		b.Run(sc.name, func(b *testing.B) {
+			pool, _, peak := benchSetup(b)
+			defer forcePath(b, kernels.AVX512BF16)()
+			var cpu [2]float64
+			var flops float64
+			var run [2]func()
+			for i, m := range []Mode{ModeF32, ModeBF16} {
+				if sc.ctx == 0 {
+					a, c, q, out, seqs := prefillSetup(b, pool, m, sc.T)
+					run[i] = func() { a.Forward(out, q, c, seqs) }
+					flops = 4 * float64(sc.T) * float64(sc.T+1) / 2 * qh * hd
+					continue
+				}
+				c := mappedCache(b, BF16, 1, kvh, sc.ctx, hd)
+				fillCache(c, sc.ctx)
+				a, err := NewMode(pool, 1, qh, kvh, hd, m)
 				if err != nil {
 					b.Fatal(err)
 				}
-				q, out := make([]float32, T*qh*hd), make([]float32, T*qh*hd)
-				for i := range q {
-					q[i] = float32(i%7) * 0.1
+				q, out := make([]float32, qh*hd), make([]float32, qh*hd)
+				seqs := []Seq{{Start: sc.ctx - 1, N: 1}}
+				run[i] = func() { a.Forward(out, q, c, seqs) }
+				flops = 4 * float64(sc.ctx) * qh * hd
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				for i, f := range run {
+					c0 := ceiling.CPUTime()
+					f()
+					cpu[i] += (ceiling.CPUTime() - c0).Seconds()
 				}
-				seqs := []Seq{{N: T}}
-				flops := 4 * float64(T) * float64(T+1) / 2 * qh * hd
-				b.ReportAllocs()
-				best, cpu := timeBest(b, pool.Size(), func() { a.Forward(out, q, c, seqs) })
-				b.ReportMetric(flops/best/1e9, "GFLOP/s-wall")
-				b.ReportMetric(flops/cpu/1e9, "GFLOP/s-cpu")
-				b.ReportMetric(flops/cpu/1e9/peak.FMAGFLOPS.All, "of-fma-peak")
-			})
-		}
+			}
+			for i, m := range []Mode{ModeF32, ModeBF16} {
+				rate := flops * float64(b.N) / (cpu[i] / float64(pool.Size())) / 1e9
+				b.ReportMetric(rate, "GFLOP/s-cpu-"+m.String())
+				b.ReportMetric(rate/peakOf(peak, m), "of-peak-"+m.String())
+			}
+			b.ReportMetric(cpu[0]/cpu[1], "f32/bf16-cpu")
+		})
 	}
 }
 
@@ -153,24 +237,29 @@ func BenchmarkPrefill(b *testing.B) {
 // against DRAM read bandwidth. ns/op compares the dtypes.
 func BenchmarkDecode(b *testing.B) {
 	const kvh, hd = 8, 128
-	for _, sc := range []struct{ qh, slots, ctx int }{{16, 1, 32768}, {16, 4, 8192}, {32, 1, 32768}} {
+	for _, sc := range []struct{ qh, slots, ctx int }{{16, 1, 4096}, {16, 1, 32768}, {16, 4, 8192}, {32, 1, 32768}} {
 		qh := sc.qh
 		for _, p := range kernels.Available() {
 			for _, dt := range []DType{BF16, Int8} {
-				b.Run(fmt.Sprintf("q%d-slots%d-ctx%d/%s/%s", qh, sc.slots, sc.ctx, dt, p), func(b *testing.B) {
-					benchDecode(b, p, dt, qh, kvh, hd, sc.slots, sc.ctx)
-				})
+				for _, m := range modesOf(p) {
+					if dt == Int8 && m == ModeBF16 {
+						continue // an int8 cache takes ModeF32
+					}
+					b.Run(fmt.Sprintf("q%d-slots%d-ctx%d/%s/%s/%s", qh, sc.slots, sc.ctx, dt, p, m), func(b *testing.B) {
+						benchDecode(b, p, m, dt, qh, kvh, hd, sc.slots, sc.ctx)
+					})
+				}
 			}
 		}
 	}
 }
 
-func benchDecode(b *testing.B, p kernels.Path, dt DType, qh, kvh, hd, slots, ctx int) {
+func benchDecode(b *testing.B, p kernels.Path, m Mode, dt DType, qh, kvh, hd, slots, ctx int) {
 	pool, meter, _ := benchSetup(b)
 	defer forcePath(b, p)()
 	c := mappedCache(b, dt, slots, kvh, ctx, hd)
 	fillCache(c, ctx)
-	a, err := New(pool, slots, qh, kvh, hd)
+	a, err := NewMode(pool, slots, qh, kvh, hd, m)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,11 @@
 
 package attn
 
-import "github.com/ellm-dev/ellm/kernels"
+import (
+	"unsafe"
+
+	"github.com/ellm-dev/ellm/kernels"
+)
 
 // The SIMD tile kernels compute the same steps as tileGo with FMA dot
 // products: each score is a 16-lane FMA accumulation over head_dim folded in
@@ -25,6 +29,12 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		s.group, s.direct = tileGroup, tileDirect
 		s.widenK, s.widenV = widenKSIMD(widenKAVX512), widenVSIMD(widenAVX512)
 		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX512), dequantVSIMD(dequantAVX512)
+		if p >= kernels.AVX512BF16 {
+			s.dot = dotAVX512
+			s.pairV = func(dst []float32, src []uint16, rows, hd int) {
+				pairVAVX512((*uint32)(unsafe.Pointer(&dst[0])), &src[0], rows, hd)
+			}
+		}
 	default:
 		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
 			tileAVX2(&ml[0], &acc[0], &q[0], &k[0], &v[0], &sc[0], n, len(q), scale)
@@ -114,6 +124,72 @@ func tileDirect(w *scratch, c *Cache, o, n int, scale float32) bool {
 	}
 	w.np = 0
 	return true
+}
+
+//go:noescape
+func tile2DotAVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int)
+
+//go:noescape
+func tile4DotAVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int)
+
+//go:noescape
+func tile2DotPairsAVX512(qs *[groupQueries]qref, k *uint16, v *uint32, n, hd int)
+
+//go:noescape
+func tile4DotPairsAVX512(qs *[groupQueries]qref, k *uint16, v *uint32, n, hd int)
+
+// pairVAVX512 writes n bf16 rows of hd values as (n+1)/2 rows of hd dwords
+// (positions 2j low, 2j+1 high, zero past n): the V tile of the pairs kernels.
+//
+//go:noescape
+func pairVAVX512(dst *uint32, src *uint16, n, hd int)
+
+// dotAVX512 is dotGo by the VDPBF16PS kernels: the pending queries four or
+// two at a time, a lone one paired with a stand-in (w.alone, whose result
+// is dropped: each query's lanes are its own), V from w.vt's pairs where
+// w.vpairs says so, else read in place. The kernels read keys up to n
+// rounded up to 8; a tile whose rows end the cache's slice earlier takes
+// dotGo.
+func dotAVX512(w *scratch, c *Cache, o, n int) {
+	hd := c.HeadDim
+	if len(c.K16) < o+((n+7)&^7)*hd {
+		dotGo(w, c, o, n)
+		return
+	}
+	var vp *uint32
+	if w.vpairs {
+		vp = (*uint32)(unsafe.Pointer(&w.vt[0]))
+	}
+	ref := func(q *query, j int) qref {
+		return qref{ml: &q.ml[0], acc: &q.acc[0], q: (*float32)(unsafe.Pointer(&q.qb[0])), s: &w.s[j*Tile]}
+	}
+	i := 0
+	for ; w.np-i >= 4; i += 4 {
+		for j := range 4 {
+			w.refs[j] = ref(&w.pend[i+j], j)
+		}
+		if w.vpairs {
+			tile4DotPairsAVX512(&w.refs, &c.K16[o], vp, n, hd)
+		} else {
+			tile4DotAVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd)
+		}
+	}
+	for ; i < w.np; i += 2 {
+		w.refs[0] = ref(&w.pend[i], 0)
+		if i+1 < w.np {
+			w.refs[1] = ref(&w.pend[i+1], 1)
+		} else {
+			copy(w.alone.ml, w.pend[i].ml)
+			w.alone.qb = w.pend[i].qb
+			w.refs[1] = ref(&w.alone, 1)
+		}
+		if w.vpairs {
+			tile2DotPairsAVX512(&w.refs, &c.K16[o], vp, n, hd)
+		} else {
+			tile2DotAVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd)
+		}
+	}
+	w.np = 0
 }
 
 //go:noescape

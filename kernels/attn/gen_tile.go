@@ -37,15 +37,28 @@ type kernel struct {
 	// corrections computed in one exponential (the widened-tile kernels,
 	// which prefill runs; decode's in-place ones wait on memory instead).
 	prefill bool
+	// dot: ModeBF16 (tileBF16Go): scores by VDPBF16PS on the queries' high
+	// then low bf16 rows (scale folded in; the low row head_dim·2 bytes after
+	// the high one), the probabilities rounded to bf16 pairs in s, and the V
+	// sum by VDPBF16PS over position pairs, V rows interleaved in
+	// registers. K and V are bf16 cache rows read in place.
+	dot bool
+	// vpairs: V is a pair-interleaved tile (pairV: row j of hd dwords is
+	// positions 2j, 2j+1, zero-padded), which prefill writes once per tile.
+	vpairs bool
 }
 
 var kernels = []kernel{
-	{"tile4AVX512", "t4", 4, srcF32, true},
-	{"tile2AVX512", "t2", 2, srcF32, true},
-	{"tile2BF16AVX512", "d2", 2, srcBF16, false},
-	{"tile4BF16AVX512", "q4", 4, srcBF16, false},
-	{"tile2I8AVX512", "id2", 2, srcI8, false},
-	{"tile4I8AVX512", "iq4", 4, srcI8, false},
+	{"tile4AVX512", "t4", 4, srcF32, true, false, false},
+	{"tile2AVX512", "t2", 2, srcF32, true, false, false},
+	{"tile2BF16AVX512", "d2", 2, srcBF16, false, false, false},
+	{"tile4BF16AVX512", "q4", 4, srcBF16, false, false, false},
+	{"tile2I8AVX512", "id2", 2, srcI8, false, false, false},
+	{"tile4I8AVX512", "iq4", 4, srcI8, false, false, false},
+	{"tile2DotAVX512", "e2", 2, srcBF16, false, true, false},
+	{"tile4DotAVX512", "e4", 4, srcBF16, false, true, false},
+	{"tile2DotPairsAVX512", "p2", 2, srcBF16, false, true, true},
+	{"tile4DotPairsAVX512", "p4", 4, srcBF16, false, true, true},
 }
 
 type gen struct {
@@ -101,13 +114,19 @@ func (g *gen) load() string {
 func (g *gen) elem() int { return [...]int{srcF32: 4, srcBF16: 2, srcI8: 1}[g.src] }
 
 func (g *gen) generate() {
-	fmt.Fprintf(g, "\nTEXT ·%s(SB), NOSPLIT, $0-%d\n", g.name, map[bool]int{false: 44, true: 60}[g.src == srcI8])
+	frame := map[bool]int{false: 44, true: 60}[g.src == srcI8]
+	if g.dot {
+		frame = 40 // no scale: it is in the rounded queries
+	}
+	fmt.Fprintf(g, "\nTEXT ·%s(SB), NOSPLIT, $0-%d\n", g.name, frame)
 	g.I("MOVQ %s, AX", g.arg("qs"))
 	g.I("MOVQ %s, DX", g.arg("k"))
 	g.I("MOVQ %s, SI", g.arg("v"))
 	g.I("MOVQ %s, R13", g.arg("n"))
 	g.I("MOVQ %s, R14", g.arg("hd"))
-	g.I("VBROADCASTSS %s, Z29", g.arg("scale"))
+	if !g.dot {
+		g.I("VBROADCASTSS %s, Z29", g.arg("scale"))
+	}
 	if g.src == srcI8 {
 		g.Comment("the next tile's scales (64 of each) into L2")
 		for _, s := range []string{"ks", "vs"} {
@@ -121,7 +140,35 @@ func (g *gen) generate() {
 	g.I("VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane %dq+j: query q, key ≡ j mod %d", g.kb(), g.kb())
 	g.scores()
 	g.softmax()
-	g.values()
+	if g.dot {
+		g.valuesDot()
+	} else {
+		g.values()
+	}
+}
+
+// oneExp says whether the kernel computes all queries' m' and e^(m−m')
+// in one vector exponential (the kernels prefill runs: the widened-tile and
+// the V-pairs ones) rather than one per query.
+func (g *gen) oneExp() bool { return g.prefill || g.vpairs }
+
+// chunkBytes is the bytes of one key's chunk per score step: 16 values,
+// or 32 bf16 (one VDPBF16PS) for the dot kernels.
+func (g *gen) chunkBytes() int {
+	if g.dot {
+		return 64
+	}
+	return 16 * g.elem()
+}
+
+// madd accumulates the product of vectors a (K or V) and b (query or
+// probabilities) into acc: an FMA, or a VDPBF16PS of bf16 pairs.
+func (g *gen) madd(a, b, acc int) {
+	if g.dot {
+		g.I("VDPBF16PS_Z(%d, %d, %d)", a, b, acc)
+		return
+	}
+	g.I("VFMADD231PS Z%d, Z%d, Z%d", a, b, acc)
 }
 
 // scores computes the scaled scores of the tile into each query's s, in
@@ -167,7 +214,7 @@ func (g *gen) scores() {
 		g.I("IMULQ DI, R12")
 		g.I("ADDQ DX, R12            // key BX")
 		key = func(j int) string { return []string{"(R12)", "(R12)(DI*1)", "(R12)(DI*2)", "(R12)(R15*1)"}[j] }
-		step = fmt.Sprintf("ADDQ $%d, R12", 16*g.elem())
+		step = fmt.Sprintf("ADDQ $%d, R12", g.chunkBytes())
 	default:
 		// R10 = S, R11 = 3S, DI = key BX+4
 		if g.src == srcI8 {
@@ -188,7 +235,7 @@ func (g *gen) scores() {
 			return []string{"(R12)", "(R12)(R10*1)", "(R12)(R10*2)", "(R12)(R11*1)",
 				"(DI)", "(DI)(R10*1)", "(DI)(R10*2)", "(DI)(R11*1)"}[j]
 		}
-		step = fmt.Sprintf("ADDQ $%d, R12\n\tADDQ $%d, DI", 16*g.elem(), 16*g.elem())
+		step = fmt.Sprintf("ADDQ $%d, R12\n\tADDQ $%d, DI", g.chunkBytes(), g.chunkBytes())
 	}
 	chunk := func(c int) {
 		for i, r := range qp {
@@ -213,40 +260,67 @@ func (g *gen) scores() {
 		g.label("loop")
 	}
 	g.I("MOVQ R14, CX")
-	g.I("SHRQ $4, CX")
+	if g.dot {
+		g.I("SHRQ $5, CX")
+		g.I("JZ   %shalf", g.prefix)
+	} else {
+		g.I("SHRQ $4, CX")
+	}
 	g.label("chunk")
 	for i, r := range qp {
 		g.I("VMOVUPS (%s), Z%d", r, 16+i)
+		if g.dot {
+			g.I("VMOVUPS (%s)(R14*2), Z%d // the low part", r, g.qlo(i))
+		}
 	}
 	regs := make([]int, kb)
 	for j := range kb {
 		regs[j] = 20 + j
-		g.I("%s %s, Z%d", g.load(), key(j), 20+j)
-	}
-	g.widen(regs, func(j int) string {
-		if q == 4 {
-			return fmt.Sprintf(" Z%d", 24+j) // the block's scales, broadcast above
-		}
-		return fmt.Sprintf(".BCST %d(R15)", 4*j)
-	})
-	for i := range q {
-		for j := range kb {
-			g.I("VFMADD231PS Z%d, Z%d, Z%d", 20+j, 16+i, i*kb+j)
+		if g.dot {
+			g.I("VMOVDQU32 %s, Z%d", key(j), 20+j)
+		} else {
+			g.I("%s %s, Z%d", g.load(), key(j), 20+j)
 		}
 	}
+	if !g.dot {
+		g.widen(regs, func(j int) string {
+			if q == 4 {
+				return fmt.Sprintf(" Z%d", 24+j) // the block's scales, broadcast above
+			}
+			return fmt.Sprintf(".BCST %d(R15)", 4*j)
+		})
+	}
+	g.scoreDots()
 	for _, r := range qp {
 		g.I("ADDQ $64, %s", r)
 	}
 	g.I("%s", step)
 	g.I("DECQ CX")
 	g.I("JNZ  %schunk", g.prefix)
+	if g.dot {
+		// head_dim an odd multiple of 16: the last 16 dims as 8 pairs, the
+		// upper lanes zero (the ymm loads clear them)
+		g.label("half")
+		g.I("TESTQ $16, R14")
+		g.I("JZ   %sfold", g.prefix)
+		for i, r := range qp {
+			g.I("VMOVDQU16 (%s), Y%d", r, 16+i)
+			g.I("VMOVDQU16 (%s)(R14*2), Y%d", r, g.qlo(i))
+		}
+		for j := range kb {
+			g.I("VMOVDQU16 %s, Y%d", key(j), 20+j)
+		}
+		g.scoreDots()
+	}
 	g.I("")
-	if g.prefill {
+	if g.prefill || g.dot {
 		g.label("fold")
 	}
 	fold(&g.File)
 	g.I("VPERMPS Z0, Z28, Z0     // lane %dq+j: query q, key BX+j", kb)
-	g.I("VMULPS Z29, Z0, Z0")
+	if !g.dot {
+		g.I("VMULPS Z29, Z0, Z0")
+	}
 	for i := range q {
 		g.I("MOVQ %d(AX), DI", qref(i, "s"))
 		if q == 4 {
@@ -274,6 +348,33 @@ func (g *gen) scores() {
 	g.I("ADDQ $%d, BX", kb)
 	g.I("CMPQ BX, R13")
 	g.I("JLT  %sblock", g.prefix)
+}
+
+// qlo is the register of query i's low part (dot kernels): free, as the
+// int8 scales' registers are.
+func (g *gen) qlo(i int) int {
+	if g.queries == 4 {
+		return 24 + i
+	}
+	return 18 + i
+}
+
+// scoreDots accumulates one chunk of the loaded keys (Z20..) times each
+// query (Z16..): an FMA, or for the dot kernels VDPBF16PS with the high
+// parts, then, after all of those, with the low parts.
+func (g *gen) scoreDots() {
+	for i := range g.queries {
+		for j := range g.kb() {
+			g.madd(20+j, 16+i, i*g.kb()+j)
+		}
+	}
+	if g.dot {
+		for i := range g.queries {
+			for j := range g.kb() {
+				g.madd(20+j, g.qlo(i), i*g.kb()+j)
+			}
+		}
+	}
 }
 
 // fold reduces the 16 accumulators Z0..Z15 to their 16 scores in Z0 by the
@@ -318,7 +419,7 @@ func (g *gen) softmax() {
 	g.Comment("Per query, as tileAVX512: m', corr (kept in the qref), p, l.")
 	// corr holds the current query's e^(m−m') in lane 0 in the loop below.
 	corr := "X19"
-	if g.prefill {
+	if g.oneExp() {
 		// All queries' m' and corrections at once: the lanes of query q
 		// (its 128-bit lane, or 256-bit half for two) get exactly the
 		// scalar steps' values, with one exponential instead of one each.
@@ -345,7 +446,7 @@ func (g *gen) softmax() {
 	g.I("MOVQ $%d, R10", g.queries)
 	g.label("q")
 	g.I("MOVQ 0(R9), R15         // ml")
-	if g.prefill {
+	if g.oneExp() {
 		g.I("VMOVSS X22, (R15)")
 		g.I("VBROADCASTSS X22, Z18")
 	} else {
@@ -366,13 +467,29 @@ func (g *gen) softmax() {
 	g.I("VMOVUPS (DI)(R11*4), Z3")
 	g.I("VSUBPS Z18, Z3, Z3")
 	g.Exp512("Z3", "Z0", "Z1", "Z2")
-	g.I("VMOVUPS Z3, (DI)(R11*4)")
+	if !g.dot {
+		g.I("VMOVUPS Z3, (DI)(R11*4)")
+	}
 	g.I("MOVQ R13, R12")
 	g.I("SUBQ R11, R12")
 	g.I("MOVL $0xffff, R8")
 	g.I("BZHIL R12, R8, R8")
 	g.I("KMOVW R8, K1")
 	g.I("VADDPS Z3, Z17, K1, Z17")
+	if g.dot {
+		// p to bf16 as ops.F32ToBF16 rounds (nearest even, NaN quieted),
+		// the keys from n on zeroed, packed to words over the scores
+		// already read: word t of s is p_t, dword j the pair (p_2j, p_2j+1).
+		g.I("VPSRLD $16, Z3, Z4")
+		g.I("VPANDD.BCST bf16one<>(SB), Z4, Z5")
+		g.I("VPADDD Z5, Z3, Z5")
+		g.I("VPADDD.BCST bf16half<>(SB), Z5, Z5")
+		g.I("VPSRLD $16, Z5, Z5")
+		g.I("VCMPPS $3, Z3, Z3, K2   // NaN")
+		g.I("VPORD.BCST bf16quiet<>(SB), Z4, K2, Z5")
+		g.I("VPMOVDW.Z Z5, K1, Y5")
+		g.I("VMOVDQU Y5, (DI)(R11*2)")
+	}
 	g.I("ADDQ $16, R11")
 	g.I("CMPQ R11, R13")
 	g.I("JLT  %sexp", g.prefix)
@@ -389,7 +506,7 @@ func (g *gen) softmax() {
 	g.I("VADDSS X1, X2, X2")
 	g.I("VMOVSS X2, 4(R15)")
 	rot := map[int]string{4: "$0x39", 2: "$0x4E"}[g.queries] // the next query's lanes to lane 0
-	if g.prefill {
+	if g.oneExp() {
 		g.I("VSHUFF32X4 %s, Z22, Z22, Z22", rot)
 		g.I("VSHUFF32X4 %s, Z23, Z23, Z23", rot)
 	} else {
@@ -590,6 +707,194 @@ func (g *gen) values() {
 	g.I("JLT  %sv", g.prefix)
 	g.I("VZEROUPPER")
 	g.I("RET")
+}
+
+// valuesDot is values for the dot kernels: acc = acc·corr, then per
+// position pair (2j, 2j+1) one VDPBF16PS of the probability pair (a dword
+// of s) with the V pairs, which interleave rows 2j and 2j+1 (row 2j in the
+// low halves: zero-extended; row 2j+1 zero-extended and shifted up); an odd
+// n ends with row n−1 alone (its pair's high halves zero, as is the
+// probability word after it). Four queries × 64 dims or two × 128 per pass
+// (16 accumulators), then 16 dims at a time.
+func (g *gen) valuesDot() {
+	q := g.queries
+	wide := 64 * 4 / q
+	g.I("")
+	g.Comment("acc = acc·corr + Σ_j (p_2j, p_2j+1)·(v_2j, v_2j+1), %d (else 16) dims of each query at a time.", wide)
+	sp := []string{"R8", "R9", "R10", "R11"}[:q]
+	for i, r := range sp {
+		g.I("MOVQ %d(AX), %s", qref(i, "s"), r)
+	}
+	// stride: the bf16 row stride, next: 64 rows, kp: the next tile's K rows
+	stride, next, kp := "R13", "R15", "DI"
+	if q == 2 {
+		stride, next, kp = "R10", "R11", "R15"
+	}
+	g.I("MOVQ %s, DX", g.arg("n"))
+	if g.vpairs {
+		g.I("LEAQ (R14*4), %s      // pair row stride", stride)
+		g.I("INCQ DX")
+		g.I("SHRQ $1, DX             // pairs, the last one zero-padded")
+	} else {
+		g.I("LEAQ (R14)(R14*1), %s  // bf16 row stride", stride)
+		g.I("SHRQ $1, DX             // whole pairs")
+	}
+	g.I("SHLQ $2, R14            // f32 row bytes: the acc offset bound")
+	g.I("XORQ BX, BX")
+	g.label("v")
+	g.I("MOVQ R14, R12")
+	g.I("SUBQ BX, R12")
+	g.I("CMPQ R12, $%d", 4*wide)
+	g.I("JLT  %sv16", g.prefix)
+	pass := func(nv int, suffix string, prefetch bool) {
+		acc := func(i, c int) int { return i*nv + c }
+		for i := range q {
+			g.I("MOVQ %d(AX), DI", qref(i, "acc"))
+			for c := range nv {
+				g.I("VMOVUPS %d(DI)(BX*1), Z%d", 64*c, acc(i, c))
+				g.I("VMULPS.BCST %d(AX), Z%d, Z%d", qref(i, "corr"), acc(i, c), acc(i, c))
+			}
+		}
+		if g.vpairs {
+			g.I("LEAQ (SI)(BX*1), R12    // pair row 0 at the pass's dims")
+		} else {
+			g.I("MOVQ BX, R12")
+			g.I("SHRQ $1, R12")
+			g.I("ADDQ SI, R12            // row 0 of V at the pass's dims")
+		}
+		if prefetch && !g.vpairs {
+			g.I("MOVQ %s, %s", stride, next)
+			g.I("SHLQ $6, %s            // 64 rows: the next tile", next)
+			g.I("MOVQ %s, %s", g.arg("k"), kp)
+			g.I("ADDQ %s, %s            // its K rows", next, kp)
+		}
+		row := func() {
+			if !prefetch {
+				return
+			}
+			for off := 0; off < nv*32; off += 64 {
+				g.I("PREFETCHT1 %d(R12)(%s*1)", off, next)
+			}
+			for off := 0; off < nv*32; off += 64 {
+				g.I("PREFETCHT1 %d(%s)", off, kp)
+			}
+			g.I("ADDQ %s, %s", stride, kp)
+		}
+		bcast := func() {
+			for i, r := range sp {
+				g.I("VPBROADCASTD (%s)(CX*4), Z%d", r, 16+i)
+			}
+		}
+		dots := func() {
+			for i := range q {
+				for c := range nv {
+					g.madd(20+c, 16+i, acc(i, c))
+				}
+			}
+		}
+		g.I("XORQ CX, CX")
+		g.I("CMPQ CX, DX")
+		g.I("JGE  %sv%stail", g.prefix, suffix)
+		g.label(fmt.Sprintf("v%st", suffix))
+		bcast()
+		if g.vpairs {
+			for c := range nv {
+				g.I("VMOVDQU32 %d(R12), Z%d", 64*c, 20+c)
+			}
+			g.I("ADDQ %s, R12", stride)
+		} else {
+			row()
+			for c := range nv {
+				g.I("VPMOVZXWD %d(R12), Z%d", 32*c, 20+c)
+			}
+			g.I("ADDQ %s, R12", stride)
+			row()
+			for c := range nv {
+				t := 30 + c%2
+				g.I("VPMOVZXWD %d(R12), Z%d", 32*c, t)
+				g.I("VPSLLD $16, Z%d, Z%d", t, t)
+				g.I("VPORD Z%d, Z%d, Z%d", t, 20+c, 20+c)
+			}
+			g.I("ADDQ %s, R12", stride)
+		}
+		dots()
+		g.I("INCQ CX")
+		g.I("CMPQ CX, DX")
+		g.I("JLT  %sv%st", g.prefix, suffix)
+		g.label(fmt.Sprintf("v%stail", suffix))
+		if !g.vpairs {
+			g.I("TESTQ $1, %s", g.arg("n"))
+			g.I("JZ   %sv%sstore", g.prefix, suffix)
+			bcast()
+			for c := range nv {
+				g.I("VPMOVZXWD %d(R12), Z%d", 32*c, 20+c)
+			}
+			dots()
+		}
+		g.label(fmt.Sprintf("v%sstore", suffix))
+		for i := range q {
+			g.I("MOVQ %d(AX), DI", qref(i, "acc"))
+			for c := range nv {
+				g.I("VMOVUPS Z%d, %d(DI)(BX*1)", acc(i, c), 64*c)
+			}
+		}
+		g.I("ADDQ $%d, BX", 64*nv)
+	}
+	pass(wide/16, fmt.Sprint(wide), true)
+	g.I("JMP  %svnext", g.prefix)
+	g.I("")
+	g.label("v16")
+	pass(1, "16", false)
+	g.I("")
+	g.label("vnext")
+	g.I("CMPQ BX, R14")
+	g.I("JLT  %sv", g.prefix)
+	g.I("VZEROUPPER")
+	g.I("RET")
+}
+
+// pairV writes pairVAVX512(dst *uint32, src *uint16, n, hd int): the n
+// bf16 rows of hd values (hd % 16 == 0) as (n+1)/2 rows of hd dwords, row j
+// holding positions 2j (low half) and 2j+1 (high half, zero past n) of
+// each dim, the V tile the pairs kernels read.
+func pairV(f *emit.File) {
+	fmt.Fprintf(f, "\n// func pairVAVX512(dst *uint32, src *uint16, n, hd int)\n")
+	fmt.Fprintf(f, "TEXT ·pairVAVX512(SB), NOSPLIT, $0-32\n")
+	for _, a := range []string{"dst+0(FP), DI", "src+8(FP), SI", "n+16(FP), CX", "hd+24(FP), DX"} {
+		f.I("MOVQ %s", a)
+	}
+	f.I("LEAQ (DX)(DX*1), R8     // bf16 row stride")
+	f.Label("pvpair")
+	f.I("CMPQ CX, $2")
+	f.I("JLT  pvlast")
+	f.I("LEAQ (SI)(R8*1), R11    // row 2j+1")
+	f.I("XORQ R10, R10")
+	f.Label("pvchunk")
+	f.I("VPMOVZXWD (SI)(R10*2), Z0")
+	f.I("VPMOVZXWD (R11)(R10*2), Z1")
+	f.I("VPSLLD $16, Z1, Z1")
+	f.I("VPORD Z1, Z0, Z0")
+	f.I("VMOVDQU32 Z0, (DI)(R10*4)")
+	f.I("ADDQ $16, R10")
+	f.I("CMPQ R10, DX")
+	f.I("JLT  pvchunk")
+	f.I("LEAQ (SI)(R8*2), SI")
+	f.I("LEAQ (DI)(DX*4), DI")
+	f.I("SUBQ $2, CX")
+	f.I("JMP  pvpair")
+	f.Label("pvlast")
+	f.I("TESTQ CX, CX")
+	f.I("JZ   pvdone")
+	f.I("XORQ R10, R10")
+	f.Label("pvone")
+	f.I("VPMOVZXWD (SI)(R10*2), Z0")
+	f.I("VMOVDQU32 Z0, (DI)(R10*4)")
+	f.I("ADDQ $16, R10")
+	f.I("CMPQ R10, DX")
+	f.I("JLT  pvone")
+	f.Label("pvdone")
+	f.I("VZEROUPPER")
+	f.I("RET")
 }
 
 // loadTileArgs loads the arguments the single-query kernels share:
@@ -900,7 +1205,17 @@ func avx2(f *emit.File) {
 }
 
 func main() {
-	f := emit.Header("gen_tile.go", "amd64 && !purego", "exp_amd64.h")
+	f := emit.Header("gen_tile.go", "amd64 && !purego", "exp_amd64.h", "bf16_amd64.h")
+	f.WriteString(`
+// Rounding f32 to bf16 in integer arithmetic (ops.F32ToBF16): the kept
+// bits' lowest, the half below it, the quiet bit of a NaN.
+DATA bf16one<>+0(SB)/4, $1
+GLOBL bf16one<>(SB), RODATA|NOPTR, $4
+DATA bf16half<>+0(SB)/4, $0x7fff
+GLOBL bf16half<>(SB), RODATA|NOPTR, $4
+DATA bf16quiet<>+0(SB)/4, $0x40
+GLOBL bf16quiet<>(SB), RODATA|NOPTR, $4
+`)
 	f.WriteString(`
 // After the score tree, lane 4k+j holds key k+4j: this puts key i in lane i.
 `)
@@ -910,6 +1225,7 @@ func main() {
 	f.WriteString("GLOBL keyperm<>(SB), RODATA|NOPTR, $64\n")
 	single(f)
 	avx2(f)
+	pairV(f)
 	for _, k := range kernels {
 		g := &gen{kernel: k}
 		g.generate()

@@ -9,7 +9,10 @@ import "unsafe"
 func ScratchBytes(workers, maxRows, qHeads, kvHeads, headDim int) int64 {
 	group := int64(qHeads / kvHeads)
 	items := int64(maxRows/blockRows+maxRows) * int64(kvHeads) * int64(unsafe.Sizeof(item{}))
-	floats := int64(2*Tile*headDim) + 2*blockRows*group + blockRows*group*int64(headDim) + groupQueries*Tile
+	// K/V tiles, softmax state, accumulators, scores, the bf16 queries
+	// (two per float), their rounding scratch and the lone query's state
+	floats := int64(2*Tile*headDim) + 2*blockRows*group + blockRows*group*int64(headDim) + groupQueries*Tile +
+		blockRows*group*int64(headDim) + 2*int64(headDim) + 2 + int64(headDim)
 	queries := blockRows * group * int64(unsafe.Sizeof(query{}))
 	return items + int64(workers)*(4*floats+queries)
 }

@@ -8,9 +8,14 @@ import (
 // kernelSet is the kernels an Attention runs, bound by New for the active
 // path and its head size: the Go kernels, with the path's assembly in their
 // place where it has some (simdKernels). group and direct are nil where the
-// path has no grouped or in-place kernels.
+// path has no grouped or in-place kernels. dot runs the pending queries of
+// a ModeBF16 block over a bf16 tile in place (dotGo, or the path's VDPBF16PS
+// kernels with the same bits), pairV the V tile it can read instead.
 type kernelSet struct {
 	path     kernels.Path
+	ops      *ops.Kernels
+	dot      func(w *scratch, c *Cache, o, n int)
+	pairV    func(dst []float32, src []uint16, rows, hd int) // nil: dot reads V in place
 	tile     func(ml, acc, q, k, v, s []float32, n int, scale float32)
 	group    func(w *scratch, i int, k, v []float32, n, hd int, scale float32) int
 	direct   func(w *scratch, c *Cache, o, n int, scale float32) bool
@@ -32,6 +37,8 @@ func bindKernels(p kernels.Path, hd int) kernelSet {
 	o := ops.For(p)
 	s := kernelSet{
 		path: p,
+		ops:  o,
+		dot:  dotGo,
 		tile: func(ml, acc, q, k, v, s []float32, n int, scale float32) { tileGo(o, ml, acc, q, k, v, s, n, scale) },
 		widenK: func(dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
 			if src32 != nil {

@@ -225,3 +225,100 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 		}
 	}
 }
+
+// The VDPBF16PS kernels give each query the bits of tileBF16Go (ModeBF16's
+// definition), reading V in place (decode) or from the pair-interleaved
+// tile (prefill): 1 to 4 pending queries (a lone one paired with a stand-in),
+// every tile length, head sizes 16 to 256 (odd multiples of 16 too), first
+// and later tiles, a tile ending the cache's slice (where the Go kernel
+// must run), and special
+// values (a huge key, a NaN value, queries that underflow bf16; scores
+// that are NaN, an infinite key against a query whose parts differ in
+// sign, have no defined bits: VMAXPS and Go's max treat NaN apart).
+func TestDotKernelsMatchGo(t *testing.T) {
+	if !kernels.CPU().Supports(kernels.AVX512BF16) {
+		t.Skip("no AVX512_BF16")
+	}
+	r := rand.New(rand.NewPCG(5, 5))
+	o := ops.For(kernels.Generic)
+	for _, hd := range []int{16, 32, 48, 64, 128, 256} {
+		ks := bindKernels(kernels.AVX512BF16, hd)
+		c := NewCache(1, 1, 2*Tile, hd, BF16)
+		k, v := make([]float32, 2*Tile*hd), make([]float32, 2*Tile*hd)
+		for i := range k {
+			k[i], v[i] = float32(r.NormFloat64()*2), float32(r.NormFloat64())
+		}
+		if hd == 128 {
+			k[5*hd+3], v[7*hd+1] = 1e30, float32(math.NaN()) // a huge score; a NaN value
+		}
+		c.StoreRun(0, 0, 2*Tile, k, v)
+		for n := 1; n <= Tile; n++ {
+			for np := 1; np <= groupQueries; np++ {
+				var start [groupQueries]query
+				for i := range start {
+					ml := []float32{float32(r.NormFloat64()), float32(r.Float64() * 10)}
+					if i == 0 {
+						ml[0], ml[1] = float32(math.Inf(-1)), 0
+					}
+					q := make([]float32, hd)
+					for d := range q {
+						q[d] = float32(r.NormFloat64() * 3)
+					}
+					q[1] = 1e-39 // bf16 rounds it to a denormal: VDPBF16PS reads zero
+					qb := make([]uint16, 2*hd)
+					roundQuery(o, qb, q, make([]float32, 2*hd), 0.125)
+					start[i] = query{ml: ml, acc: make([]float32, hd), qb: qb}
+					for d := range start[i].acc {
+						start[i].acc[d] = float32(r.NormFloat64())
+					}
+				}
+				clone := func() (w scratch) {
+					w.s = make([]float32, groupQueries*Tile)
+					w.np = np
+					w.alone = query{ml: make([]float32, 2), acc: make([]float32, hd)}
+					for i, q := range start {
+						w.pend[i] = query{ml: slices.Clone(q.ml), acc: slices.Clone(q.acc), qb: q.qb}
+					}
+					return w
+				}
+				for _, tc := range []struct {
+					tile0 int
+					pairs bool
+				}{{0, false}, {0, true}, {Tile, false}, {Tile, true}} {
+					tile0, off := tc.tile0, tc.tile0*hd
+					want, got := clone(), clone()
+					dotGo(&want, c, off, n)
+					if tc.pairs {
+						// V pairs, and a NaN guard past them
+						got.vt = make([]float32, Tile*hd)
+						for i := range got.vt {
+							got.vt[i] = float32(math.NaN())
+						}
+						ks.pairV(got.vt, c.V16[off:off+n*hd], n, hd)
+						for i := (n + 1) / 2 * hd; i < len(got.vt); i++ {
+							if !math.IsNaN(float64(got.vt[i])) {
+								t.Fatalf("hd %d n %d: pairV wrote past its %d rows", hd, n, (n+1)/2)
+							}
+						}
+						got.vpairs = true
+					}
+					cv := c
+					if tile0 == Tile && n%8 != 0 {
+						// the slice ends at the tile's last row: the kernels
+						// would read past it, the Go kernel runs
+						short := *c
+						short.K16 = c.K16[:off+n*hd]
+						cv = &short
+					}
+					ks.dot(&got, cv, off, n)
+					for i := range np {
+						if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
+							t.Fatalf("hd %d n %d, %d queries, tile %d, pairs %v: query %d: ml %v acc[:4] %v, Go ml %v acc[:4] %v", hd, n, np, tile0, tc.pairs, i,
+								got.pend[i].ml, got.pend[i].acc[:4], want.pend[i].ml, want.pend[i].acc[:4])
+						}
+					}
+				}
+			}
+		}
+	}
+}

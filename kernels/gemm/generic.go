@@ -3,6 +3,8 @@ package gemm
 import (
 	"math"
 	"unsafe"
+
+	"github.com/ellm-dev/ellm/kernels/ops"
 )
 
 // This file holds the pure-Go kernels and the exact arithmetic every SIMD
@@ -91,37 +93,12 @@ func genPairsBF16(a *kargs) {
 			for q := range a.ks {
 				xq := x[q*a.r+r]
 				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
-					acc[c] = dpbf16(acc[c], v, xq)
+					acc[c] = ops.DotBF16(acc[c], v, xq)
 				}
 			}
 			a.out(r, p, &acc)
 		}
 	}
-}
-
-// dpbf16 is one lane of VDPBF16PS as the Intel SDM defines it: two FMAs,
-// the odd (high) bf16 pair first, each with denormal inputs read as zero,
-// the result rounded to nearest even and a denormal result flushed to zero.
-func dpbf16(acc float32, a, b uint32) float32 {
-	acc = fmaDAZ(acc, uint16(a>>16), uint16(b>>16))
-	return fmaDAZ(acc, uint16(a), uint16(b))
-}
-
-// fmaDAZ returns acc + a·b rounded once to f32. The product of two bf16 is
-// exact in f64, and the f64 sum cannot create a false f32 tie: a tie needs
-// bits 2^-40 apart relative to the sum, which 24 + 16 significant bits
-// cannot produce below f64 precision.
-func fmaDAZ(acc float32, a, b uint16) float32 {
-	s := float64(daz(acc)) + float64(daz(bf16ToF32(a)))*float64(daz(bf16ToF32(b)))
-	return daz(float32(s))
-}
-
-// daz maps a denormal to the zero of its sign.
-func daz(v float32) float32 {
-	if b := math.Float32bits(v); b&0x7f800000 == 0 {
-		return math.Float32frombits(b & 0x80000000)
-	}
-	return v
 }
 
 // toBF16 rounds f32 to bf16 as VCVTNEPS2BF16 does: to nearest even,

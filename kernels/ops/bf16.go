@@ -56,3 +56,29 @@ func (k *Kernels) Embed(out []float32, table []uint16, dim int, ids []int32) err
 	}
 	return nil
 }
+
+// DotBF16 is one lane of VDPBF16PS as the Intel SDM defines it (acc plus the
+// dot product of the bf16 pairs a and b, low half the even element): two FMAs,
+// the odd (high) bf16 pair first, each with denormal inputs read as zero,
+// the result rounded to nearest even and a denormal result flushed to zero.
+func DotBF16(acc float32, a, b uint32) float32 {
+	acc = fmaDAZ(acc, uint16(a>>16), uint16(b>>16))
+	return fmaDAZ(acc, uint16(a), uint16(b))
+}
+
+// fmaDAZ returns acc + a·b rounded once to f32. The product of two bf16 is
+// exact in f64, and the f64 sum cannot create a false f32 tie: a tie needs
+// bits 2^-40 apart relative to the sum, which 24 + 16 significant bits
+// cannot produce below f64 precision.
+func fmaDAZ(acc float32, a, b uint16) float32 {
+	s := float64(daz(acc)) + float64(daz(BF16ToF32(a)))*float64(daz(BF16ToF32(b)))
+	return daz(float32(s))
+}
+
+// daz maps a denormal to the zero of its sign.
+func daz(v float32) float32 {
+	if b := math.Float32bits(v); b&0x7f800000 == 0 {
+		return math.Float32frombits(b & 0x80000000)
+	}
+	return v
+}

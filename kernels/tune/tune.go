@@ -29,6 +29,7 @@ import (
 	"github.com/klauspost/cpuid/v2"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/gemm"
 )
 
@@ -149,6 +150,10 @@ type Options struct {
 	Recalibrate bool
 	// Budget is the CPU time the measurement may take in all (default 100 ms).
 	Budget time.Duration
+	// Attention overrides the measured choice of attention over a bf16 KV
+	// cache (kernels.Attention): "" or "auto" keeps it, "f32" or "bf16"
+	// (attn.Mode) sets it; bf16 needs AVX512_BF16.
+	Attention string
 	// Key and Measure replace this machine's key and measurement in tests.
 	Key     *Key
 	Measure func(budget time.Duration, cands map[kernels.Op][]kernels.Path) []Rate
@@ -158,6 +163,42 @@ type Options struct {
 // with kernels.Choose and says what it did. Kernels created afterwards
 // (gemm.NewContext) take the chosen paths.
 func Apply(o Options) (*Result, error) {
+	r, err := apply(o)
+	if err != nil || o.Attention == "" || o.Attention == "auto" {
+		return r, err
+	}
+	p, err := ChooseAttention(o.Attention)
+	if err != nil {
+		return nil, err
+	}
+	for i := range r.Choices {
+		if r.Choices[i].Op == kernels.Attention {
+			r.Choices[i].Path, r.Choices[i].Why = p, "set to "+o.Attention+" (--attention-kernel)"
+		}
+	}
+	return r, nil
+}
+
+// ChooseAttention sets the attention over a bf16 KV cache to mode ("f32"
+// or "bf16", attn.Mode) for the Attentions built from now on, and returns
+// the path it chose for kernels.Attention: avx512bf16 for bf16, the active
+// path (at most avx512) for f32.
+func ChooseAttention(mode string) (kernels.Path, error) {
+	m, err := attn.ParseMode(mode)
+	if err != nil {
+		return 0, err
+	}
+	p := min(kernels.Active(), kernels.AVX512)
+	if m == attn.ModeBF16 {
+		p = kernels.AVX512BF16
+	}
+	if err := kernels.Choose(kernels.Attention, p); err != nil {
+		return 0, fmt.Errorf("attention kernel %s: %w", mode, err)
+	}
+	return p, nil
+}
+
+func apply(o Options) (*Result, error) {
 	active := kernels.Active()
 	r := &Result{}
 	if kernels.Forced() {
@@ -256,7 +297,7 @@ func Measure(budget time.Duration, cands map[kernels.Op][]kernels.Path) []Rate {
 	}
 	var probes []*probe
 	for op := range kernels.NumOps {
-		if len(cands[op]) < 2 {
+		if len(cands[op]) < 2 || op == kernels.Attention {
 			continue
 		}
 		for _, p := range cands[op] {
@@ -274,6 +315,12 @@ func Measure(budget time.Duration, cands map[kernels.Op][]kernels.Path) []Rate {
 	for _, pr := range probes {
 		pr.p.Close()
 		rates = append(rates, Rate{Op: pr.op.String(), Path: pr.path.String(), Rate: pr.best})
+		// Attention's two modes are the same contest as the bf16 products'
+		// two paths, VDPBF16PS against f32 FMA on cache-resident bf16 data,
+		// so they take those rates rather than another 100 ms of probing.
+		if pr.op == kernels.MatMulBF16 && len(cands[kernels.Attention]) > 1 {
+			rates = append(rates, Rate{Op: kernels.Attention.String(), Path: pr.path.String(), Rate: pr.best})
+		}
 	}
 	return rates
 }

@@ -158,8 +158,19 @@ func TestApply(t *testing.T) {
 		t.Errorf("first start: source %s, %d measurements, bf16 %s int8 %s", r.Source, xeon.calls,
 			kernels.PathFor(kernels.MatMulBF16), kernels.PathFor(kernels.MatMulInt8))
 	}
-	if kernels.Describe() != "avx512bf16, matmul-bf16 avx512, matmul-int8 avx512" {
+	if kernels.Describe() != "avx512bf16, matmul-bf16 avx512, matmul-int8 avx512, attention-bf16 avx512" {
 		t.Errorf("Describe() = %q", kernels.Describe())
+	}
+	// --attention-kernel overrides the measured choice, and says so.
+	ra, err := Apply(Options{CacheFile: file, Key: &testKey, Measure: xeon.measure, Attention: "bf16"})
+	if err != nil || kernels.PathFor(kernels.Attention) != kernels.AVX512BF16 || kernels.PathFor(kernels.MatMulBF16) != kernels.AVX512 {
+		t.Fatalf("attention bf16: %v, attention %s", err, kernels.PathFor(kernels.Attention))
+	}
+	if c := ra.Choices[kernels.Attention]; c.Path != kernels.AVX512BF16 || !strings.Contains(c.Why, "--attention-kernel") {
+		t.Errorf("attention bf16: choice %+v", c)
+	}
+	if _, err := Apply(Options{CacheFile: file, Key: &testKey, Measure: xeon.measure, Attention: "fp8"}); err == nil {
+		t.Error("attention fp8 accepted")
 	}
 	r, err = Apply(opts)
 	if err != nil || r.Source != "cache" || xeon.calls != 1 || kernels.PathFor(kernels.MatMulBF16) != kernels.AVX512 {

@@ -19,6 +19,7 @@ type EngineFlags struct {
 	ModelPath      string
 	DType, KVDType string
 	ThreadFlags
+	KernelFlags
 	SequenceLength int
 	BatchSize      int
 	ChunkSize      int
@@ -47,6 +48,7 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.StringVar(&e.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&e.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	e.ThreadFlags.AddFlags(fl)
+	e.KernelFlags.AddFlags(fl)
 	fl.IntVar(&e.SequenceLength, "sequence-length", seqLen, seqHelp)
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
@@ -97,6 +99,19 @@ func (e *EngineFlags) Options() engine.Options {
 		AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
 }
 
+// KernelFlags override the kernel choices the calibration makes; serve,
+// run, bench and check-cpu share them.
+type KernelFlags struct {
+	// Attention is the attention over a bf16 KV cache: auto, f32 or bf16.
+	Attention string
+}
+
+// AddFlags defines --attention-kernel on fl.
+func (k *KernelFlags) AddFlags(fl *pflag.FlagSet) {
+	fl.StringVar(&k.Attention, "attention-kernel", "auto", "attention over a bf16 KV cache: auto (bf16 where the calibration measures VDPBF16PS faster than f32 FMA), "+
+		"f32 (K/V widened, FMA) or bf16 (VDPBF16PS: q as two bf16 parts, probabilities rounded to bf16, f32 softmax; needs AVX512_BF16)")
+}
+
 // ThreadFlags size and place the compute threads; serve, run and bench share them.
 type ThreadFlags struct {
 	Threads    int
@@ -111,12 +126,13 @@ func (t *ThreadFlags) AddFlags(fl *pflag.FlagSet) {
 
 // ChooseKernels picks each operation's kernel path before an engine starts:
 // this CPU and build's cached calibration, else about 100 ms of measurement
-// (kernels/tune), unless ELLM_KERNELS forces one path. It logs the choice.
-func ChooseKernels(version string, log *slog.Logger) error {
+// (kernels/tune), unless ELLM_KERNELS forces one path; k overrides the
+// attention's. It logs the choice.
+func ChooseKernels(version string, k KernelFlags, log *slog.Logger) error {
 	if err := kernels.EnvError(); err != nil {
 		return err
 	}
-	r, err := tune.Apply(tune.Options{Version: version})
+	r, err := tune.Apply(tune.Options{Version: version, Attention: k.Attention})
 	if err != nil {
 		return err
 	}

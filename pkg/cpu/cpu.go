@@ -314,12 +314,13 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 		}
 		return active
 	}
-	bf, i8 := pathOf(kernels.MatMulBF16), pathOf(kernels.MatMulInt8)
+	bf, i8, at := pathOf(kernels.MatMulBF16), pathOf(kernels.MatMulInt8), pathOf(kernels.Attention)
 	return []KernelChoice{
 		{"GEMM bf16 (prefill)", bf.String(), describePath(bf).gemm},
 		{"GEMM int8 (prefill)", i8.String(), describePath(i8).int8},
 		{"GEMV bf16 (decode)", bf.String(), describePath(bf).gemm + "; bound by memory bandwidth"},
-		{"attention", active.String(), describePath(active).attn},
+		{"attention, bf16 KV cache", at.String(), describePath(at).attn},
+		{"attention, f32/int8 KV cache", active.String(), describePath(min(active, kernels.AVX512)).attn},
 		{"elementwise (norms, RoPE, SiLU, softmax)", active.String(), describePath(active).elem},
 	}
 }
@@ -332,7 +333,7 @@ func describePath(p kernels.Path) pathText {
 		return pathText{
 			gemm: "VDPBF16PS: activations rounded to bf16, f32 accumulation",
 			int8: "VPDPBUSD (AVX512_VNNI): u8 activations × s8 weights, per-row f32 scales",
-			attn: "AVX-512 f32 with bf16 K/V widened",
+			attn: "VDPBF16PS: q as two bf16 parts, probabilities rounded to bf16, K/V read in place; f32 softmax and sums",
 			elem: "AVX-512 f32",
 		}
 	case kernels.AVX512:

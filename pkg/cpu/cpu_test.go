@@ -102,7 +102,7 @@ func TestKernelPaths(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ks := KernelPaths(tc.f, tc.active, nil)
-			if len(ks) != 5 {
+			if len(ks) != 6 {
 				t.Fatalf("%d op classes", len(ks))
 			}
 			for _, k := range ks {
@@ -116,10 +116,13 @@ func TestKernelPaths(t *testing.T) {
 		})
 	}
 	// The matrix products take the paths chosen for them, lowered to what the CPU runs.
-	ks := KernelPaths(sapphire, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulBF16: kernels.AVX512})
-	if ks[0].Path != "avx512" || ks[2].Path != "avx512" || ks[1].Path != "avx512bf16" || ks[3].Path != "avx512bf16" ||
-		!strings.Contains(ks[0].Detail, "widened to f32") {
-		t.Errorf("bf16 products chosen on avx512: %+v", ks)
+	ks := KernelPaths(sapphire, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulBF16: kernels.AVX512, kernels.Attention: kernels.AVX512})
+	if ks[0].Path != "avx512" || ks[2].Path != "avx512" || ks[1].Path != "avx512bf16" || ks[3].Path != "avx512" || ks[4].Path != "avx512bf16" ||
+		!strings.Contains(ks[0].Detail, "widened to f32") || !strings.Contains(ks[3].Detail, "widened") {
+		t.Errorf("bf16 products and attention chosen on avx512: %+v", ks)
+	}
+	if ks := KernelPaths(sapphire, kernels.AVX512BF16, nil); !strings.Contains(ks[3].Detail, "VDPBF16PS") {
+		t.Errorf("attention over a bf16 cache on avx512bf16: %+v", ks[3])
 	}
 	ks = KernelPaths(skylake, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulInt8: kernels.AVX512BF16})
 	if ks[1].Path != "avx512" {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
@@ -103,8 +104,11 @@ type Info struct {
 	Synthetic  bool // the built-in random-weight model, not a trained one
 	Config     *modelcfg.Config
 	KernelPath string
-	DType      string
-	KVDType    string
+	// Attention is the arithmetic attention runs: bf16 (VDPBF16PS) or f32;
+	// f32 and int8 KV caches always take f32.
+	Attention string
+	DType     string
+	KVDType   string
 
 	Threads, Slots, SequenceLength, ChunkSize, StallTokens int
 	// ThreadsWhy says where Threads came from (cpu.Threads.Why); PinnedCPUs
@@ -368,7 +372,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 
 	info := Info{
 		ModelName: cfg.Name(), ModelPath: dir, Synthetic: md.Synthetic, Config: cfg,
-		KernelPath: kernels.Describe(), DType: m.DType, KVDType: string(kvd),
+		KernelPath: kernels.Describe(), Attention: attentionOf(runner.AttentionMode(), kvd), DType: m.DType, KVDType: string(kvd),
 		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
 		WeightBytes: m.WeightBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
@@ -400,7 +404,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
 		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes, "prefix_cache_bytes", e.info.PrefixCacheBytes,
 		"usable_memory", fit.Memory.Usable(), "max_sequence_length", fit.MaxSequenceLength,
-		"kernels", info.KernelPath, "threads", info.ThreadsWhy, "pinned", cpu.FormatCPUList(info.PinnedCPUs),
+		"kernels", info.KernelPath, "attention", info.Attention, "threads", info.ThreadsWhy, "pinned", cpu.FormatCPUList(info.PinnedCPUs),
 		"load", e.info.LoadTime.Round(time.Millisecond))
 	if info.Synthetic {
 		e.log.Warn("running the built-in synthetic model: random weights, output is not language")
@@ -711,4 +715,13 @@ func (e *Engine) enqueue(j *job) error {
 	e.mu.Unlock()
 	e.signal()
 	return nil
+}
+
+// attentionOf is the attention arithmetic a runner of mode m runs over a
+// cache of dtype kvd: only a bf16 cache takes the bf16 mode.
+func attentionOf(m attn.Mode, kvd kvcache.DType) string {
+	if kvd != kvcache.BF16 {
+		return attn.ModeF32.String()
+	}
+	return m.String()
 }

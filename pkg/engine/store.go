@@ -132,7 +132,7 @@ func kvIdentity(dir string, cfg *modelcfg.Config, info Info) string {
 	h := sha256.New()
 	ch := kvcache.ConfigHash(cfg)
 	h.Write(ch[:])
-	fmt.Fprintf(h, "|weights=%s|kv=%s|kernels=%s|seq=%d", info.DType, info.KVDType, info.KernelPath, info.SequenceLength)
+	fmt.Fprintf(h, "|weights=%s|kv=%s|kernels=%s|attention=%s|seq=%d", info.DType, info.KVDType, info.KernelPath, info.Attention, info.SequenceLength)
 	// The weights themselves: a checkpoint replaced in place changes size or mtime.
 	files, _ := filepath.Glob(filepath.Join(dir, "*.safetensors"))
 	sort.Strings(files)

@@ -82,6 +82,14 @@ func boundStrings(v any, limit int) any {
 		if _, ok := s["maxItems"]; !ok && s["type"] == "array" {
 			out["maxItems"] = json.Number("3") // so are free-length arrays
 		}
+		if items, ok := s["items"].(map[string]any); ok && items["$ref"] != nil && s["type"] == "array" {
+			// Arrays of referenced (possibly recursive) items, one item: a
+			// tree of up to two children per node is a branching process that
+			// a random model ends within max_tokens only by luck (which draw
+			// it gets changes with the last bits of the logits); a chain of
+			// single children ends as soon as one node leaves them out.
+			out["maxItems"] = json.Number("1")
+		}
 		if _, ok := s["properties"]; ok {
 			if _, ok := s["additionalProperties"]; !ok {
 				out["additionalProperties"] = false // free keys are free strings too

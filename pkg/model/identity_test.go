@@ -10,6 +10,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/kernels/tune"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/synth"
@@ -19,15 +20,23 @@ import (
 // invariance), on every kernel path this CPU runs.
 
 // eachPath runs f for every tiny model, kernel path and KV dtype that
-// quantizes (bf16, int8): the properties hold for each.
+// quantizes (bf16, int8), a bf16 cache under both attention modes (the
+// bf16 one by the Go definition where the path has no VDPBF16PS kernels):
+// the properties hold for each.
 func eachPath(t *testing.T, f func(t *testing.T, m *Model, kv kvcache.DType)) {
 	for _, name := range tinyModels {
 		t.Run(name, func(t *testing.T) {
 			m := loadTiny(t, name, LoadOptions{})
 			for _, p := range kernels.Available() {
 				forcePath(t, p, func(t *testing.T) {
-					for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
-						t.Run(string(kv), func(t *testing.T) { f(t, m, kv) })
+					t.Run(string(kvcache.Int8), func(t *testing.T) { f(t, m, kvcache.Int8) })
+					for _, mode := range []string{"f32", "bf16"} {
+						t.Run(string(kvcache.BF16)+"/attention-"+mode, func(t *testing.T) {
+							if _, err := tune.ChooseAttention(mode); err != nil {
+								t.Skip(err) // bf16 on a CPU without AVX512_BF16
+							}
+							f(t, m, kvcache.BF16)
+						})
 					}
 				})
 			}

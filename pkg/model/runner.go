@@ -205,6 +205,10 @@ func (r *Runner) MaxTokens() int { return r.maxM }
 // and ao share others' memory), row indices, the RoPE table and its
 // kernels' scratch — what the function ScratchBytes predicts before
 // anything is allocated.
+// AttentionMode is the arithmetic of attention over a bf16 KV cache
+// (attn.Mode, chosen when the Runner was built).
+func (r *Runner) AttentionMode() attn.Mode { return r.att.Mode() }
+
 func (r *Runner) ScratchBytes() int64 {
 	n := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.h) + len(r.aoFused) +
 		len(r.lmIn) + len(r.logits) + r.moe.floats()

@@ -27,6 +27,7 @@ type Options struct {
 	JSON      bool
 	Dump      string
 	Threads   int
+	cmdutil.KernelFlags
 }
 
 // DefaultRef is where the reference dumps live relative to the repository.
@@ -78,6 +79,7 @@ fails.`,
 	fl.BoolVar(&opts.JSON, "json", false, "write the results as JSON")
 	fl.StringVar(&opts.Dump, "dump", "", "also write ellm's tensors in the reference format under this directory")
 	fl.IntVar(&opts.Threads, "threads", 0, "kernel threads (default: one per physical core this process may use, within its cgroup CPU quota)")
+	opts.KernelFlags.AddFlags(fl)
 	return cmd
 }
 
@@ -106,6 +108,7 @@ func alignRun(opts *Options) error {
 	results, err := ealign.Run(ealign.Options{
 		Kind: opts.Case, Ref: opts.Ref, ModelPath: opts.ModelPath, Path: path,
 		DType: opts.DType, KVDType: opts.KVDType, Positions: opts.Positions, Dump: opts.Dump, Threads: opts.Threads,
+		Attention: opts.Attention,
 	})
 	if err != nil {
 		return err

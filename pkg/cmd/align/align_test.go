@@ -12,18 +12,21 @@ import (
 )
 
 func TestNewCmdAlign(t *testing.T) {
+	auto := cmdutil.KernelFlags{Attention: "auto"}
 	tests := []struct {
 		argv    string
 		want    Options
 		wantErr bool
 	}{
-		{argv: "all", want: Options{Case: "all", Ref: DefaultRef, DType: "bf16", Positions: []int{4096, 32768}}},
+		{argv: "all", want: Options{Case: "all", Ref: DefaultRef, DType: "bf16", Positions: []int{4096, 32768}, KernelFlags: auto}},
+		{argv: "all --attention-kernel f32", want: Options{Case: "all", Ref: DefaultRef, DType: "bf16", Positions: []int{4096, 32768},
+			KernelFlags: cmdutil.KernelFlags{Attention: "f32"}}},
 		{
 			argv: "multi-token --ref /r --model-path /m --kernels generic --dtype int8 --json --dump /d --threads 2",
 			want: Options{Case: "multi-token", Ref: "/r", ModelPath: "/m", Kernels: "generic", DType: "int8", JSON: true, Dump: "/d", Threads: 2,
-				Positions: []int{4096, 32768}},
+				Positions: []int{4096, 32768}, KernelFlags: auto},
 		},
-		{argv: "kv-cache --kv-dtype int8 --positions 100,2000", want: Options{Case: "kv-cache", Ref: DefaultRef, DType: "bf16", KVDType: "int8", Positions: []int{100, 2000}}},
+		{argv: "kv-cache --kv-dtype int8 --positions 100,2000", want: Options{Case: "kv-cache", Ref: DefaultRef, DType: "bf16", KVDType: "int8", Positions: []int{100, 2000}, KernelFlags: auto}},
 		{argv: "", wantErr: true},
 		{argv: "rope rmsnorm", wantErr: true},
 	}

@@ -24,6 +24,7 @@ type Common struct {
 	Preset    string
 	Layers    int
 	cmdutil.ThreadFlags
+	cmdutil.KernelFlags
 	DType   string
 	KVDType string
 	Repeat  int
@@ -63,6 +64,7 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	fl.StringVar(&c.Preset, "preset", "", "model shape preset with synthetic weights: "+strings.Join(modelcfg.PresetNames(), ", "))
 	fl.IntVar(&c.Layers, "layers", 0, "with --preset: keep only the first N layers (results scaled to full depth)")
 	c.ThreadFlags.AddFlags(fl)
+	c.KernelFlags.AddFlags(fl)
 	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	cmdutil.AddAllowLongContextFlag(fl, &c.AllowLongContext)
@@ -112,7 +114,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	if c.Layers > 0 && c.Preset == "" {
 		return nil, fmt.Errorf("--layers needs --preset (a checkpoint is measured whole)")
 	}
-	if err := cmdutil.ChooseKernels(c.Version, slog.New(slog.NewTextHandler(c.IO.ErrOut, nil))); err != nil {
+	if err := cmdutil.ChooseKernels(c.Version, c.KernelFlags, slog.New(slog.NewTextHandler(c.IO.ErrOut, nil))); err != nil {
 		return nil, err
 	}
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}

@@ -40,6 +40,7 @@ type Options struct {
 	AllowLongContext bool
 	// Calibrate measures the kernel paths again even when a calibration is cached.
 	Calibrate bool
+	cmdutil.KernelFlags
 
 	// Machine describes the machine (cpu.System by default); tests describe others.
 	Machine func() cpu.Source
@@ -54,10 +55,10 @@ type Options struct {
 
 // NewCmdCheckCPU returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdCheckCPU(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError,
-		ChooseKernels: func(recalibrate bool) (*tune.Result, error) {
-			return tune.Apply(tune.Options{Version: f.Version, Recalibrate: recalibrate})
-		}}
+	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError}
+	opts.ChooseKernels = func(recalibrate bool) (*tune.Result, error) {
+		return tune.Apply(tune.Options{Version: f.Version, Recalibrate: recalibrate, Attention: opts.Attention})
+	}
 	cmd := &cobra.Command{
 		Use:   "check-cpu",
 		Short: "Check this CPU and memory before deploying a model",
@@ -96,6 +97,7 @@ with the reasons when it is not.`,
 	fl.BoolVar(&opts.JSON, "json", false, "print the report as JSON")
 	cmdutil.AddAllowLongContextFlag(fl, &opts.AllowLongContext)
 	fl.BoolVar(&opts.Calibrate, "calibrate", false, "measure the kernel paths again, ignoring the cached calibration")
+	opts.KernelFlags.AddFlags(fl)
 	return cmd
 }
 
@@ -311,7 +313,7 @@ func printReport(w io.Writer, r *Report) error {
 			p("Chosen by %s:\n", kc.Source)
 		}
 		for _, c := range kc.Choices {
-			p("  %-12s %-11s %s\n", c.Op, c.Path, c.Why)
+			p("  %-14s %-11s %s\n", c.Op, c.Path, c.Why)
 		}
 	}
 	if d := r.Deployment; d != nil {

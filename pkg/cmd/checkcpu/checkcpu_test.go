@@ -330,8 +330,8 @@ func TestKernelChoice(t *testing.T) {
 		"│ GEMM bf16 (prefill)", "│ avx512     │ AVX-512 FMA: bf16 weights widened to f32 exactly",
 		"│ GEMM int8 (prefill)                      │ avx512bf16 │ VPDPBUSD",
 		"Chosen from the calibration measured 2026-12-03T08:00:00Z (/cache/ellm/kernels-x.json):",
-		"  matmul-bf16  avx512      measured avx512bf16 82.0 vs avx512 160.0 GFLOP/s per thread",
-		"  matmul-int8  avx512bf16  measured avx512bf16 500.0 vs avx512 150.0 GOP/s per thread",
+		"  matmul-bf16    avx512      measured avx512bf16 82.0 vs avx512 160.0 GFLOP/s per thread",
+		"  matmul-int8    avx512bf16  measured avx512bf16 500.0 vs avx512 150.0 GOP/s per thread",
 		"Kernel path: avx512bf16, matmul-bf16 avx512\n",
 	} {
 		if !strings.Contains(out, want) {

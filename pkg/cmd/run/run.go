@@ -159,7 +159,7 @@ func runRun(opts *Options) error {
 	} else {
 		eo := opts.EngineFlags.Options()
 		eo.Logger = logger(opts.IO.ErrOut, opts.Verbose)
-		if err := cmdutil.ChooseKernels(opts.Version, eo.Logger); err != nil {
+		if err := cmdutil.ChooseKernels(opts.Version, opts.KernelFlags, eo.Logger); err != nil {
 			return err
 		}
 		md, err := cmdutil.OpenModel(opts.ModelPath, eo.Logger)

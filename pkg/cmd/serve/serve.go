@@ -158,7 +158,7 @@ func serveRun(opts *Options) error {
 		return err
 	}
 	// The kernel calibration (about 100 ms when not cached) is part of loading.
-	if err := cmdutil.ChooseKernels(opts.Version, log); err != nil {
+	if err := cmdutil.ChooseKernels(opts.Version, opts.KernelFlags, log); err != nil {
 		return fail(err)
 	}
 	eo := opts.EngineFlags.Options()
