@@ -68,6 +68,18 @@ type gen struct {
 
 func (g *gen) label(l string) { g.Label(g.prefix + l) }
 
+// vLoop opens the loop over the accumulators' columns: BX their byte
+// offset from 0 to the row's bytes in R14, on to v16 when fewer than wide
+// columns remain.
+func (g *gen) vLoop(wide int) {
+	g.I("XORQ BX, BX")
+	g.label("v")
+	g.I("MOVQ R14, R12")
+	g.I("SUBQ BX, R12")
+	g.I("CMPQ R12, $%d", 4*wide)
+	g.I("JLT  %sv16", g.prefix)
+}
+
 // kb is the number of keys per score block: queries × kb = 16 accumulators.
 func (g *gen) kb() int { return 16 / g.queries }
 
@@ -578,12 +590,7 @@ func (g *gen) values() {
 		g.I("SHRQ $%d, R12", map[source]int{srcBF16: 1, srcI8: 2}[g.src])
 		g.I("ADDQ SI, R12")
 	}
-	g.I("XORQ BX, BX")
-	g.label("v")
-	g.I("MOVQ R14, R12")
-	g.I("SUBQ BX, R12")
-	g.I("CMPQ R12, $%d", 4*wide)
-	g.I("JLT  %sv16", g.prefix)
+	g.vLoop(wide)
 	acc := func(i, c int) int { return i*4 + c } // four queries: query i, chunk c
 	if q == 2 {
 		acc = func(i, c int) int { return i*8 + c }
@@ -740,12 +747,7 @@ func (g *gen) valuesDot() {
 		g.I("SHRQ $1, DX             // whole pairs")
 	}
 	g.I("SHLQ $2, R14            // f32 row bytes: the acc offset bound")
-	g.I("XORQ BX, BX")
-	g.label("v")
-	g.I("MOVQ R14, R12")
-	g.I("SUBQ BX, R12")
-	g.I("CMPQ R12, $%d", 4*wide)
-	g.I("JLT  %sv16", g.prefix)
+	g.vLoop(wide)
 	pass := func(nv int, suffix string, prefetch bool) {
 		acc := func(i, c int) int { return i*nv + c }
 		for i := range q {

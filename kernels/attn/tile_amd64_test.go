@@ -170,14 +170,7 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 				for _, np := range []int{2, 4} {
 					var start [groupQueries]query
 					for i := range start {
-						ml := []float32{float32(r.NormFloat64()), float32(r.Float64() * 10)}
-						if i == 0 {
-							ml[0], ml[1] = float32(math.Inf(-1)), 0
-						}
-						q := make([]float32, hd)
-						for d := range q {
-							q[d] = float32(r.NormFloat64())
-						}
+						ml, q := randomState(r, i, hd, 1)
 						start[i] = query{ml: ml, acc: make([]float32, hd), q: q}
 					}
 					clone := func() (w scratch) {
@@ -256,14 +249,7 @@ func TestDotKernelsMatchGo(t *testing.T) {
 			for np := 1; np <= groupQueries; np++ {
 				var start [groupQueries]query
 				for i := range start {
-					ml := []float32{float32(r.NormFloat64()), float32(r.Float64() * 10)}
-					if i == 0 {
-						ml[0], ml[1] = float32(math.Inf(-1)), 0
-					}
-					q := make([]float32, hd)
-					for d := range q {
-						q[d] = float32(r.NormFloat64() * 3)
-					}
+					ml, q := randomState(r, i, hd, 3)
 					q[1] = 1e-39 // bf16 rounds it to a denormal: VDPBF16PS reads zero
 					qb := make([]uint16, 2*hd)
 					roundQuery(o, qb, q, make([]float32, 2*hd), 0.125)
@@ -321,4 +307,19 @@ func TestDotKernelsMatchGo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomState is query i's starting online-softmax state (running max, sum)
+// and q of hd normal values times scale: query 0 starts a row (−∞, 0), the
+// others are midway through one.
+func randomState(r *rand.Rand, i, hd int, scale float64) (ml, q []float32) {
+	ml = []float32{float32(r.NormFloat64()), float32(r.Float64() * 10)}
+	if i == 0 {
+		ml[0], ml[1] = float32(math.Inf(-1)), 0
+	}
+	q = make([]float32, hd)
+	for d := range q {
+		q[d] = float32(r.NormFloat64() * scale)
+	}
+	return ml, q
 }
