@@ -80,6 +80,15 @@ func (g *gen) vLoop(wide int) {
 	g.I("JLT  %sv16", g.prefix)
 }
 
+// vLoopEnd closes vLoop's loop at vnext, after which the kernel returns.
+func (g *gen) vLoopEnd() {
+	g.label("vnext")
+	g.I("CMPQ BX, R14")
+	g.I("JLT  %sv", g.prefix)
+	g.I("VZEROUPPER")
+	g.I("RET")
+}
+
 // kb is the number of keys per score block: queries × kb = 16 accumulators.
 func (g *gen) kb() int { return 16 / g.queries }
 
@@ -709,11 +718,7 @@ func (g *gen) values() {
 	}
 	g.I("ADDQ $64, BX")
 	g.I("")
-	g.label("vnext")
-	g.I("CMPQ BX, R14")
-	g.I("JLT  %sv", g.prefix)
-	g.I("VZEROUPPER")
-	g.I("RET")
+	g.vLoopEnd()
 }
 
 // valuesDot is values for the dot kernels: acc = acc·corr, then per
@@ -848,11 +853,7 @@ func (g *gen) valuesDot() {
 	g.label("v16")
 	pass(1, "16", false)
 	g.I("")
-	g.label("vnext")
-	g.I("CMPQ BX, R14")
-	g.I("JLT  %sv", g.prefix)
-	g.I("VZEROUPPER")
-	g.I("RET")
+	g.vLoopEnd()
 }
 
 // pairV writes pairVAVX512(dst *uint32, src *uint16, n, hd int): the n
