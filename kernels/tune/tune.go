@@ -248,6 +248,9 @@ func apply(o Options) (*Result, error) {
 			cal, r.Source = c, "cache"
 		case err == nil:
 			r.Note = "cached calibration lacks a candidate: measured again"
+		case errors.Is(err, ErrStale):
+			// Another build, microcode or CPU: what every upgrade does, not a
+			// fault to warn about; Source says it was measured.
 		case !errors.Is(err, os.ErrNotExist):
 			r.Note = err.Error() + ": measured again"
 		}

@@ -181,8 +181,8 @@ func TestApply(t *testing.T) {
 	k.Build = "v1.2.4"
 	zen5 := &fakeMeasure{bf16: 160, f32: 80}
 	r, err = Apply(Options{CacheFile: file, Key: &k, Measure: zen5.measure})
-	if err != nil || r.Source != "measured" || zen5.calls != 1 || kernels.PathFor(kernels.MatMulBF16) != kernels.AVX512BF16 {
-		t.Errorf("new build: %+v, %v", r, err)
+	if err != nil || r.Source != "measured" || zen5.calls != 1 || kernels.PathFor(kernels.MatMulBF16) != kernels.AVX512BF16 || r.Note != "" {
+		t.Errorf("new build (measured, without a warning): %+v, %v", r, err)
 	}
 	if r.Calibration.Key.Build != "v1.2.4" {
 		t.Errorf("calibration %+v", r.Calibration)
