@@ -139,14 +139,15 @@ func tileBF16Go(ml, acc []float32, qb, k, v []uint16, s []float32, n int) {
 	}
 	for t := 0; t < n; t += 2 {
 		p := uint32(ops.F32ToBF16(s[t]))
-		a, b := v[t*hd:(t+1)*hd], v[t*hd:(t+1)*hd] // b: row t+1, if any
+		a := v[t*hd : (t+1)*hd]
+		var b []uint16 // row t+1, if any
 		if t+1 < n {
 			p |= uint32(ops.F32ToBF16(s[t+1])) << 16
 			b = v[(t+1)*hd : (t+2)*hd]
 		}
 		for d := range acc {
 			x := uint32(a[d])
-			if t+1 < n {
+			if b != nil {
 				x |= uint32(b[d]) << 16
 			}
 			acc[d] = ops.DotBF16(acc[d], p, x)

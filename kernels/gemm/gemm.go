@@ -304,13 +304,7 @@ func (c *Context) Outputs(worker, lo, hi int) {
 func (c *Context) Done() { c.task.release() }
 
 func (c *Context) run(o op, y, x []float32, m int, w, w2 *Weight) {
-	if o&staged != 0 {
-		t := &c.task
-		t.op, t.m, t.y, t.x, t.w, t.w2 = o&^staged, m, y, x, w, w2
-		c.form(t, m, w)
-	} else {
-		c.setup(o, y, x, m, w, w2)
-	}
+	c.setup(o, y, x, m, w, w2)
 	t := &c.task
 	t.phase = 1
 	t.next.Store(0)
@@ -323,9 +317,11 @@ func (t *task) release() { t.y, t.x, t.w, t.w2 = nil, nil, nil, nil }
 // setup points the task at a product and prepares its activations.
 func (c *Context) setup(o op, y, x []float32, m int, w, w2 *Weight) {
 	t := &c.task
-	t.op, t.m, t.y, t.x, t.w, t.w2 = o, m, y, x, w, w2
+	t.op, t.m, t.y, t.x, t.w, t.w2 = o&^staged, m, y, x, w, w2
 	c.form(t, m, w)
 	switch {
+	case o&staged != 0:
+		// Stage has prepared the rows.
 	case m == 1 && (t.form == formF32 || t.form == formPairs && w.K%2 == 0):
 		t.xs = unsafe.Pointer(&x[0]) // one row is already in form
 	case m <= t.rows:
