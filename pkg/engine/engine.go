@@ -523,7 +523,10 @@ func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, stor
 		if size == 0 {
 			size = DefaultPrefixCacheBytes(info.WeightBytes)
 		}
-		p, err := newPrefixStore(be, size, opts.PrefixBlockTokens)
+		// Warm one slot's worth of positions ahead: enough for the save
+		// that a new conversation's admission makes.
+		reserve := int64(opts.SequenceLength) * int64(be.positionBytes())
+		p, err := newPrefixStore(be, size, opts.PrefixBlockTokens, reserve)
 		switch {
 		case err != nil && opts.PrefixCacheBytes > 0:
 			return nil, err

@@ -23,9 +23,14 @@ import (
 // may also use the leading tokens of a block it diverges in, so reuse is
 // exact to the token.
 //
-// Memory: one anonymous mapping of capacity bytes, committed block by block
-// as it fills and never beyond; every block, full or partial, takes one
-// buffer of blockTokens positions. When the store is full, the least
+// Memory: one anonymous mapping of capacity bytes, committed as it fills;
+// every block, full or partial, takes one buffer of blockTokens positions.
+// Saving a prefix into never-touched memory waits on its first-touch page
+// faults, which a VM whose memory the host backs lazily serves at ~100 MB/s
+// (10 ms per MiB: 60 % of a 512-token request's time to first token on the
+// EPYC VM of docs/performance.md, where the copy itself takes 1.5 %), so the
+// idle scheduler commits the buffers ahead of use (warm): at most reserve
+// bytes past those already handed out. When the store is full, the least
 // recently used leaf block goes first (a block's descendants are never used
 // after it, since a prefix is only used from its start).
 //
@@ -42,6 +47,8 @@ type prefixStore struct {
 	arena       []byte
 	buffers     int                // buffers in the arena
 	handed      int                // buffers handed out at least once
+	warmed      int                // arena bytes committed ahead of use, from its start
+	reserve     int                // bytes warm keeps committed past the handed buffers
 	free        []int              // buffers returned by evicted blocks
 	blocks      map[uint64]*pblock // full blocks by chained hash
 	root        pblock
@@ -88,9 +95,10 @@ func DefaultPrefixCacheBytes(weightBytes int64) int64 {
 	return max(0, avail-weightBytes) / 4
 }
 
-// newPrefixStore maps capacity bytes (rounded down to whole blocks); it
-// returns nil when not even one block fits.
-func newPrefixStore(be backend, capacity int64, blockTokens int) (*prefixStore, error) {
+// newPrefixStore maps capacity bytes (rounded down to whole blocks), of
+// which warm keeps reserve bytes committed ahead of use; it returns nil when
+// not even one block fits.
+func newPrefixStore(be backend, capacity int64, blockTokens int, reserve int64) (*prefixStore, error) {
 	blockBytes := blockTokens * be.positionBytes()
 	if blockBytes <= 0 || capacity < int64(blockBytes) {
 		return nil, nil
@@ -108,7 +116,41 @@ func newPrefixStore(be backend, capacity int64, blockTokens int) (*prefixStore, 
 		return nil, fmt.Errorf("prefix cache: map %d bytes: %w", size, err)
 	}
 	return &prefixStore{be: be, blockTokens: blockTokens, blockBytes: blockBytes, arena: arena,
-		buffers: int(n), blocks: map[uint64]*pblock{}}, nil
+		buffers: int(n), reserve: int(min(max(reserve, 0), size)), blocks: map[uint64]*pblock{}}, nil
+}
+
+// warmStep is how much of the arena one warm call commits: 2.5 ms of page
+// faults where the host backs memory lazily (100 MB/s), which is how long
+// a request arriving meanwhile waits for the scheduler.
+const warmStep = 256 << 10
+
+// warm commits the next warmStep bytes of the arena that the next saves
+// will write (up to reserve bytes past the buffers handed out) and reports
+// whether it did anything; the idle scheduler calls it until it reports
+// false. Buffers freed by eviction are warm already.
+func (p *prefixStore) warm() bool {
+	if p == nil {
+		return false
+	}
+	target := min(len(p.arena), p.handed*p.blockBytes+p.reserve)
+	if p.warmed >= target {
+		return false
+	}
+	end := min(p.warmed+warmStep, target)
+	commit(p.arena[p.warmed:end])
+	p.warmed = end
+	return true
+}
+
+// commit makes the pages of b resident and writable, as a first write
+// would: MADV_POPULATE_WRITE (Linux 5.14), else a write to each page.
+func commit(b []byte) {
+	if unix.Madvise(b, unix.MADV_POPULATE_WRITE) == nil {
+		return
+	}
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 0
+	}
 }
 
 func (p *prefixStore) close() error {

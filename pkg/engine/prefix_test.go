@@ -7,17 +7,86 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // newTestPrefixStore is a store of capacity blocks of blockTokens over be.
 func newTestPrefixStore(t *testing.T, be backend, blocks, blockTokens int) *prefixStore {
 	t.Helper()
-	p, err := newPrefixStore(be, int64(blocks*blockTokens*be.positionBytes()), blockTokens)
+	p, err := newPrefixStore(be, int64(blocks*blockTokens*be.positionBytes()), blockTokens, 0)
 	if err != nil || p == nil {
 		t.Fatalf("newPrefixStore: %v, %v", p, err)
 	}
 	t.Cleanup(func() { p.close() })
 	return p
+}
+
+// The idle scheduler's warm commits the arena a step at a time, up to
+// reserve bytes past the buffers handed out and never past the arena, and
+// then reports that it has nothing left to do.
+func TestPrefixStoreWarm(t *testing.T) {
+	if (*prefixStore)(nil).warm() {
+		t.Fatal("warm on no store did something")
+	}
+	be := newFake(2, 64, 97)
+	const blockTokens = 8
+	blockBytes := blockTokens * be.positionBytes()
+	p, err := newPrefixStore(be, int64(16*blockBytes), blockTokens, int64(3*blockBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	warmAll := func() {
+		t.Helper()
+		for i := 0; p.warm(); i++ {
+			if i > len(p.arena)/warmStep+1 {
+				t.Fatal("warm never reports that it is done")
+			}
+		}
+	}
+	warmAll()
+	if p.warmed != 3*blockBytes {
+		t.Fatalf("warmed %d bytes with nothing handed out, want the reserve %d", p.warmed, 3*blockBytes)
+	}
+	resident(t, p.arena[:p.warmed])
+	a := seqTokens(1, 2*blockTokens)
+	computed(be, 0, a)
+	if _, err := p.insert(a, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	warmAll()
+	if p.warmed != 5*blockBytes {
+		t.Fatalf("warmed %d bytes with 2 buffers handed out, want %d", p.warmed, 5*blockBytes)
+	}
+	resident(t, p.arena[:p.warmed])
+
+	big, err := newPrefixStore(be, int64(4*blockBytes), blockTokens, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer big.close()
+	for big.warm() {
+	}
+	if big.warmed != len(big.arena) {
+		t.Fatalf("a reserve beyond the arena warmed %d of %d bytes", big.warmed, len(big.arena))
+	}
+}
+
+// resident fails unless every page of b is in memory.
+func resident(t *testing.T, b []byte) {
+	t.Helper()
+	pages := (len(b) + 4095) / 4096
+	vec := make([]byte, pages)
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatalf("mincore: %v", errno)
+	}
+	for i, v := range vec {
+		if v&1 == 0 {
+			t.Fatalf("page %d of %d not resident", i, pages)
+		}
+	}
 }
 
 // computed fills slot's fake KV with tokens, as a prefill would.

@@ -37,7 +37,9 @@ func (e *Engine) run() {
 			return
 		}
 		if len(e.queue) == 0 && len(e.active) == 0 && e.tails == 0 {
-			<-e.wake
+			if !e.prefix.warm() {
+				<-e.wake
+			}
 			continue
 		}
 		e.step()

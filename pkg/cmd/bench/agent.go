@@ -13,7 +13,6 @@ import (
 type AgentOptions struct {
 	Common
 	BatchSize         int
-	PrefixCacheBytes  cmdutil.ByteLimit
 	Turns             int
 	SystemTokens      int
 	MemoryTokens      int
@@ -47,8 +46,7 @@ of its kind left reusable.`,
 	addCommonFlags(cmd, &opts.Common)
 	fl := cmd.Flags()
 	fl.IntVar(&opts.BatchSize, "batch-size", 2, "KV cache slots")
-	cmdutil.ByteLimitVar(fl, &opts.PrefixCacheBytes, "prefix-cache-bytes", "off", cmdutil.PrefixCacheLegacy,
-		"prefix store size: a size (e.g. 8GiB), auto (the engine's default) or off")
+	addPrefixCacheFlag(cmd, &opts.Common, "auto", "the traffic it measures is what the store is for")
 	fl.IntVar(&opts.Turns, "turns", 8, "agent turns (a main and a memory request each)")
 	fl.IntVar(&opts.SystemTokens, "system-tokens", 4096, "main system prompt and tool definitions")
 	fl.IntVar(&opts.MemoryTokens, "memory-tokens", 1024, "memory-extraction system prompt")
@@ -71,7 +69,6 @@ func agentRun(cmd *cobra.Command, opts *AgentOptions) error {
 	}
 	ao := bench.AgentOptions{Turns: opts.Turns, SystemTokens: opts.SystemTokens, MemoryTokens: opts.MemoryTokens,
 		TurnTokens: opts.TurnTokens, ReplyTokens: opts.ReplyTokens, MemoryReplyTokens: opts.MemoryReplyTokens, Seed: opts.Seed}
-	opts.prefixCacheBytes = opts.PrefixCacheBytes.Bytes()
 	s, err := opts.start(cmd.Context(), bench.AgentSequenceLength(ao), opts.BatchSize, 0)
 	if err != nil {
 		return err

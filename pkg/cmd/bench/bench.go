@@ -38,8 +38,9 @@ type Common struct {
 	NUMA string
 	// NoCeilings skips measuring the machine's peaks (fractions are then 0).
 	NoCeilings bool
-	// prefixCacheBytes is engine.Options.PrefixCacheBytes (0: the default).
-	prefixCacheBytes int64
+	// PrefixCacheBytes is engine.Options.PrefixCacheBytes: auto unless the
+	// command defines --prefix-cache-bytes (addPrefixCacheFlag).
+	PrefixCacheBytes cmdutil.ByteLimit
 }
 
 // NewCmdBench returns `ellm bench` with its subcommands.
@@ -74,6 +75,22 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	addOutputFlags(cmd, c)
 	fl.BoolVar(&c.NoCeilings, "no-ceilings", false, "skip measuring the machine's peaks")
 }
+
+// addPrefixCacheFlag defines --prefix-cache-bytes, defaulting to def
+// ("auto" or "off"); why is the help's reason for that default.
+func addPrefixCacheFlag(cmd *cobra.Command, c *Common, def, why string) {
+	cmdutil.ByteLimitVar(cmd.Flags(), &c.PrefixCacheBytes, "prefix-cache-bytes", "off", cmdutil.PrefixCacheLegacy,
+		"prefix store size: a size (e.g. 8GiB), auto (the engine's default) or off; "+def+" here: "+why)
+	if err := c.PrefixCacheBytes.Set(def); err != nil {
+		panic(err) // def is one of this package's constants
+	}
+	cmd.Flags().Lookup("prefix-cache-bytes").DefValue = def
+}
+
+// noPrefixStore is why prefill and decode measurements run without the
+// prefix store by default.
+const noPrefixStore = "every measured prompt is new, so the store would only add saving the previous one " +
+	"to the time measured (see docs/benchmarks.md); llama-bench has no such store"
 
 func addOutputFlags(cmd *cobra.Command, c *Common) {
 	fl := cmd.Flags()
@@ -135,7 +152,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	}
 	model.DType, model.KVDType = c.DType, c.KVDType
 	model.Scaled = model.FullLayers > 0
-	eo.PrefixCacheBytes = c.prefixCacheBytes
+	eo.PrefixCacheBytes = c.PrefixCacheBytes.Bytes()
 	md, err := modeldir.Open(dir)
 	if err != nil {
 		return nil, err

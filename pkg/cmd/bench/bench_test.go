@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
+
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
 )
@@ -24,5 +26,43 @@ func TestStartRefusesBeforeGenerating(t *testing.T) {
 	}
 	if strings.Contains(errOut.String(), "preparing model") {
 		t.Errorf("the model was prepared before the refusal:\n%s", errOut.String())
+	}
+}
+
+// Prefill, decode and the llama.cpp comparison measure without the prefix
+// store unless asked; the agent benchmark, whose traffic the store is for,
+// keeps the engine's default.
+func TestPrefixStoreDefaults(t *testing.T) {
+	f := &cmdutil.Factory{IO: cmdutil.IOStreams{Out: &bytes.Buffer{}, ErrOut: &bytes.Buffer{}}}
+	var got int64
+	keep := func(c *Common) error { got = c.PrefixCacheBytes.Bytes(); return nil }
+	cmds := map[string]func() *cobra.Command{
+		"prefill": func() *cobra.Command {
+			return newCmdPrefill(f, func(o *PrefillOptions) error { return keep(&o.Common) })
+		},
+		"decode": func() *cobra.Command { return newCmdDecode(f, func(o *DecodeOptions) error { return keep(&o.Common) }) },
+		"llamacpp": func() *cobra.Command {
+			return newCmdLlamaCpp(f, func(o *LlamaCppOptions) error { return keep(&o.Common) })
+		},
+		"agent": func() *cobra.Command { return newCmdAgent(f, func(o *AgentOptions) error { return keep(&o.Common) }) },
+	}
+	for name, want := range map[string]int64{"prefill": -1, "decode": -1, "llamacpp": -1, "agent": 0} {
+		for _, tc := range []struct {
+			args []string
+			want int64
+		}{{nil, want}, {[]string{"--prefix-cache-bytes", "auto"}, 0}, {[]string{"--prefix-cache-bytes", "1GiB"}, 1 << 30}} {
+			cmd := cmds[name]()
+			cmd.SetArgs(append([]string{"--gguf", "x.gguf"}, tc.args...))
+			if name != "llamacpp" {
+				cmd.SetArgs(tc.args)
+			}
+			got = 99
+			if err := cmd.Execute(); err != nil {
+				t.Fatalf("%s %v: %v", name, tc.args, err)
+			}
+			if got != tc.want {
+				t.Errorf("%s %v: prefix cache bytes %d, want %d", name, tc.args, got, tc.want)
+			}
+		}
 	}
 }

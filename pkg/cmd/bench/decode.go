@@ -39,6 +39,7 @@ func newCmdDecode(f *cmdutil.Factory, runF func(*DecodeOptions) error) *cobra.Co
 		},
 	}
 	addCommonFlags(cmd, &opts.Common)
+	addPrefixCacheFlag(cmd, &opts.Common, "off", noPrefixStore)
 	cmd.Flags().StringVar(&opts.Depths, "depths", "0,1024,8192", "context depths (tokens already in the KV cache)")
 	cmd.Flags().StringVar(&opts.Batches, "batch", "1,2,4", "numbers of sequences decoding together")
 	cmd.Flags().IntVar(&opts.Tokens, "tokens", 32, "decode steps timed per measurement")

@@ -63,6 +63,7 @@ and warns when that reaches a quarter of a core.`,
 		},
 	}
 	addCommonFlags(cmd, &opts.Common)
+	addPrefixCacheFlag(cmd, &opts.Common, "off", noPrefixStore)
 	fl := cmd.Flags()
 	fl.StringVar(&opts.LlamaBench, "llama-bench", "llama-bench", "path of llama.cpp's llama-bench")
 	fl.StringVar(&opts.LlamaBatchedBench, "llama-batched-bench", "", "path of llama.cpp's llama-batched-bench (needed for --batch above 1)")

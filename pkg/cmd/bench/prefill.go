@@ -16,6 +16,8 @@ type PrefillOptions struct {
 	Common
 	Lengths   string
 	ChunkSize int
+	// CPUProfile, if set, receives a CPU profile of the timed prefills only.
+	CPUProfile string
 }
 
 func newCmdPrefill(f *cmdutil.Factory, runF func(*PrefillOptions) error) *cobra.Command {
@@ -33,8 +35,10 @@ func newCmdPrefill(f *cmdutil.Factory, runF func(*PrefillOptions) error) *cobra.
 		},
 	}
 	addCommonFlags(cmd, &opts.Common)
+	addPrefixCacheFlag(cmd, &opts.Common, "off", noPrefixStore)
 	cmd.Flags().StringVar(&opts.Lengths, "lengths", "128,512,2048,8192", "prompt lengths in tokens")
 	cmd.Flags().IntVar(&opts.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0: single pass)")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the prefills (load and ceilings excluded) to this file, for go tool pprof")
 	return cmd
 }
 
@@ -48,12 +52,19 @@ func prefillRun(cmd *cobra.Command, opts *PrefillOptions) error {
 		return err
 	}
 	defer s.engine.Close()
+	stopProfile, err := startCPUProfile(opts.CPUProfile)
+	if err != nil {
+		return err
+	}
 	p := opts.progress(len(lengths)*(max(opts.Repeat, 1)+1), "prefill")
 	res, err := bench.RunPrefill(cmd.Context(), s.engine, s.cfg, bench.PrefillOptions{
 		Lengths: lengths, Repeat: opts.Repeat, ChunkSize: opts.ChunkSize, Seed: opts.Seed,
 		Peak: s.machine.Ceilings.ComputePeak(kernels.PathFor(kernels.MatMulBF16), opts.DType), Scale: s.scale,
 	}, p)
 	p.Done()
+	if perr := stopProfile(); err == nil {
+		err = perr
+	}
 	if err != nil {
 		return err
 	}
