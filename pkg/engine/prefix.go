@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -56,6 +57,9 @@ type prefixStore struct {
 	path        []*pblock   // blocks of the last match, in position order
 	stack       []*pblock   // scratch of the LRU search
 	disk        *prefixDisk // nil: no disk tier (prefix_disk.go)
+	// lastUse is when each session among the owners was last active in the
+	// slot its blocks were saved from, for the session TTL (expired).
+	lastUse map[string]time.Time
 }
 
 // pblock is one block of stored positions.
@@ -116,7 +120,8 @@ func newPrefixStore(be backend, capacity int64, blockTokens int, reserve int64) 
 		return nil, fmt.Errorf("prefix cache: map %d bytes: %w", size, err)
 	}
 	return &prefixStore{be: be, blockTokens: blockTokens, blockBytes: blockBytes, arena: arena,
-		buffers: int(n), reserve: int(min(max(reserve, 0), size)), blocks: map[uint64]*pblock{}}, nil
+		buffers: int(n), reserve: int(min(max(reserve, 0), size)), blocks: map[uint64]*pblock{},
+		lastUse: map[string]time.Time{}}, nil
 }
 
 // warmStep is how much of the arena one warm call commits: 2.5 ms of page
@@ -343,7 +348,49 @@ func (p *prefixStore) purge(owner string) (mem, disk purged) {
 	if p.disk != nil {
 		disk = p.disk.purge(owner)
 	}
+	delete(p.lastUse, owner)
 	return mem, disk
+}
+
+// touch records that session owner was last active at t (a save of its
+// slot's content).
+func (p *prefixStore) touch(owner string, t time.Time) {
+	if p != nil && owner != "" && t.After(p.lastUse[owner]) {
+		p.lastUse[owner] = t
+	}
+}
+
+// expired lists the sessions among the owners of blocks, in memory or on
+// disk, last active more than ttl before now, sorted. A session the store
+// has no time for (its blocks came from the disk tier at start-up) counts
+// as active now.
+func (p *prefixStore) expired(now time.Time, ttl time.Duration) []string {
+	if p == nil {
+		return nil
+	}
+	seen := func(owners []string) {
+		for _, o := range owners {
+			if _, ok := p.lastUse[o]; !ok && o != "" {
+				p.lastUse[o] = now
+			}
+		}
+	}
+	for _, b := range p.all() {
+		seen(b.owners)
+	}
+	if p.disk != nil {
+		for _, b := range p.disk.blocks {
+			seen(b.owners)
+		}
+	}
+	var ids []string
+	for o, t := range p.lastUse {
+		if now.Sub(t) > ttl {
+			ids = append(ids, o)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // dropSubsumed removes node's partial leaves whose tokens begin b's: b

@@ -242,3 +242,37 @@ func TestDeleteSessionBusyChangesNothing(t *testing.T) {
 	<-done
 	<-queued
 }
+
+// TestSessionTTLPurgesPrefixBlocks: the session TTL removes an idle
+// session's blocks from the prefix store as DeleteSession does (shared
+// blocks stay while another owner has them), and leaves the blocks of a
+// session still within the TTL.
+func TestSessionTTLPurgesPrefixBlocks(t *testing.T) {
+	clock := newTestClock()
+	e, _ := newFakeEngine(t, fakeOpts{slots: 1, seqLen: 256, opts: Options{PrefixBlockTokens: 16, SessionTTL: time.Hour, Clock: clock.now}})
+	a, b := purgeScenario(t, e)
+	clock.add(30 * time.Minute)
+	e.expireSessions()
+	if n := matchStored(t, e, a.Tokens); n != len(a.Tokens) {
+		t.Fatalf("within the TTL the store holds %d of A's %d tokens", n, len(a.Tokens))
+	}
+	// B is active again (its whole transcript restored into the slot), A is not.
+	_, rb := collect(t, e, Request{Tokens: append(slices.Clone(b.Tokens), 9), MaxTokens: 2, SessionID: "B", StopTokens: []int32{}})
+	clock.add(time.Hour)
+	e.expireSessions()
+	if n := matchStored(t, e, a.Tokens); n != 32 {
+		t.Errorf("after A's TTL the store holds %d of A's tokens, want the 32 shared with B and the anonymous request", n)
+	}
+	if n := matchStored(t, e, b.Tokens); n != len(b.Tokens) {
+		t.Errorf("B, active 0 s ago in its slot: %d of %d tokens left in the store", n, len(b.Tokens))
+	}
+	if st := e.Stats(); st.PrefixStorePurged != 4 {
+		t.Errorf("%d blocks purged, want A's 4", st.PrefixStorePurged)
+	}
+	// Once B's slot goes idle beyond the TTL too, B's slot and blocks go.
+	clock.add(2 * time.Hour)
+	e.expireSessions()
+	if n := matchStored(t, e, rb.Tokens); n != 32 {
+		t.Errorf("after B's TTL the store holds %d of B's tokens, want 32", n)
+	}
+}

@@ -431,6 +431,7 @@ func (e *Engine) savePrefix(s *slot) {
 		return
 	}
 	n, err := e.prefix.insert(s.tokens[:s.kv], s.id, s.owner)
+	e.prefix.touch(s.owner, s.usedAt)
 	if err != nil {
 		e.log.Warn("cannot save a prefix", "slot", s.id, "err", err)
 	}

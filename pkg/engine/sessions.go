@@ -222,7 +222,7 @@ func (e *Engine) dropSlotSession(s *slot) {
 }
 
 // expireSessions deletes the sessions idle beyond the session TTL, in the
-// store and in slots.
+// store, in slots and in the prefix store.
 func (e *Engine) expireSessions() {
 	if e.opts.SessionTTL <= 0 {
 		return
@@ -239,6 +239,18 @@ func (e *Engine) expireSessions() {
 				e.stats.SessionsExpired++
 				e.mu.Unlock()
 			}
+		}
+		// Their blocks in the prefix store go too, as DeleteSession's do,
+		// unless the session is active again (in a slot or a request).
+		for _, id := range e.prefix.expired(now, e.opts.SessionTTL) {
+			if e.sessionBusy(id) || slices.ContainsFunc(e.slots, func(s *slot) bool { return s.session == id }) {
+				continue
+			}
+			mem, _ := e.prefix.purge(id)
+			e.mu.Lock()
+			e.stats.PrefixStorePurged += int64(mem.blocks)
+			e.prefixStatsLocked()
+			e.mu.Unlock()
 		}
 	})
 }
