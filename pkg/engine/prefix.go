@@ -28,10 +28,10 @@ import (
 // every block, full or partial, takes one buffer of blockTokens positions.
 // Saving a prefix into never-touched memory waits on its first-touch page
 // faults, which a VM whose memory the host backs lazily serves at ~100 MB/s
-// (10 ms per MiB: 60 % of a 512-token request's time to first token on the
-// EPYC VM of docs/performance.md, where the copy itself takes 1.5 %), so the
-// idle scheduler commits the buffers ahead of use (warm): at most reserve
-// bytes past those already handed out. When the store is full, the least
+// (10 ms per MiB: half of a 512-token request's time to first token on the
+// EPYC VM of docs/performance.md), so the idle scheduler commits the
+// buffers ahead of use (warm): at most reserve bytes past those already
+// handed out. When the store is full, the least
 // recently used leaf block goes first (a block's descendants are never used
 // after it, since a prefix is only used from its start).
 //
@@ -58,7 +58,8 @@ type prefixStore struct {
 	stack       []*pblock   // scratch of the LRU search
 	disk        *prefixDisk // nil: no disk tier (prefix_disk.go)
 	// lastUse is when each session among the owners was last active in the
-	// slot its blocks were saved from, for the session TTL (expired).
+	// slot its blocks were saved from, for the session TTL (expired); kept
+	// only under a TTL, which removes the entries it expires.
 	lastUse map[string]time.Time
 }
 

@@ -431,7 +431,9 @@ func (e *Engine) savePrefix(s *slot) {
 		return
 	}
 	n, err := e.prefix.insert(s.tokens[:s.kv], s.id, s.owner)
-	e.prefix.touch(s.owner, s.usedAt)
+	if e.opts.SessionTTL > 0 {
+		e.prefix.touch(s.owner, s.usedAt)
+	}
 	if err != nil {
 		e.log.Warn("cannot save a prefix", "slot", s.id, "err", err)
 	}
