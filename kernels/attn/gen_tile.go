@@ -271,11 +271,33 @@ func (g *gen) scores() {
 			}
 		}
 	}
-	if g.prefill {
+	// dotChunk is one step of the dot kernels' chunk loop below, at chunk
+	// c's fixed offsets.
+	dotChunk := func(c int) {
+		for i, r := range qp {
+			g.I("VMOVUPS %d(%s), Z%d", 64*c, r, 16+i)
+			g.I("VMOVUPS %d(%s)(R14*2), Z%d // the low part", 64*c, r, g.qlo(i))
+		}
+		for j := range kb {
+			g.I("VMOVDQU32 %d%s, Z%d", 64*c, key(j), 20+j)
+		}
+		g.scoreDots()
+	}
+	switch {
+	case g.prefill:
 		g.I("CMPQ R14, $128")
 		g.I("JNE  %sloop", g.prefix)
 		for c := range 8 {
 			chunk(c)
+		}
+		g.I("JMP  %sfold", g.prefix)
+		g.label("loop")
+	case g.vpairs:
+		// Prefill's dot kernels: head_dim 128 unrolled as well.
+		g.I("CMPQ R14, $128")
+		g.I("JNE  %sloop", g.prefix)
+		for c := range 4 {
+			dotChunk(c)
 		}
 		g.I("JMP  %sfold", g.prefix)
 		g.label("loop")
