@@ -283,21 +283,17 @@ func (g *gen) scores() {
 		}
 		g.scoreDots()
 	}
-	switch {
-	case g.prefill:
+	// The kernels prefill runs take head_dim 128 unrolled: 8 chunks of 16
+	// f32, or (the dot kernels reading V pairs) 4 of 32 bf16.
+	unrolled, steps := chunk, 8
+	if g.vpairs {
+		unrolled, steps = dotChunk, 4
+	}
+	if g.prefill || g.vpairs {
 		g.I("CMPQ R14, $128")
 		g.I("JNE  %sloop", g.prefix)
-		for c := range 8 {
-			chunk(c)
-		}
-		g.I("JMP  %sfold", g.prefix)
-		g.label("loop")
-	case g.vpairs:
-		// Prefill's dot kernels: head_dim 128 unrolled as well.
-		g.I("CMPQ R14, $128")
-		g.I("JNE  %sloop", g.prefix)
-		for c := range 4 {
-			dotChunk(c)
+		for c := range steps {
+			unrolled(c)
 		}
 		g.I("JMP  %sfold", g.prefix)
 		g.label("loop")
