@@ -34,6 +34,12 @@ type problem struct {
 	wf      []float32
 }
 
+// weights is the problem's weight in every kind a Weight holds, by name.
+func (pr *problem) weights() map[string]*Weight {
+	n, k := pr.n, pr.k
+	return map[string]*Weight{"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k)}
+}
+
 func newProblem(rng *rand.Rand, m, n, k int) *problem {
 	pr := &problem{m: m, n: n, k: k, x: make([]float32, m*k), w: make([]uint16, n*k), wf: make([]float32, n*k)}
 	for i := range pr.x {
@@ -181,9 +187,7 @@ func TestRowInvariance(t *testing.T) {
 			p.Close()
 		}
 	}()
-	weights := map[string]*Weight{
-		"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k),
-	}
+	weights := pr.weights()
 	forEachPath(t, func(t *testing.T, _ kernels.Path) {
 		for name, w := range weights {
 			full := make([]float32, m*n)
@@ -203,8 +207,6 @@ func TestRowInvariance(t *testing.T) {
 	})
 }
 
-// TestEpilogues: MatMulAdd is y + (x·Wᵀ) and SwiGLU is silu(x·Gᵀ)·(x·Uᵀ),
-// bit for bit, with nothing written outside the output.
 // Outputs, called piecewise from a task of the caller's own on each worker,
 // gives MatMul's bits for every channel: whole panels and the partial last
 // one, one row tile and several, every path and weight kind.
@@ -216,9 +218,7 @@ func TestOutputsMatchMatMul(t *testing.T) {
 	forEachPath(t, func(t *testing.T, _ kernels.Path) {
 		for _, m := range []int{1, 3, 8, 11} {
 			pr := newProblem(rng, m, n, k)
-			for name, w := range map[string]*Weight{
-				"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k),
-			} {
+			for name, w := range pr.weights() {
 				c := NewContext(pool, 16, k)
 				want := make([]float32, m*n)
 				c.MatMul(want, pr.x, m, w)
@@ -263,9 +263,7 @@ func TestStagedMatchesMatMul(t *testing.T) {
 	forEachPath(t, func(t *testing.T, _ kernels.Path) {
 		for _, m := range []int{1, 3, 8, 11, 29} {
 			pr := newProblem(rng, m, n, k)
-			for name, w := range map[string]*Weight{
-				"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k),
-			} {
+			for name, w := range pr.weights() {
 				c := NewContext(pool, 32, k)
 				stage := func() {
 					// Uneven pieces that split row tiles, in an order unlike the rows'.
@@ -325,6 +323,8 @@ func TestGuidedChunksBalance(t *testing.T) {
 	}
 }
 
+// TestEpilogues: MatMulAdd is y + (x·Wᵀ) and SwiGLU is silu(x·Gᵀ)·(x·Uᵀ),
+// bit for bit, with nothing written outside the output.
 func TestEpilogues(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	pool := threads.New(2, false)
@@ -468,7 +468,7 @@ func TestNoAllocations(t *testing.T) {
 	forEachPath(t, func(t *testing.T, _ kernels.Path) {
 		c := NewContext(pool, m, k)
 		y := make([]float32, m*n)
-		for name, w := range map[string]*Weight{"bf16": FromBF16(pr.w, n, k), "f32": FromF32(pr.wf, n, k), "int8": QuantizeInt8(pr.w, n, k)} {
+		for name, w := range pr.weights() {
 			for _, rows := range []int{1, m} {
 				if a := testing.AllocsPerRun(20, func() {
 					c.MatMul(y, pr.x, rows, w)
