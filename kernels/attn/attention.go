@@ -314,7 +314,7 @@ func (a *Attention) block(w *scratch, it item) {
 	w.inPl = a.mode == ModeBF16 && c.K16 != nil
 	if w.inPl {
 		for _, q := range w.all[:nq] {
-			roundQuery(a.k.ops, q.qb, q.q, w.qtmp, a.scale)
+			a.k.roundQ(q.qb, q.q, w.qtmp, a.scale)
 		}
 	}
 	base := c.off(s.Slot, int(it.head), 0)

@@ -34,6 +34,9 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 			s.pairV = func(dst []float32, src []uint16, rows, hd int) {
 				pairVAVX512((*uint32)(unsafe.Pointer(&dst[0])), &src[0], rows, hd)
 			}
+			s.roundQ = func(qb []uint16, q, _ []float32, scale float32) {
+				roundQueryAVX512(&qb[0], &q[0], len(q), scale)
+			}
 		}
 	default:
 		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
@@ -137,6 +140,12 @@ func tile2DotPairsAVX512(qs *[groupQueries]qref, k *uint16, v *uint32, n, hd int
 
 //go:noescape
 func tile4DotPairsAVX512(qs *[groupQueries]qref, k *uint16, v *uint32, n, hd int)
+
+// roundQueryAVX512 is roundQuery for hd % 16 == 0 (the qb rows of 2·hd
+// values; no scratch).
+//
+//go:noescape
+func roundQueryAVX512(qb *uint16, q *float32, hd int, scale float32)
 
 // pairVAVX512 writes n bf16 rows of hd values as (n+1)/2 rows of hd dwords
 // (positions 2j low, 2j+1 high, zero past n): the V tile of the pairs kernels.

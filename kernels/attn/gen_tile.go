@@ -516,16 +516,10 @@ func (g *gen) softmax() {
 	g.I("KMOVW R8, K1")
 	g.I("VADDPS Z3, Z17, K1, Z17")
 	if g.dot {
-		// p to bf16 as ops.F32ToBF16 rounds (nearest even, NaN quieted),
-		// the keys from n on zeroed, packed to words over the scores
-		// already read: word t of s is p_t, dword j the pair (p_2j, p_2j+1).
-		g.I("VPSRLD $16, Z3, Z4")
-		g.I("VPANDD.BCST bf16one<>(SB), Z4, Z5")
-		g.I("VPADDD Z5, Z3, Z5")
-		g.I("VPADDD.BCST bf16half<>(SB), Z5, Z5")
-		g.I("VPSRLD $16, Z5, Z5")
-		g.I("VCMPPS $3, Z3, Z3, K2   // NaN")
-		g.I("VPORD.BCST bf16quiet<>(SB), Z4, K2, Z5")
+		// p to bf16, the keys from n on zeroed, packed to words over the
+		// scores already read: word t of s is p_t, dword j the pair (p_2j,
+		// p_2j+1).
+		toBF16(&g.File, 3, 4, 5)
 		g.I("VPMOVDW.Z Z5, K1, Y5")
 		g.I("VMOVDQU Y5, (DI)(R11*2)")
 	}
@@ -872,6 +866,49 @@ func (g *gen) valuesDot() {
 	pass(1, "16", false)
 	g.I("")
 	g.vLoopEnd()
+}
+
+// toBF16 rounds the 16 f32 of Z(x) to bf16 as ops.F32ToBF16 does (nearest
+// even, NaN quieted), each in the low half of its dword of Z(out); Z(tmp)
+// and K2 are scratch.
+func toBF16(f *emit.File, x, tmp, out int) {
+	f.I("VPSRLD $16, Z%d, Z%d", x, tmp)
+	f.I("VPANDD.BCST bf16one<>(SB), Z%d, Z%d", tmp, out)
+	f.I("VPADDD Z%d, Z%d, Z%d", out, x, out)
+	f.I("VPADDD.BCST bf16half<>(SB), Z%d, Z%d", out, out)
+	f.I("VPSRLD $16, Z%d, Z%d", out, out)
+	f.I("VCMPPS $3, Z%d, Z%d, K2   // NaN", x, x)
+	f.I("VPORD.BCST bf16quiet<>(SB), Z%d, K2, Z%d", tmp, out)
+}
+
+// roundQ writes roundQueryAVX512(qb *uint16, q *float32, hd int, scale
+// float32), roundQuery for hd % 16 == 0: x = q·scale, its bf16 high part,
+// then the bf16 of x minus the high part widened back, each row stored
+// as words.
+func roundQ(f *emit.File) {
+	fmt.Fprintf(f, "\n// func roundQueryAVX512(qb *uint16, q *float32, hd int, scale float32)\n")
+	fmt.Fprintf(f, "TEXT ·roundQueryAVX512(SB), NOSPLIT, $0-28\n")
+	for _, a := range []string{"qb+0(FP), DI", "q+8(FP), SI", "hd+16(FP), CX"} {
+		f.I("MOVQ %s", a)
+	}
+	f.I("VBROADCASTSS scale+24(FP), Z1")
+	f.I("LEAQ (DI)(CX*2), R8     // the low part's row")
+	f.I("XORQ AX, AX")
+	f.Label("rqloop")
+	f.I("VMULPS (SI)(AX*4), Z1, Z3")
+	toBF16(f, 3, 4, 5)
+	f.I("VPMOVDW Z5, Y6")
+	f.I("VMOVDQU Y6, (DI)(AX*2)")
+	f.I("VPSLLD $16, Z5, Z5")
+	f.I("VSUBPS Z5, Z3, Z3")
+	toBF16(f, 3, 4, 5)
+	f.I("VPMOVDW Z5, Y6")
+	f.I("VMOVDQU Y6, (R8)(AX*2)")
+	f.I("ADDQ $16, AX")
+	f.I("CMPQ AX, CX")
+	f.I("JLT  rqloop")
+	f.I("VZEROUPPER")
+	f.I("RET")
 }
 
 // pairV writes pairVAVX512(dst *uint32, src *uint16, n, hd int): the n
@@ -1247,6 +1284,7 @@ GLOBL bf16quiet<>(SB), RODATA|NOPTR, $4
 	single(f)
 	avx2(f)
 	pairV(f)
+	roundQ(f)
 	for _, k := range kernels {
 		g := &gen{kernel: k}
 		g.generate()

@@ -15,7 +15,8 @@ type kernelSet struct {
 	path     kernels.Path
 	ops      *ops.Kernels
 	dot      func(w *scratch, c *Cache, o, n int)
-	pairV    func(dst []float32, src []uint16, rows, hd int) // nil: dot reads V in place
+	pairV    func(dst []float32, src []uint16, rows, hd int)    // nil: dot reads V in place
+	roundQ   func(qb []uint16, q, tmp []float32, scale float32) // roundQuery's bits
 	tile     func(ml, acc, q, k, v, s []float32, n int, scale float32)
 	group    func(w *scratch, i int, k, v []float32, n, hd int, scale float32) int
 	direct   func(w *scratch, c *Cache, o, n int, scale float32) bool
@@ -39,6 +40,9 @@ func bindKernels(p kernels.Path, hd int) kernelSet {
 		path: p,
 		ops:  o,
 		dot:  dotGo,
+		roundQ: func(qb []uint16, q, tmp []float32, scale float32) {
+			roundQuery(o, qb, q, tmp, scale)
+		},
 		tile: func(ml, acc, q, k, v, s []float32, n int, scale float32) { tileGo(o, ml, acc, q, k, v, s, n, scale) },
 		widenK: func(dst []float32, src16 []uint16, src32 []float32, rows, hd int) []float32 {
 			if src32 != nil {

@@ -323,3 +323,43 @@ func randomState(r *rand.Rand, i, hd int, scale float64) (ml, q []float32) {
 	}
 	return ml, q
 }
+
+// TestRoundQueryMatchesGo checks the AVX-512 query rounding against
+// roundQuery bit for bit, on normal values and on the edges of the rounding:
+// ties to even, NaN, infinities (whose low part is NaN), denormals, values
+// the scale overflows, and −0.
+func TestRoundQueryMatchesGo(t *testing.T) {
+	if !kernels.CPU().Supports(kernels.AVX512BF16) {
+		t.Skip("no AVX512_BF16")
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	o := ops.For(kernels.Generic)
+	special := []float32{
+		float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 1e-40, -1e-45, 3e38, float32(math.Copysign(0, -1)),
+		math.Float32frombits(0x3f808000), math.Float32frombits(0x3f818000), // ties: to even down, to even up
+		math.Float32frombits(0x3f80ffff), math.Float32frombits(0x7f7fffff), math.Float32frombits(0x7fa00001), // signalling NaN
+	}
+	for _, hd := range []int{16, 32, 48, 64, 128, 256} {
+		ks := bindKernels(kernels.AVX512BF16, hd)
+		for round := range 20 {
+			q := make([]float32, hd)
+			for d := range q {
+				q[d] = float32(r.NormFloat64() * math.Pow(10, float64(r.IntN(9)-4)))
+				if round > 0 && r.IntN(4) == 0 {
+					q[d] = special[r.IntN(len(special))]
+				}
+			}
+			scale := []float32{0.125, 0.0883883, 1, 4}[round%4]
+			want, got := make([]uint16, 2*hd), make([]uint16, 2*hd)
+			roundQuery(o, want, q, make([]float32, 2*hd), scale)
+			ks.roundQ(got, q, make([]float32, 2*hd), scale)
+			if !slices.Equal(got, want) {
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("hd %d scale %v: word %d of %d (q %v) = %#x, want %#x", hd, scale, i, 2*hd, q[i%hd], got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

@@ -570,6 +570,42 @@ pvdone:
 	VZEROUPPER
 	RET
 
+// func roundQueryAVX512(qb *uint16, q *float32, hd int, scale float32)
+TEXT ·roundQueryAVX512(SB), NOSPLIT, $0-28
+	MOVQ qb+0(FP), DI
+	MOVQ q+8(FP), SI
+	MOVQ hd+16(FP), CX
+	VBROADCASTSS scale+24(FP), Z1
+	LEAQ (DI)(CX*2), R8     // the low part's row
+	XORQ AX, AX
+rqloop:
+	VMULPS (SI)(AX*4), Z1, Z3
+	VPSRLD $16, Z3, Z4
+	VPANDD.BCST bf16one<>(SB), Z4, Z5
+	VPADDD Z5, Z3, Z5
+	VPADDD.BCST bf16half<>(SB), Z5, Z5
+	VPSRLD $16, Z5, Z5
+	VCMPPS $3, Z3, Z3, K2   // NaN
+	VPORD.BCST bf16quiet<>(SB), Z4, K2, Z5
+	VPMOVDW Z5, Y6
+	VMOVDQU Y6, (DI)(AX*2)
+	VPSLLD $16, Z5, Z5
+	VSUBPS Z5, Z3, Z3
+	VPSRLD $16, Z3, Z4
+	VPANDD.BCST bf16one<>(SB), Z4, Z5
+	VPADDD Z5, Z3, Z5
+	VPADDD.BCST bf16half<>(SB), Z5, Z5
+	VPSRLD $16, Z5, Z5
+	VCMPPS $3, Z3, Z3, K2   // NaN
+	VPORD.BCST bf16quiet<>(SB), Z4, K2, Z5
+	VPMOVDW Z5, Y6
+	VMOVDQU Y6, (R8)(AX*2)
+	ADDQ $16, AX
+	CMPQ AX, CX
+	JLT  rqloop
+	VZEROUPPER
+	RET
+
 TEXT ·tile4AVX512(SB), NOSPLIT, $0-44
 	MOVQ qs+0(FP), AX
 	MOVQ k+8(FP), DX
