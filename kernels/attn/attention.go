@@ -62,6 +62,9 @@ type scratch struct {
 	np, pn int     // pending queries, their number of positions
 	all    []query // the block's queries in (row, head) order
 	refs   [groupQueries]qref
+	// allRefs: the block's queries as the dot kernels read them (dotRefs),
+	// so that a full tile runs them four at a time without copying
+	allRefs []qref
 	// ModeBF16: the block's queries as bf16 ([blockRows·group, 2·headDim]),
 	// the rounding's f32 scratch, the tile being read in place (element
 	// offset), whether vt holds its V pair-interleaved (pairV), and the
@@ -113,7 +116,7 @@ func NewMode(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int, mode Mod
 		w.ml = make([]float32, 2*blockRows*a.group)
 		w.acc = make([]float32, blockRows*a.group*headDim)
 		w.s = make([]float32, groupQueries*Tile)
-		w.all = make([]query, blockRows*a.group)
+		w.all, w.allRefs = make([]query, blockRows*a.group), make([]qref, blockRows*a.group)
 		w.qb, w.qtmp = make([]uint16, 2*blockRows*a.group*headDim), make([]float32, 2*headDim)
 		w.alone = query{ml: make([]float32, 2), acc: make([]float32, headDim)}
 	}
@@ -255,10 +258,15 @@ func (a *Attention) flush(w *scratch, k, v []float32) {
 	w.np = 0
 }
 
-// flushAll runs queries qs, which all cover the n positions of the tile
-// (k, v), in the groups the pending queue would form: fours in order, then
-// the rest as flush takes it.
-func (a *Attention) flushAll(w *scratch, qs []query, k, v []float32, n int) {
+// flushAll runs the block's queries [i0, nq), which all cover the n
+// positions of the tile (k, v), in the groups the pending queue would form:
+// fours in order (straight from w.allRefs where the path can), then the
+// rest as flush takes it.
+func (a *Attention) flushAll(w *scratch, i0, nq int, k, v []float32, n int) {
+	if w.inPl && a.k.dotAll != nil {
+		i0 += a.k.dotAll(w, a.c, w.o, n, i0, nq-i0)
+	}
+	qs := w.all[i0:nq]
 	for len(qs) > 0 {
 		w.np, w.pn = copy(w.pend[:], qs), n
 		qs = qs[w.np:]
@@ -316,6 +324,9 @@ func (a *Attention) block(w *scratch, it item) {
 		for _, q := range w.all[:nq] {
 			a.k.roundQ(q.qb, q.q, w.qtmp, a.scale)
 		}
+		if a.k.dotRefs != nil {
+			a.k.dotRefs(w, nq)
+		}
 	}
 	base := c.off(s.Slot, int(it.head), 0)
 	last := s.Start + hi - 1 // position of the block's last row
@@ -349,7 +360,7 @@ func (a *Attention) block(w *scratch, it item) {
 		if r0 := max(lo, t0-s.Start); s.Start+r0+1 >= t1 {
 			// Every remaining row sees the whole tile (all but the diagonal
 			// tile): the same groups, from the block's query list.
-			a.flushAll(w, w.all[(r0-lo)*g:nq], k, v, t1-t0)
+			a.flushAll(w, (r0-lo)*g, nq, k, v, t1-t0)
 			continue
 		}
 		for r := max(lo, t0-s.Start); r < hi; r++ {

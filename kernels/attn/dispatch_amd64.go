@@ -37,6 +37,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 			s.roundQ = func(qb []uint16, q, _ []float32, scale float32) {
 				roundQueryAVX512(&qb[0], &q[0], len(q), scale)
 			}
+			s.dotRefs, s.dotAll = dotRefs, dotAllAVX512
 		}
 	default:
 		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
@@ -199,6 +200,36 @@ func dotAVX512(w *scratch, c *Cache, o, n int) {
 		}
 	}
 	w.np = 0
+}
+
+// dotRefs writes the block's first nq queries into w.allRefs as the dot
+// kernels read them; four consecutive refs have four different score rows.
+func dotRefs(w *scratch, nq int) {
+	for i := range nq {
+		q := &w.all[i]
+		w.allRefs[i] = qref{ml: &q.ml[0], acc: &q.acc[0], q: (*float32)(unsafe.Pointer(&q.qb[0])), s: &w.s[i%groupQueries*Tile]}
+	}
+}
+
+// dotAllAVX512 runs the block's queries [i0, i0+count) four at a time
+// through the kernels dotAVX512 would take, straight from w.allRefs, and
+// returns how many it ran (none where dotAVX512 would run dotGo).
+func dotAllAVX512(w *scratch, c *Cache, o, n, i0, count int) int {
+	hd := c.HeadDim
+	if len(c.K16) < o+((n+7)&^7)*hd {
+		return 0
+	}
+	done := count &^ (groupQueries - 1)
+	vp := (*uint32)(unsafe.Pointer(&w.vt[0]))
+	for i := i0; i < i0+done; i += groupQueries {
+		refs := (*[groupQueries]qref)(w.allRefs[i : i+groupQueries])
+		if w.vpairs {
+			tile4DotPairsAVX512(refs, &c.K16[o], vp, n, hd)
+		} else {
+			tile4DotAVX512(refs, &c.K16[o], &c.V16[o], n, hd)
+		}
+	}
+	return done
 }
 
 //go:noescape
