@@ -481,6 +481,20 @@ func (g *gen) softmax() {
 		g.I("VSUBPS Z22, Z21, Z23")
 		g.Exp512("Z23", "Z0", "Z1", "Z2")
 	}
+	if g.oneExp() {
+		g.Comment("BX: the masks of the keys below n of the tile's four blocks of 16, 16 bits each")
+		g.I("XORQ BX, BX")
+		g.I("MOVL $0xffff, R8")
+		g.I("XORL R11, R11")
+		for b := 3; b >= 0; b-- {
+			g.I("MOVQ R13, R12")
+			g.I("SUBQ $%d, R12", 16*b)
+			g.I("CMOVQLT R11, R12")
+			g.I("BZHIL R12, R8, R12")
+			g.I("SHLQ $%d, R12", 16*b)
+			g.I("ORQ R12, BX")
+		}
+	}
 	g.I("MOVQ AX, R9")
 	g.I("MOVQ $%d, R10", g.queries)
 	g.label("q")
@@ -501,6 +515,69 @@ func (g *gen) softmax() {
 	g.I("VMOVSS %s, %d(R9)", corr, qref(0, "corr"))
 	g.I("MOVQ %d(R9), DI         // s", qref(0, "s"))
 	g.I("VPXORD Z17, Z17, Z17")
+	if g.oneExp() {
+		g.blockProbs()
+	} else {
+		g.probLoop()
+	}
+	g.I("VEXTRACTF32X8 $1, Z17, Y1")
+	g.I("VADDPS Y1, Y17, Y1")
+	g.I("VEXTRACTF128 $1, Y1, X2")
+	g.I("VADDPS X2, X1, X1")
+	g.I("VMOVHLPS X1, X1, X2")
+	g.I("VADDPS X2, X1, X1")
+	g.I("VMOVSHDUP X1, X2")
+	g.I("VADDSS X2, X1, X1")
+	g.I("VMOVSS 4(R15), X2")
+	g.I("VMULSS %s, X2, X2", corr)
+	g.I("VADDSS X1, X2, X2")
+	g.I("VMOVSS X2, 4(R15)")
+	rot := map[int]string{4: "$0x39", 2: "$0x4E"}[g.queries] // the next query's lanes to lane 0
+	if g.oneExp() {
+		g.I("VSHUFF32X4 %s, Z22, Z22, Z22", rot)
+		g.I("VSHUFF32X4 %s, Z23, Z23, Z23", rot)
+	} else {
+		g.I("VSHUFF32X4 %s, Z30, Z30, Z30", rot)
+	}
+	g.I("ADDQ $40, R9")
+	g.I("DECQ R10")
+	g.I("JNZ  %sq", g.prefix)
+}
+
+// blockProbs is probLoop for the kernels prefill runs, straight through the
+// tile's four blocks of 16 (BX: their masks of the keys below n), the four
+// exponentials interleaved: one query's probabilities are four long
+// dependency chains, which the out-of-order window did not overlap when
+// they came one per loop iteration.
+func (g *gen) blockProbs() {
+	var sets [][4]string
+	for b := range 4 {
+		g.I("VMOVUPS %d(DI), Z%d", 64*b, b)
+		g.I("VSUBPS Z18, Z%d, Z%d", b, b)
+		sets = append(sets, [4]string{emit.Z(b), emit.Z(4 + b), emit.Z(8 + b), emit.Z(12 + b)})
+	}
+	g.Exp512Sets(sets, []string{"K4", "K5", "K6", "K7"})
+	for b := range 4 {
+		g.I("MOVQ BX, R8")
+		if b > 0 {
+			g.I("SHRQ $%d, R8", 16*b)
+		}
+		g.I("KMOVW R8, K1")
+		g.I("VADDPS Z%d, Z17, K1, Z17", b)
+		if g.dot {
+			toBF16(&g.File, b, 24, 25)
+			g.I("VPMOVDW.Z Z25, K1, Y25")
+			g.I("VMOVDQU32 Y25, %d(DI)", 32*b)
+		} else {
+			g.I("VMOVUPS Z%d, %d(DI)", b, 64*b)
+		}
+	}
+}
+
+// probLoop turns the scores in s (DI) into probabilities, 16 at a time up
+// to n: p = e^(s − m') (m' in Z18), their lane sums (keys below n) added to
+// Z17, and p stored in place (the dot kernels: as bf16 words, zero from n).
+func (g *gen) probLoop() {
 	g.I("XORQ R11, R11")
 	g.label("exp")
 	g.I("VMOVUPS (DI)(R11*4), Z3")
@@ -526,28 +603,6 @@ func (g *gen) softmax() {
 	g.I("ADDQ $16, R11")
 	g.I("CMPQ R11, R13")
 	g.I("JLT  %sexp", g.prefix)
-	g.I("VEXTRACTF32X8 $1, Z17, Y1")
-	g.I("VADDPS Y1, Y17, Y1")
-	g.I("VEXTRACTF128 $1, Y1, X2")
-	g.I("VADDPS X2, X1, X1")
-	g.I("VMOVHLPS X1, X1, X2")
-	g.I("VADDPS X2, X1, X1")
-	g.I("VMOVSHDUP X1, X2")
-	g.I("VADDSS X2, X1, X1")
-	g.I("VMOVSS 4(R15), X2")
-	g.I("VMULSS %s, X2, X2", corr)
-	g.I("VADDSS X1, X2, X2")
-	g.I("VMOVSS X2, 4(R15)")
-	rot := map[int]string{4: "$0x39", 2: "$0x4E"}[g.queries] // the next query's lanes to lane 0
-	if g.oneExp() {
-		g.I("VSHUFF32X4 %s, Z22, Z22, Z22", rot)
-		g.I("VSHUFF32X4 %s, Z23, Z23, Z23", rot)
-	} else {
-		g.I("VSHUFF32X4 %s, Z30, Z30, Z30", rot)
-	}
-	g.I("ADDQ $40, R9")
-	g.I("DECQ R10")
-	g.I("JNZ  %sq", g.prefix)
 }
 
 // values computes acc = acc·corr + Σ_t p_t·v_t: four queries × 64 dims or

@@ -22,6 +22,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/ellm-dev/ellm/kernels/internal/asmgen/emit"
 )
 
 // expConst is one f32 constant of Exp32: its Go name, the assembly's name
@@ -65,37 +67,6 @@ const expMacros = `// Exp32 (kernels/ops) on a register: x ← e^x; n, t, u (and
 	{{BODY}} \
 	VANDPS k, x, x
 `
-
-// expBody is the part of EXP512 and EXP256 between the mask and its use;
-// ROUND is the one instruction that differs.
-var expBody = []string{
-	"VMAXPS c_lo<>(SB), x, x",
-	"VMINPS c_hi<>(SB), x, x",
-	"VMULPS c_log2e<>(SB), x, n",
-	"ROUND $0, n, n",
-	"VMULPS c_ln2hi<>(SB), n, t",
-	"VSUBPS t, x, x",
-	"VMULPS c_ln2lo<>(SB), n, t",
-	"VSUBPS t, x, x",
-	"VMULPS c_p0<>(SB), x, t",
-	"VADDPS c_p1<>(SB), t, t",
-	"VMULPS x, t, t",
-	"VADDPS c_p2<>(SB), t, t",
-	"VMULPS x, t, t",
-	"VADDPS c_p3<>(SB), t, t",
-	"VMULPS x, t, t",
-	"VADDPS c_p4<>(SB), t, t",
-	"VMULPS x, t, t",
-	"VADDPS c_p5<>(SB), t, t",
-	"VCVTPS2DQ n, n",
-	"VPSLLD $23, n, n",
-	"VPADDD c_bias<>(SB), n, n",
-	"VMULPS x, x, u",
-	"VMULPS u, t, t",
-	"VADDPS x, t, t",
-	"VADDPS c_one<>(SB), t, t",
-	"VMULPS n, t, x",
-}
 
 const bf16Macro = `// The Go assembler (1.27) does not know the AVX512_BF16 instructions, so the
 // one the kernels use is spelled out here as bytes.
@@ -166,7 +137,7 @@ func expHeader() []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "// %s\n\n", generated)
 	body := func(round string) string {
-		return strings.ReplaceAll(strings.Join(expBody, " \\\n\t"), "ROUND", round)
+		return strings.ReplaceAll(strings.Join(emit.ExpBody, " \\\n\t"), "ROUND", round)
 	}
 	m := strings.Replace(expMacros, "{{BODY}}", body("VRNDSCALEPS"), 1)
 	m = strings.Replace(m, "{{BODY}}", body("VROUNDPS"), 1)

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ellm-dev/ellm/kernels/internal/asmgen/emit"
 )
 
 // TestGeneratedFilesUpToDate finds every file under kernels/ that says it
@@ -76,7 +78,7 @@ func TestExpHeaderMacros(t *testing.T) {
 			t.Errorf("exp_amd64.h lacks %q", want)
 		}
 	}
-	for _, line := range expBody {
+	for _, line := range emit.ExpBody {
 		for _, f := range strings.Fields(strings.ReplaceAll(line, ",", " ")) {
 			if name, ok := strings.CutPrefix(f, "c_"); ok {
 				name = strings.TrimSuffix(name, "<>(SB)")

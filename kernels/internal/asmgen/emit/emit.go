@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"strings"
 )
 
 // File is generated assembly being written. Its Buffer takes raw text
@@ -39,6 +40,66 @@ func X(n int) string { return fmt.Sprintf("X%d", n) }
 // exponential a generator emits goes through here, so a change of that
 // definition's name or arguments is made once, here.
 func (f *File) Exp512(x, n, t, u string) { f.I("EXP512(%s, %s, %s, %s)", x, n, t, u) }
+
+// Exp512Sets is Exp512 on several registers at once: sets[i] is an x, n,
+// t, u and masks[i] the mask register it uses in place of K2. Each set gets
+// the macro's operations in its order, so its bits are Exp512's; the sets'
+// instructions are interleaved one by one, so that their long dependency
+// chains overlap without relying on the out-of-order window.
+func (f *File) Exp512Sets(sets [][4]string, masks []string) {
+	for i, s := range sets {
+		f.I("VCMPPS $13, c_lo<>(SB), %s, %s", s[0], masks[i])
+	}
+	for _, line := range ExpBody {
+		for _, s := range sets {
+			op, args, _ := strings.Cut(strings.Replace(line, "ROUND", "VRNDSCALEPS", 1), " ")
+			a := strings.Split(args, ", ")
+			for j, x := range a {
+				if k := strings.Index("xntu", x); len(x) == 1 && k >= 0 {
+					a[j] = s[k]
+				}
+			}
+			f.I("%s %s", op, strings.Join(a, ", "))
+		}
+	}
+	for i, s := range sets {
+		f.I("VMOVAPS.Z %s, %s, %s", s[0], masks[i], s[0])
+	}
+}
+
+// ExpBody is the exponential's body between its underflow mask and the
+// mask's use, over registers x, n, t, u; ROUND stands for the rounding
+// instruction (VRNDSCALEPS with AVX-512, VROUNDPS with AVX2). The asmgen
+// command writes the EXP512 and EXP256 macros from it; Exp512Sets expands it
+// in place.
+var ExpBody = []string{
+	"VMAXPS c_lo<>(SB), x, x",
+	"VMINPS c_hi<>(SB), x, x",
+	"VMULPS c_log2e<>(SB), x, n",
+	"ROUND $0, n, n",
+	"VMULPS c_ln2hi<>(SB), n, t",
+	"VSUBPS t, x, x",
+	"VMULPS c_ln2lo<>(SB), n, t",
+	"VSUBPS t, x, x",
+	"VMULPS c_p0<>(SB), x, t",
+	"VADDPS c_p1<>(SB), t, t",
+	"VMULPS x, t, t",
+	"VADDPS c_p2<>(SB), t, t",
+	"VMULPS x, t, t",
+	"VADDPS c_p3<>(SB), t, t",
+	"VMULPS x, t, t",
+	"VADDPS c_p4<>(SB), t, t",
+	"VMULPS x, t, t",
+	"VADDPS c_p5<>(SB), t, t",
+	"VCVTPS2DQ n, n",
+	"VPSLLD $23, n, n",
+	"VPADDD c_bias<>(SB), n, n",
+	"VMULPS x, x, u",
+	"VMULPS u, t, t",
+	"VADDPS x, t, t",
+	"VADDPS c_one<>(SB), t, t",
+	"VMULPS n, t, x",
+}
 
 // Exp256 is Exp512 on 8 lanes for AVX2 (the EXP256 macro; k is a scratch
 // vector for the mask).
