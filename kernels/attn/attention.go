@@ -124,8 +124,8 @@ func NewMode(pool *threads.Pool, maxRows, qHeads, kvHeads, headDim int, mode Mod
 }
 
 // ScratchBytes is the memory of the scratch: per worker a K/V tile and one
-// block of rows' softmax state and query list, and the work-item list (a few
-// per row).
+// block of rows' softmax state and query lists, and the work-item list (a
+// few per row).
 func (a *Attention) ScratchBytes() int64 {
 	var n, queries int
 	for i := range a.ws {
@@ -134,7 +134,7 @@ func (a *Attention) ScratchBytes() int64 {
 		queries += len(w.all)
 	}
 	// the work items: a few per row, which a long single-pass prefill pays
-	return 4*int64(n) + int64(queries)*int64(unsafe.Sizeof(query{})) + int64(cap(a.items))*int64(unsafe.Sizeof(item{}))
+	return 4*int64(n) + int64(queries)*int64(unsafe.Sizeof(query{})+unsafe.Sizeof(qref{})) + int64(cap(a.items))*int64(unsafe.Sizeof(item{}))
 }
 
 // Forward writes attention outputs for seqs: q and out are [rows, qHeads,

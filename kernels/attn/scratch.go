@@ -13,6 +13,6 @@ func ScratchBytes(workers, maxRows, qHeads, kvHeads, headDim int) int64 {
 	// (two per float), their rounding scratch and the lone query's state
 	floats := int64(2*Tile*headDim) + 2*blockRows*group + blockRows*group*int64(headDim) + groupQueries*Tile +
 		blockRows*group*int64(headDim) + 2*int64(headDim) + 2 + int64(headDim)
-	queries := blockRows * group * int64(unsafe.Sizeof(query{}))
+	queries := blockRows * group * int64(unsafe.Sizeof(query{})+unsafe.Sizeof(qref{}))
 	return items + int64(workers)*(4*floats+queries)
 }
