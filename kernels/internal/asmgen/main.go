@@ -58,12 +58,12 @@ const expMacros = `// Exp32 (kernels/ops) on a register: x ← e^x; n, t, u (and
 // computing, so that no lane forms a subnormal or NaN intermediate (each
 // costs a microcode assist).
 #define EXP512(x, n, t, u) \
-	VCMPPS $13, c_lo<>(SB), x, K2 \
+	{{MASK512}} \
 	{{BODY}} \
-	VMOVAPS.Z x, K2, x
+	{{ZERO512}}
 
 #define EXP256(x, n, t, u, k) \
-	VCMPPS $13, c_lo<>(SB), x, k \
+	{{MASK}} \
 	{{BODY}} \
 	VANDPS k, x, x
 `
@@ -139,7 +139,9 @@ func expHeader() []byte {
 	body := func(round string) string {
 		return strings.ReplaceAll(strings.Join(emit.ExpBody, " \\\n\t"), "ROUND", round)
 	}
-	m := strings.Replace(expMacros, "{{BODY}}", body("VRNDSCALEPS"), 1)
+	k2 := strings.NewReplacer(", k", ", K2").Replace // EXP512's mask is K2
+	m := strings.NewReplacer("{{MASK512}}", k2(emit.ExpMask), "{{ZERO512}}", k2(emit.ExpZero512), "{{MASK}}", emit.ExpMask).Replace(expMacros)
+	m = strings.Replace(m, "{{BODY}}", body("VRNDSCALEPS"), 1)
 	m = strings.Replace(m, "{{BODY}}", body("VROUNDPS"), 1)
 	b.WriteString(m)
 	data := func(name string, bits uint32) {

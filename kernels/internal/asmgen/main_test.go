@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +87,47 @@ func TestExpHeaderMacros(t *testing.T) {
 					t.Errorf("exp_amd64.h reads c_%s but does not define it", name)
 				}
 			}
+		}
+	}
+}
+
+// TestExp512SetsIsTheMacro checks that Exp512Sets, for one register set with
+// mask K2, writes exactly the EXP512 macro's instructions, and for two sets
+// each instruction once per set in turn: the interleaved form cannot drift
+// from the macro the other kernels call.
+func TestExp512SetsIsTheMacro(t *testing.T) {
+	h := string(expHeader())
+	_, def, ok := strings.Cut(h, "#define EXP512(x, n, t, u) \\\n")
+	if !ok {
+		t.Fatal("exp_amd64.h has no EXP512")
+	}
+	def, _, _ = strings.Cut(def, "\n\n")
+	regs := strings.NewReplacer("x", "Z3", "n", "Z0", "t", "Z1", "u", "Z2")
+	var want []string
+	for _, line := range strings.Split(def, "\n") {
+		line = strings.TrimSuffix(strings.TrimSpace(line), " \\")
+		op, args, _ := strings.Cut(line, " ")
+		a := strings.Split(args, ", ")
+		for i, x := range a {
+			if len(x) == 1 {
+				a[i] = regs.Replace(x)
+			}
+		}
+		want = append(want, op+" "+strings.Join(a, ", "))
+	}
+	var one, two emit.File
+	one.Exp512Sets([][4]string{{"Z3", "Z0", "Z1", "Z2"}}, []string{"K2"})
+	if got := strings.Split(strings.TrimSpace(strings.ReplaceAll(one.String(), "\t", "")), "\n"); !slices.Equal(got, want) {
+		t.Fatalf("Exp512Sets of one set:\n%s\nthe macro:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	two.Exp512Sets([][4]string{{"Z3", "Z0", "Z1", "Z2"}, {"Z7", "Z4", "Z5", "Z6"}}, []string{"K2", "K3"})
+	got := strings.Split(strings.TrimSpace(strings.ReplaceAll(two.String(), "\t", "")), "\n")
+	if len(got) != 2*len(want) {
+		t.Fatalf("Exp512Sets of two sets wrote %d lines, want %d", len(got), 2*len(want))
+	}
+	for i, w := range want {
+		if got[2*i] != w {
+			t.Errorf("line %d of the first set: %q, want %q", i, got[2*i], w)
 		}
 	}
 }

@@ -47,25 +47,28 @@ func (f *File) Exp512(x, n, t, u string) { f.I("EXP512(%s, %s, %s, %s)", x, n, t
 // instructions are interleaved one by one, so that their long dependency
 // chains overlap without relying on the out-of-order window.
 func (f *File) Exp512Sets(sets [][4]string, masks []string) {
-	for i, s := range sets {
-		f.I("VCMPPS $13, c_lo<>(SB), %s, %s", s[0], masks[i])
-	}
-	for _, line := range ExpBody {
-		for _, s := range sets {
+	lines := append(append([]string{ExpMask}, ExpBody...), ExpZero512)
+	for _, line := range lines {
+		for i, s := range sets {
 			op, args, _ := strings.Cut(strings.Replace(line, "ROUND", "VRNDSCALEPS", 1), " ")
 			a := strings.Split(args, ", ")
 			for j, x := range a {
-				if k := strings.Index("xntu", x); len(x) == 1 && k >= 0 {
-					a[j] = s[k]
+				if k := strings.Index("xntuk", x); len(x) == 1 && k >= 0 {
+					a[j] = append(s[:], masks[i])[k]
 				}
 			}
 			f.I("%s %s", op, strings.Join(a, ", "))
 		}
 	}
-	for i, s := range sets {
-		f.I("VMOVAPS.Z %s, %s, %s", s[0], masks[i], s[0])
-	}
 }
+
+// ExpMask and ExpZero512 are the exponential's first and (with AVX-512) last
+// instruction, around ExpBody: the lanes that are not ≥ -87 (NaN included)
+// marked in mask k, then zeroed.
+const (
+	ExpMask    = "VCMPPS $13, c_lo<>(SB), x, k"
+	ExpZero512 = "VMOVAPS.Z x, k, x"
+)
 
 // ExpBody is the exponential's body between its underflow mask and the
 // mask's use, over registers x, n, t, u; ROUND stands for the rounding
