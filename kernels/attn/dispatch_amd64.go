@@ -161,40 +161,29 @@ func pairVAVX512(dst *uint32, src *uint16, n, hd int)
 // rounded up to 8; a tile whose rows end the cache's slice earlier takes
 // dotGo.
 func dotAVX512(w *scratch, c *Cache, o, n int) {
-	hd := c.HeadDim
-	if len(c.K16) < o+((n+7)&^7)*hd {
+	if !dotFits(c, o, n) {
 		dotGo(w, c, o, n)
 		return
-	}
-	var vp *uint32
-	if w.vpairs {
-		vp = (*uint32)(unsafe.Pointer(&w.vt[0]))
-	}
-	ref := func(q *query, j int) qref {
-		return qref{ml: &q.ml[0], acc: &q.acc[0], q: (*float32)(unsafe.Pointer(&q.qb[0])), s: &w.s[j*Tile]}
 	}
 	i := 0
 	for ; w.np-i >= 4; i += 4 {
 		for j := range 4 {
-			w.refs[j] = ref(&w.pend[i+j], j)
+			w.refs[j] = dotRef(w, &w.pend[i+j], j)
 		}
-		if w.vpairs {
-			tile4DotPairsAVX512(&w.refs, &c.K16[o], vp, n, hd)
-		} else {
-			tile4DotAVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd)
-		}
+		dot4(w, &w.refs, c, o, n)
 	}
+	hd := c.HeadDim
 	for ; i < w.np; i += 2 {
-		w.refs[0] = ref(&w.pend[i], 0)
+		w.refs[0] = dotRef(w, &w.pend[i], 0)
 		if i+1 < w.np {
-			w.refs[1] = ref(&w.pend[i+1], 1)
+			w.refs[1] = dotRef(w, &w.pend[i+1], 1)
 		} else {
 			copy(w.alone.ml, w.pend[i].ml)
 			w.alone.qb = w.pend[i].qb
-			w.refs[1] = ref(&w.alone, 1)
+			w.refs[1] = dotRef(w, &w.alone, 1)
 		}
 		if w.vpairs {
-			tile2DotPairsAVX512(&w.refs, &c.K16[o], vp, n, hd)
+			tile2DotPairsAVX512(&w.refs, &c.K16[o], (*uint32)(unsafe.Pointer(&w.vt[0])), n, hd)
 		} else {
 			tile2DotAVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd)
 		}
@@ -202,12 +191,30 @@ func dotAVX512(w *scratch, c *Cache, o, n int) {
 	w.np = 0
 }
 
+// dotFits reports whether the dot kernels may read the tile of n keys at
+// element offset o of c in place: they read keys up to n rounded up to 8.
+func dotFits(c *Cache, o, n int) bool { return len(c.K16) >= o+((n+7)&^7)*c.HeadDim }
+
+// dotRef is query q as the dot kernels read it, with score row j of w.s.
+func dotRef(w *scratch, q *query, j int) qref {
+	return qref{ml: &q.ml[0], acc: &q.acc[0], q: (*float32)(unsafe.Pointer(&q.qb[0])), s: &w.s[j*Tile]}
+}
+
+// dot4 runs the four queries refs over the tile at o through the 4-query
+// kernel for where w has V: its pairs in w.vt, or the cache.
+func dot4(w *scratch, refs *[groupQueries]qref, c *Cache, o, n int) {
+	if w.vpairs {
+		tile4DotPairsAVX512(refs, &c.K16[o], (*uint32)(unsafe.Pointer(&w.vt[0])), n, c.HeadDim)
+	} else {
+		tile4DotAVX512(refs, &c.K16[o], &c.V16[o], n, c.HeadDim)
+	}
+}
+
 // dotRefs writes the block's first nq queries into w.allRefs as the dot
 // kernels read them; four consecutive refs have four different score rows.
 func dotRefs(w *scratch, nq int) {
 	for i := range nq {
-		q := &w.all[i]
-		w.allRefs[i] = qref{ml: &q.ml[0], acc: &q.acc[0], q: (*float32)(unsafe.Pointer(&q.qb[0])), s: &w.s[i%groupQueries*Tile]}
+		w.allRefs[i] = dotRef(w, &w.all[i], i%groupQueries)
 	}
 }
 
@@ -215,19 +222,12 @@ func dotRefs(w *scratch, nq int) {
 // through the kernels dotAVX512 would take, straight from w.allRefs, and
 // returns how many it ran (none where dotAVX512 would run dotGo).
 func dotAllAVX512(w *scratch, c *Cache, o, n, i0, count int) int {
-	hd := c.HeadDim
-	if len(c.K16) < o+((n+7)&^7)*hd {
+	if !dotFits(c, o, n) {
 		return 0
 	}
 	done := count &^ (groupQueries - 1)
-	vp := (*uint32)(unsafe.Pointer(&w.vt[0]))
 	for i := i0; i < i0+done; i += groupQueries {
-		refs := (*[groupQueries]qref)(w.allRefs[i : i+groupQueries])
-		if w.vpairs {
-			tile4DotPairsAVX512(refs, &c.K16[o], vp, n, hd)
-		} else {
-			tile4DotAVX512(refs, &c.K16[o], &c.V16[o], n, hd)
-		}
+		dot4(w, (*[groupQueries]qref)(w.allRefs[i:i+groupQueries]), c, o, n)
 	}
 	return done
 }

@@ -563,15 +563,23 @@ func (g *gen) blockProbs() {
 			g.I("SHRQ $%d, R8", 16*b)
 		}
 		g.I("KMOVW R8, K1")
-		g.I("VADDPS Z%d, Z17, K1, Z17", b)
-		if g.dot {
-			toBF16(&g.File, b, 24, 25)
-			g.I("VPMOVDW.Z Z25, K1, Y25")
-			g.I("VMOVDQU32 Y25, %d(DI)", 32*b)
-		} else {
-			g.I("VMOVUPS Z%d, %d(DI)", b, 64*b)
-		}
+		g.keepProbs(b, 24, fmt.Sprintf("%d(DI)", 32*b), fmt.Sprintf("%d(DI)", 64*b))
 	}
+}
+
+// keepProbs adds the probabilities in Z(x) of the keys below n (K1) to the
+// lane sums in Z17 and stores them: the dot kernels as bf16 words at
+// words, zero from n (Z(tmp), Z(tmp+1) and K2 scratch), the others as f32
+// at floats.
+func (g *gen) keepProbs(x, tmp int, words, floats string) {
+	g.I("VADDPS Z%d, Z17, K1, Z17", x)
+	if !g.dot {
+		g.I("VMOVUPS Z%d, %s", x, floats)
+		return
+	}
+	toBF16(&g.File, x, tmp, tmp+1)
+	g.I("VPMOVDW.Z Z%d, K1, Y%d", tmp+1, tmp+1)
+	g.I("VMOVDQU32 Y%d, %s", tmp+1, words)
 }
 
 // probLoop turns the scores in s (DI) into probabilities, 16 at a time up
@@ -583,23 +591,14 @@ func (g *gen) probLoop() {
 	g.I("VMOVUPS (DI)(R11*4), Z3")
 	g.I("VSUBPS Z18, Z3, Z3")
 	g.Exp512("Z3", "Z0", "Z1", "Z2")
-	if !g.dot {
-		g.I("VMOVUPS Z3, (DI)(R11*4)")
-	}
 	g.I("MOVQ R13, R12")
 	g.I("SUBQ R11, R12")
 	g.I("MOVL $0xffff, R8")
 	g.I("BZHIL R12, R8, R8")
 	g.I("KMOVW R8, K1")
-	g.I("VADDPS Z3, Z17, K1, Z17")
-	if g.dot {
-		// p to bf16, the keys from n on zeroed, packed to words over the
-		// scores already read: word t of s is p_t, dword j the pair (p_2j,
-		// p_2j+1).
-		toBF16(&g.File, 3, 4, 5)
-		g.I("VPMOVDW.Z Z5, K1, Y5")
-		g.I("VMOVDQU Y5, (DI)(R11*2)")
-	}
+	// The dot kernels' words go over the scores already read: word t of s
+	// is p_t, dword j the pair (p_2j, p_2j+1).
+	g.keepProbs(3, 4, "(DI)(R11*2)", "(DI)(R11*4)")
 	g.I("ADDQ $16, R11")
 	g.I("CMPQ R11, R13")
 	g.I("JLT  %sexp", g.prefix)

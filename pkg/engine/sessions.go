@@ -131,14 +131,10 @@ func (e *Engine) DeleteSession(id string) (Purged, error) {
 		if e.prefix == nil {
 			return
 		}
-		mem, disk := e.prefix.purge(id)
+		mem, disk := e.purgePrefix(id)
 		p.PrefixBlocks, p.PrefixTokens, p.PrefixBytes = mem.blocks, mem.tokens, mem.bytes
 		p.PrefixDiskBlocks, p.PrefixDiskBytes = disk.blocks, disk.bytes
 		p.SharedBlocks = mem.kept + disk.kept
-		e.mu.Lock()
-		e.stats.PrefixStorePurged += int64(mem.blocks)
-		e.prefixStatsLocked()
-		e.mu.Unlock()
 	})
 	if err != nil {
 		return p, err
@@ -246,13 +242,20 @@ func (e *Engine) expireSessions() {
 			if e.sessionBusy(id) || slices.ContainsFunc(e.slots, func(s *slot) bool { return s.session == id }) {
 				continue
 			}
-			mem, _ := e.prefix.purge(id)
-			e.mu.Lock()
-			e.stats.PrefixStorePurged += int64(mem.blocks)
-			e.prefixStatsLocked()
-			e.mu.Unlock()
+			e.purgePrefix(id)
 		}
 	})
+}
+
+// purgePrefix removes session id from the prefix store (prefixStore.purge)
+// and updates the store's stats. Scheduler goroutine only.
+func (e *Engine) purgePrefix(id string) (mem, disk purged) {
+	mem, disk = e.prefix.purge(id)
+	e.mu.Lock()
+	e.stats.PrefixStorePurged += int64(mem.blocks)
+	e.prefixStatsLocked()
+	e.mu.Unlock()
+	return mem, disk
 }
 
 // janitor expires sessions periodically: one goroutine per engine, none
