@@ -234,9 +234,10 @@ func TestPrefillDoesNotAllocate(t *testing.T) {
 				}
 			}
 			var st StepTimes
+			const attempts, runs = 3, 5 // AllocsPerRun adds a warm-up run
 			for _, timed := range []*StepTimes{nil, &st} {
 				r.TimeSteps(timed)
-				if a := testing.AllocsPerRun(5, func() {
+				if a := leastAllocs(attempts, runs, func() {
 					if err := r.Forward(segs); err != nil {
 						t.Fatal(err)
 					}
@@ -245,8 +246,8 @@ func TestPrefillDoesNotAllocate(t *testing.T) {
 				}
 			}
 			r.TimeSteps(nil)
-			if st.Passes != 6 || st.Wall[StepQKV] <= 0 || st.Wall[StepAttention] <= 0 || st.Wall[StepLMHead] <= 0 {
-				t.Errorf("StepTimes after 6 timed passes: %d passes, wall %v", st.Passes, st.Wall)
+			if st.Passes != attempts*(runs+1) || st.Wall[StepQKV] <= 0 || st.Wall[StepAttention] <= 0 || st.Wall[StepLMHead] <= 0 {
+				t.Errorf("StepTimes after %d timed passes: %d passes, wall %v", attempts*(runs+1), st.Passes, st.Wall)
 			}
 			for s := range NumSteps {
 				if st.Idle[s] < 0 || st.Idle[s] > time.Duration(r.pool.Size())*st.Wall[s] {
@@ -255,6 +256,20 @@ func TestPrefillDoesNotAllocate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leastAllocs is the fewest of attempts testing.AllocsPerRun(runs, f).
+// AllocsPerRun counts the whole process's allocations, and a pass whose
+// worker sleeps in a futex can let the runtime's sysmon hand that thread's
+// P to a new OS thread, which the runtime allocates (runtime.newm, seen in
+// about one run in twelve after the warm-up): a one-off of the runtime's,
+// where an allocation of the pass's own code shows in every attempt.
+func leastAllocs(attempts, runs int, f func()) float64 {
+	least := testing.AllocsPerRun(runs, f)
+	for range attempts - 1 {
+		least = min(least, testing.AllocsPerRun(runs, f))
+	}
+	return least
 }
 
 func decodeAllocs(t *testing.T, r *Runner) {
