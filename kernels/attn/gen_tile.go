@@ -199,6 +199,14 @@ func (g *gen) scores() {
 	q, kb := g.queries, g.kb()
 	g.I("")
 	g.Comment("Scores in blocks of %d keys: Z(%dq+j) accumulates query q · key BX+j.", kb, kb)
+	if g.inPlace() {
+		g.Comment("R13 walks the next tile's K rows (64 rows on, into L2): each chunk step")
+		g.Comment("prefetches as many bytes as it loads, so that the cache, which decode")
+		g.Comment("streams once, is read all through the call (n is read from the frame).")
+		g.I("MOVQ R14, R13")
+		g.I("SHLQ $%d, R13", 6+map[source]int{srcBF16: 1, srcI8: 0}[g.src])
+		g.I("ADDQ DX, R13")
+	}
 	g.I("XORQ BX, BX")
 	g.label("block")
 	g.I("VPXORD Z0, Z0, Z0")
@@ -312,6 +320,12 @@ func (g *gen) scores() {
 			g.I("VMOVUPS (%s)(R14*2), Z%d // the low part", r, g.qlo(i))
 		}
 	}
+	if g.inPlace() {
+		for off := 0; off < kb*g.chunkBytes(); off += 64 {
+			g.I("PREFETCHT1 %d(R13)", off)
+		}
+		g.I("ADDQ $%d, R13", kb*g.chunkBytes())
+	}
 	regs := make([]int, kb)
 	for j := range kb {
 		regs[j] = 20 + j
@@ -370,7 +384,11 @@ func (g *gen) scores() {
 	}
 	g.I("")
 	// Only the block's keys below n count towards the maxima.
-	g.I("MOVQ R13, DI")
+	n := "R13"
+	if g.inPlace() {
+		n = g.arg("n")
+	}
+	g.I("MOVQ %s, DI", n)
 	g.I("SUBQ BX, DI")
 	if q == 4 {
 		g.I("MOVL $15, R15")
@@ -385,9 +403,17 @@ func (g *gen) scores() {
 	g.I("VMAXPS Z0, Z30, K1, Z30")
 	g.I("")
 	g.I("ADDQ $%d, BX", kb)
-	g.I("CMPQ BX, R13")
+	g.I("CMPQ BX, %s", n)
 	g.I("JLT  %sblock", g.prefix)
+	if g.inPlace() {
+		g.I("MOVQ %s, R13", n)
+	}
 }
+
+// inPlace says whether the kernel reads the cache in place, as decode does:
+// those kernels prefetch the next tile's K in the score loop and its V in
+// the value loop.
+func (g *gen) inPlace() bool { return g.src != srcF32 && !g.vpairs }
 
 // qlo is the register of query i's low part (dot kernels): free, as the
 // int8 scales' registers are.
@@ -695,35 +721,23 @@ func (g *gen) values() {
 	}
 	vbase()
 	if g.src != srcF32 {
-		// Fetch the next tile's K and V rows into L2 meanwhile (decode
-		// streams the cache once).
+		// Fetch the next tile's V rows into L2 meanwhile, as the score
+		// loop did its K rows.
 		rowBytes := wide * g.elem() // bytes of the pass's dims in one row
-		if q == 4 {
-			g.I("MOVQ R13, R15")
-			g.I("SHLQ $6, R15            // 64 rows: the next tile")
-			g.I("MOVQ %s, DI", g.arg("k"))
-			g.I("ADDQ R15, DI            // its K rows")
-		} else {
-			g.I("MOVQ R10, R11")
-			g.I("SHLQ $6, R11            // 64 rows: the next tile")
-			g.I("LEAQ (DX)(R11*1), R15   // its K rows")
+		next := "R15"
+		if q == 2 {
+			next = "R11"
 			if g.src == srcI8 {
 				g.I("MOVQ %s, DI", g.arg("vs"))
 			}
 		}
+		g.I("MOVQ %s, %s", stride, next)
+		g.I("SHLQ $6, %s            // 64 rows: the next tile", next)
 		g.I("XORQ CX, CX")
 		g.label(fmt.Sprintf("v%dt", wide))
-		next, kp := "R15", "DI"
-		if q == 2 {
-			next, kp = "R11", "R15"
-		}
 		for off := 0; off < rowBytes; off += 64 {
 			g.I("PREFETCHT1 %d(R12)(%s*1)", off, next)
 		}
-		for off := 0; off < rowBytes; off += 64 {
-			g.I("PREFETCHT1 %d(%s)", off, kp)
-		}
-		g.I("ADDQ %s, %s", stride, kp)
 	} else {
 		g.I("XORQ CX, CX")
 		g.label(fmt.Sprintf("v%dt", wide))
@@ -803,10 +817,10 @@ func (g *gen) valuesDot() {
 	for i, r := range sp {
 		g.I("MOVQ %d(AX), %s", qref(i, "s"), r)
 	}
-	// stride: the bf16 row stride, next: 64 rows, kp: the next tile's K rows
-	stride, next, kp := "R13", "R15", "DI"
+	// stride: the bf16 row stride, next: 64 rows (the next tile's V rows)
+	stride, next := "R13", "R15"
 	if q == 2 {
-		stride, next, kp = "R10", "R11", "R15"
+		stride, next = "R10", "R11"
 	}
 	g.I("MOVQ %s, DX", g.arg("n"))
 	if g.vpairs {
@@ -838,8 +852,6 @@ func (g *gen) valuesDot() {
 		if prefetch && !g.vpairs {
 			g.I("MOVQ %s, %s", stride, next)
 			g.I("SHLQ $6, %s            // 64 rows: the next tile", next)
-			g.I("MOVQ %s, %s", g.arg("k"), kp)
-			g.I("ADDQ %s, %s            // its K rows", next, kp)
 		}
 		row := func() {
 			if !prefetch {
@@ -848,10 +860,6 @@ func (g *gen) valuesDot() {
 			for off := 0; off < nv*32; off += 64 {
 				g.I("PREFETCHT1 %d(R12)(%s*1)", off, next)
 			}
-			for off := 0; off < nv*32; off += 64 {
-				g.I("PREFETCHT1 %d(%s)", off, kp)
-			}
-			g.I("ADDQ %s, %s", stride, kp)
 		}
 		bcast := func() {
 			for i, r := range sp {

@@ -1976,6 +1976,12 @@ TEXT ·tile2BF16AVX512(SB), NOSPLIT, $0-44
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 8q+j: query q, key ≡ j mod 8
 	
 	// Scores in blocks of 8 keys: Z(8q+j) accumulates query q · key BX+j.
+	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
+	// prefetches as many bytes as it loads, so that the cache, which decode
+	// streams once, is read all through the call (n is read from the frame).
+	MOVQ R14, R13
+	SHLQ $7, R13
+	ADDQ DX, R13
 	XORQ BX, BX
 d2block:
 	VPXORD Z0, Z0, Z0
@@ -2007,6 +2013,11 @@ d2block:
 d2chunk:
 	VMOVUPS (R8), Z16
 	VMOVUPS (R9), Z17
+	PREFETCHT1 0(R13)
+	PREFETCHT1 64(R13)
+	PREFETCHT1 128(R13)
+	PREFETCHT1 192(R13)
+	ADDQ $256, R13
 	VPMOVZXWD (R12), Z20
 	VPMOVZXWD (R12)(R10*1), Z21
 	VPMOVZXWD (R12)(R10*2), Z22
@@ -2098,7 +2109,7 @@ d2chunk:
 	MOVQ 64(AX), DI
 	VEXTRACTF32X8 $1, Z0, (DI)(BX*4)
 	
-	MOVQ R13, DI
+	MOVQ n+24(FP), DI
 	SUBQ BX, DI
 	MOVL $0xff, R15
 	BZHIL DI, R15, R15
@@ -2107,8 +2118,9 @@ d2chunk:
 	VMAXPS Z0, Z30, K1, Z30
 	
 	ADDQ $8, BX
-	CMPQ BX, R13
+	CMPQ BX, n+24(FP)
 	JLT  d2block
+	MOVQ n+24(FP), R13
 	
 	// Each query's tile max in every lane of its 256-bit half.
 	VPERMILPS $0xB1, Z30, Z31
@@ -2206,18 +2218,12 @@ d2v:
 	ADDQ SI, R12
 	MOVQ R10, R11
 	SHLQ $6, R11            // 64 rows: the next tile
-	LEAQ (DX)(R11*1), R15   // its K rows
 	XORQ CX, CX
 d2v128t:
 	PREFETCHT1 0(R12)(R11*1)
 	PREFETCHT1 64(R12)(R11*1)
 	PREFETCHT1 128(R12)(R11*1)
 	PREFETCHT1 192(R12)(R11*1)
-	PREFETCHT1 0(R15)
-	PREFETCHT1 64(R15)
-	PREFETCHT1 128(R15)
-	PREFETCHT1 192(R15)
-	ADDQ R10, R15
 	VBROADCASTSS (R8)(CX*4), Z16
 	VBROADCASTSS (R9)(CX*4), Z17
 	VPMOVZXWD 0(R12), Z20
@@ -2323,6 +2329,12 @@ TEXT ·tile4BF16AVX512(SB), NOSPLIT, $0-44
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 4q+j: query q, key ≡ j mod 4
 	
 	// Scores in blocks of 4 keys: Z(4q+j) accumulates query q · key BX+j.
+	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
+	// prefetches as many bytes as it loads, so that the cache, which decode
+	// streams once, is read all through the call (n is read from the frame).
+	MOVQ R14, R13
+	SHLQ $7, R13
+	ADDQ DX, R13
 	XORQ BX, BX
 q4block:
 	VPXORD Z0, Z0, Z0
@@ -2357,6 +2369,9 @@ q4chunk:
 	VMOVUPS (R9), Z17
 	VMOVUPS (R10), Z18
 	VMOVUPS (R11), Z19
+	PREFETCHT1 0(R13)
+	PREFETCHT1 64(R13)
+	ADDQ $128, R13
 	VPMOVZXWD (R12), Z20
 	VPMOVZXWD (R12)(DI*1), Z21
 	VPMOVZXWD (R12)(DI*2), Z22
@@ -2445,7 +2460,7 @@ q4chunk:
 	MOVQ 144(AX), DI
 	VEXTRACTF32X4 $3, Z0, (DI)(BX*4)
 	
-	MOVQ R13, DI
+	MOVQ n+24(FP), DI
 	SUBQ BX, DI
 	MOVL $15, R15
 	BZHIL DI, R15, R15
@@ -2454,8 +2469,9 @@ q4chunk:
 	VMAXPS Z0, Z30, K1, Z30
 	
 	ADDQ $4, BX
-	CMPQ BX, R13
+	CMPQ BX, n+24(FP)
 	JLT  q4block
+	MOVQ n+24(FP), R13
 	
 	// Each query's tile max in every lane of its 128-bit lane.
 	VPERMILPS $0xB1, Z30, Z31
@@ -2554,15 +2570,10 @@ q4v:
 	ADDQ SI, R12
 	MOVQ R13, R15
 	SHLQ $6, R15            // 64 rows: the next tile
-	MOVQ k+8(FP), DI
-	ADDQ R15, DI            // its K rows
 	XORQ CX, CX
 q4v64t:
 	PREFETCHT1 0(R12)(R15*1)
 	PREFETCHT1 64(R12)(R15*1)
-	PREFETCHT1 0(DI)
-	PREFETCHT1 64(DI)
-	ADDQ R13, DI
 	VBROADCASTSS (R8)(CX*4), Z16
 	VBROADCASTSS (R9)(CX*4), Z17
 	VBROADCASTSS (R10)(CX*4), Z18
@@ -2684,6 +2695,12 @@ TEXT ·tile2I8AVX512(SB), NOSPLIT, $0-60
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 8q+j: query q, key ≡ j mod 8
 	
 	// Scores in blocks of 8 keys: Z(8q+j) accumulates query q · key BX+j.
+	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
+	// prefetches as many bytes as it loads, so that the cache, which decode
+	// streams once, is read all through the call (n is read from the frame).
+	MOVQ R14, R13
+	SHLQ $6, R13
+	ADDQ DX, R13
 	XORQ BX, BX
 id2block:
 	VPXORD Z0, Z0, Z0
@@ -2717,6 +2734,9 @@ id2block:
 id2chunk:
 	VMOVUPS (R8), Z16
 	VMOVUPS (R9), Z17
+	PREFETCHT1 0(R13)
+	PREFETCHT1 64(R13)
+	ADDQ $128, R13
 	VPMOVSXBD (R12), Z20
 	VPMOVSXBD (R12)(R10*1), Z21
 	VPMOVSXBD (R12)(R10*2), Z22
@@ -2816,7 +2836,7 @@ id2chunk:
 	MOVQ 64(AX), DI
 	VEXTRACTF32X8 $1, Z0, (DI)(BX*4)
 	
-	MOVQ R13, DI
+	MOVQ n+40(FP), DI
 	SUBQ BX, DI
 	MOVL $0xff, R15
 	BZHIL DI, R15, R15
@@ -2825,8 +2845,9 @@ id2chunk:
 	VMAXPS Z0, Z30, K1, Z30
 	
 	ADDQ $8, BX
-	CMPQ BX, R13
+	CMPQ BX, n+40(FP)
 	JLT  id2block
+	MOVQ n+40(FP), R13
 	
 	// Each query's tile max in every lane of its 256-bit half.
 	VPERMILPS $0xB1, Z30, Z31
@@ -2922,17 +2943,13 @@ id2v:
 	MOVQ BX, R12
 	SHRQ $2, R12
 	ADDQ SI, R12
+	MOVQ vs+32(FP), DI
 	MOVQ R10, R11
 	SHLQ $6, R11            // 64 rows: the next tile
-	LEAQ (DX)(R11*1), R15   // its K rows
-	MOVQ vs+32(FP), DI
 	XORQ CX, CX
 id2v128t:
 	PREFETCHT1 0(R12)(R11*1)
 	PREFETCHT1 64(R12)(R11*1)
-	PREFETCHT1 0(R15)
-	PREFETCHT1 64(R15)
-	ADDQ R10, R15
 	VBROADCASTSS (R8)(CX*4), Z16
 	VBROADCASTSS (R9)(CX*4), Z17
 	VBROADCASTSS (DI)(CX*4), Z18
@@ -3060,6 +3077,12 @@ TEXT ·tile4I8AVX512(SB), NOSPLIT, $0-60
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 4q+j: query q, key ≡ j mod 4
 	
 	// Scores in blocks of 4 keys: Z(4q+j) accumulates query q · key BX+j.
+	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
+	// prefetches as many bytes as it loads, so that the cache, which decode
+	// streams once, is read all through the call (n is read from the frame).
+	MOVQ R14, R13
+	SHLQ $6, R13
+	ADDQ DX, R13
 	XORQ BX, BX
 iq4block:
 	VPXORD Z0, Z0, Z0
@@ -3099,6 +3122,8 @@ iq4chunk:
 	VMOVUPS (R9), Z17
 	VMOVUPS (R10), Z18
 	VMOVUPS (R11), Z19
+	PREFETCHT1 0(R13)
+	ADDQ $64, R13
 	VPMOVSXBD (R12), Z20
 	VPMOVSXBD (R12)(DI*1), Z21
 	VPMOVSXBD (R12)(DI*2), Z22
@@ -3191,7 +3216,7 @@ iq4chunk:
 	MOVQ 144(AX), DI
 	VEXTRACTF32X4 $3, Z0, (DI)(BX*4)
 	
-	MOVQ R13, DI
+	MOVQ n+40(FP), DI
 	SUBQ BX, DI
 	MOVL $15, R15
 	BZHIL DI, R15, R15
@@ -3200,8 +3225,9 @@ iq4chunk:
 	VMAXPS Z0, Z30, K1, Z30
 	
 	ADDQ $4, BX
-	CMPQ BX, R13
+	CMPQ BX, n+40(FP)
 	JLT  iq4block
+	MOVQ n+40(FP), R13
 	
 	// Each query's tile max in every lane of its 128-bit lane.
 	VPERMILPS $0xB1, Z30, Z31
@@ -3300,13 +3326,9 @@ iq4v:
 	ADDQ SI, R12
 	MOVQ R13, R15
 	SHLQ $6, R15            // 64 rows: the next tile
-	MOVQ k+8(FP), DI
-	ADDQ R15, DI            // its K rows
 	XORQ CX, CX
 iq4v64t:
 	PREFETCHT1 0(R12)(R15*1)
-	PREFETCHT1 0(DI)
-	ADDQ R13, DI
 	VBROADCASTSS (R8)(CX*4), Z16
 	VBROADCASTSS (R9)(CX*4), Z17
 	VBROADCASTSS (R10)(CX*4), Z18
@@ -3422,6 +3444,12 @@ TEXT ·tile2DotAVX512(SB), NOSPLIT, $0-40
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 8q+j: query q, key ≡ j mod 8
 	
 	// Scores in blocks of 8 keys: Z(8q+j) accumulates query q · key BX+j.
+	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
+	// prefetches as many bytes as it loads, so that the cache, which decode
+	// streams once, is read all through the call (n is read from the frame).
+	MOVQ R14, R13
+	SHLQ $7, R13
+	ADDQ DX, R13
 	XORQ BX, BX
 e2block:
 	VPXORD Z0, Z0, Z0
@@ -3456,6 +3484,15 @@ e2chunk:
 	VMOVUPS (R8)(R14*2), Z18 // the low part
 	VMOVUPS (R9), Z17
 	VMOVUPS (R9)(R14*2), Z19 // the low part
+	PREFETCHT1 0(R13)
+	PREFETCHT1 64(R13)
+	PREFETCHT1 128(R13)
+	PREFETCHT1 192(R13)
+	PREFETCHT1 256(R13)
+	PREFETCHT1 320(R13)
+	PREFETCHT1 384(R13)
+	PREFETCHT1 448(R13)
+	ADDQ $512, R13
 	VMOVDQU32 (R12), Z20
 	VMOVDQU32 (R12)(R10*1), Z21
 	VMOVDQU32 (R12)(R10*2), Z22
@@ -3602,7 +3639,7 @@ e2fold:
 	MOVQ 64(AX), DI
 	VEXTRACTF32X8 $1, Z0, (DI)(BX*4)
 	
-	MOVQ R13, DI
+	MOVQ n+24(FP), DI
 	SUBQ BX, DI
 	MOVL $0xff, R15
 	BZHIL DI, R15, R15
@@ -3611,8 +3648,9 @@ e2fold:
 	VMAXPS Z0, Z30, K1, Z30
 	
 	ADDQ $8, BX
-	CMPQ BX, R13
+	CMPQ BX, n+24(FP)
 	JLT  e2block
+	MOVQ n+24(FP), R13
 	
 	// Each query's tile max in every lane of its 256-bit half.
 	VPERMILPS $0xB1, Z30, Z31
@@ -3730,8 +3768,6 @@ e2v:
 	ADDQ SI, R12            // row 0 of V at the pass's dims
 	MOVQ R10, R11
 	SHLQ $6, R11            // 64 rows: the next tile
-	MOVQ k+8(FP), R15
-	ADDQ R11, R15            // its K rows
 	XORQ CX, CX
 	CMPQ CX, DX
 	JGE  e2v128tail
@@ -3742,11 +3778,6 @@ e2v128t:
 	PREFETCHT1 64(R12)(R11*1)
 	PREFETCHT1 128(R12)(R11*1)
 	PREFETCHT1 192(R12)(R11*1)
-	PREFETCHT1 0(R15)
-	PREFETCHT1 64(R15)
-	PREFETCHT1 128(R15)
-	PREFETCHT1 192(R15)
-	ADDQ R10, R15
 	VPMOVZXWD 0(R12), Z20
 	VPMOVZXWD 32(R12), Z21
 	VPMOVZXWD 64(R12), Z22
@@ -3760,11 +3791,6 @@ e2v128t:
 	PREFETCHT1 64(R12)(R11*1)
 	PREFETCHT1 128(R12)(R11*1)
 	PREFETCHT1 192(R12)(R11*1)
-	PREFETCHT1 0(R15)
-	PREFETCHT1 64(R15)
-	PREFETCHT1 128(R15)
-	PREFETCHT1 192(R15)
-	ADDQ R10, R15
 	VPMOVZXWD 0(R12), Z30
 	VPSLLD $16, Z30, Z30
 	VPORD Z30, Z20, Z20
@@ -3918,6 +3944,12 @@ TEXT ·tile4DotAVX512(SB), NOSPLIT, $0-40
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 4q+j: query q, key ≡ j mod 4
 	
 	// Scores in blocks of 4 keys: Z(4q+j) accumulates query q · key BX+j.
+	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
+	// prefetches as many bytes as it loads, so that the cache, which decode
+	// streams once, is read all through the call (n is read from the frame).
+	MOVQ R14, R13
+	SHLQ $7, R13
+	ADDQ DX, R13
 	XORQ BX, BX
 e4block:
 	VPXORD Z0, Z0, Z0
@@ -3957,6 +3989,11 @@ e4chunk:
 	VMOVUPS (R10)(R14*2), Z26 // the low part
 	VMOVUPS (R11), Z19
 	VMOVUPS (R11)(R14*2), Z27 // the low part
+	PREFETCHT1 0(R13)
+	PREFETCHT1 64(R13)
+	PREFETCHT1 128(R13)
+	PREFETCHT1 192(R13)
+	ADDQ $256, R13
 	VMOVDQU32 (R12), Z20
 	VMOVDQU32 (R12)(DI*1), Z21
 	VMOVDQU32 (R12)(DI*2), Z22
@@ -4104,7 +4141,7 @@ e4fold:
 	MOVQ 144(AX), DI
 	VEXTRACTF32X4 $3, Z0, (DI)(BX*4)
 	
-	MOVQ R13, DI
+	MOVQ n+24(FP), DI
 	SUBQ BX, DI
 	MOVL $15, R15
 	BZHIL DI, R15, R15
@@ -4113,8 +4150,9 @@ e4fold:
 	VMAXPS Z0, Z30, K1, Z30
 	
 	ADDQ $4, BX
-	CMPQ BX, R13
+	CMPQ BX, n+24(FP)
 	JLT  e4block
+	MOVQ n+24(FP), R13
 	
 	// Each query's tile max in every lane of its 128-bit lane.
 	VPERMILPS $0xB1, Z30, Z31
@@ -4234,8 +4272,6 @@ e4v:
 	ADDQ SI, R12            // row 0 of V at the pass's dims
 	MOVQ R13, R15
 	SHLQ $6, R15            // 64 rows: the next tile
-	MOVQ k+8(FP), DI
-	ADDQ R15, DI            // its K rows
 	XORQ CX, CX
 	CMPQ CX, DX
 	JGE  e4v64tail
@@ -4246,9 +4282,6 @@ e4v64t:
 	VPBROADCASTD (R11)(CX*4), Z19
 	PREFETCHT1 0(R12)(R15*1)
 	PREFETCHT1 64(R12)(R15*1)
-	PREFETCHT1 0(DI)
-	PREFETCHT1 64(DI)
-	ADDQ R13, DI
 	VPMOVZXWD 0(R12), Z20
 	VPMOVZXWD 32(R12), Z21
 	VPMOVZXWD 64(R12), Z22
@@ -4256,9 +4289,6 @@ e4v64t:
 	ADDQ R13, R12
 	PREFETCHT1 0(R12)(R15*1)
 	PREFETCHT1 64(R12)(R15*1)
-	PREFETCHT1 0(DI)
-	PREFETCHT1 64(DI)
-	ADDQ R13, DI
 	VPMOVZXWD 0(R12), Z30
 	VPSLLD $16, Z30, Z30
 	VPORD Z30, Z20, Z20
