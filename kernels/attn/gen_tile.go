@@ -203,8 +203,7 @@ func (g *gen) scores() {
 		g.Comment("R13 walks the next tile's K rows (64 rows on, into L2): each chunk step")
 		g.Comment("prefetches as many bytes as it loads, so that the cache, which decode")
 		g.Comment("streams once, is read all through the call (n is read from the frame).")
-		g.I("MOVQ R14, R13")
-		g.I("SHLQ $%d, R13", 6+map[source]int{srcBF16: 1, srcI8: 0}[g.src])
+		g.I("IMUL3Q $%d, R14, R13    // 64 rows of head_dim values", 64*g.elem())
 		g.I("ADDQ DX, R13")
 	}
 	g.I("XORQ BX, BX")

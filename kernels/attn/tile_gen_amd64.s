@@ -1979,8 +1979,7 @@ TEXT ·tile2BF16AVX512(SB), NOSPLIT, $0-44
 	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
 	// prefetches as many bytes as it loads, so that the cache, which decode
 	// streams once, is read all through the call (n is read from the frame).
-	MOVQ R14, R13
-	SHLQ $7, R13
+	IMUL3Q $128, R14, R13    // 64 rows of head_dim values
 	ADDQ DX, R13
 	XORQ BX, BX
 d2block:
@@ -2332,8 +2331,7 @@ TEXT ·tile4BF16AVX512(SB), NOSPLIT, $0-44
 	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
 	// prefetches as many bytes as it loads, so that the cache, which decode
 	// streams once, is read all through the call (n is read from the frame).
-	MOVQ R14, R13
-	SHLQ $7, R13
+	IMUL3Q $128, R14, R13    // 64 rows of head_dim values
 	ADDQ DX, R13
 	XORQ BX, BX
 q4block:
@@ -2698,8 +2696,7 @@ TEXT ·tile2I8AVX512(SB), NOSPLIT, $0-60
 	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
 	// prefetches as many bytes as it loads, so that the cache, which decode
 	// streams once, is read all through the call (n is read from the frame).
-	MOVQ R14, R13
-	SHLQ $6, R13
+	IMUL3Q $64, R14, R13    // 64 rows of head_dim values
 	ADDQ DX, R13
 	XORQ BX, BX
 id2block:
@@ -3080,8 +3077,7 @@ TEXT ·tile4I8AVX512(SB), NOSPLIT, $0-60
 	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
 	// prefetches as many bytes as it loads, so that the cache, which decode
 	// streams once, is read all through the call (n is read from the frame).
-	MOVQ R14, R13
-	SHLQ $6, R13
+	IMUL3Q $64, R14, R13    // 64 rows of head_dim values
 	ADDQ DX, R13
 	XORQ BX, BX
 iq4block:
@@ -3447,8 +3443,7 @@ TEXT ·tile2DotAVX512(SB), NOSPLIT, $0-40
 	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
 	// prefetches as many bytes as it loads, so that the cache, which decode
 	// streams once, is read all through the call (n is read from the frame).
-	MOVQ R14, R13
-	SHLQ $7, R13
+	IMUL3Q $128, R14, R13    // 64 rows of head_dim values
 	ADDQ DX, R13
 	XORQ BX, BX
 e2block:
@@ -3947,8 +3942,7 @@ TEXT ·tile4DotAVX512(SB), NOSPLIT, $0-40
 	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
 	// prefetches as many bytes as it loads, so that the cache, which decode
 	// streams once, is read all through the call (n is read from the frame).
-	MOVQ R14, R13
-	SHLQ $7, R13
+	IMUL3Q $128, R14, R13    // 64 rows of head_dim values
 	ADDQ DX, R13
 	XORQ BX, BX
 e4block:
