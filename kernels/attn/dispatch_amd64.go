@@ -136,6 +136,11 @@ func tile2DotAVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int)
 //go:noescape
 func tile4DotAVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int)
 
+// warmAVX512 reads the first n &^ 255 bytes from p and discards them.
+//
+//go:noescape
+func warmAVX512(p *uint16, n int)
+
 //go:noescape
 func tile2DotPairsAVX512(qs *[groupQueries]qref, k *uint16, v *uint32, n, hd int)
 
@@ -164,6 +169,11 @@ func dotAVX512(w *scratch, c *Cache, o, n int) {
 	if !dotFits(c, o, n) {
 		dotGo(w, c, o, n)
 		return
+	}
+	if !w.vpairs { // in place, as decode reads the cache: tile_amd64.s says why
+		bytes := n * c.HeadDim * 2
+		warmAVX512(&c.K16[o], bytes)
+		warmAVX512(&c.V16[o], bytes)
 	}
 	i := 0
 	for ; w.np-i >= 4; i += 4 {

@@ -217,3 +217,26 @@ dq2chunk:
 dq2done:
 	VZEROUPPER
 	RET
+
+// func warmAVX512(p *uint16, n int)  (reads n &^ 255 bytes, keeps nothing)
+//
+// A decode step's in-place kernels compute on a tile while the loads of its
+// four key rows wait on memory; a plain sequential read of the tile first
+// brings it into L1 at the rate of a pure stream, with no arithmetic in the
+// way, and the kernel then runs on cached rows (docs/kernels.md).
+TEXT ·warmAVX512(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $8, CX
+	JZ   warmdone
+warml:
+	VMOVDQU64 0(SI), Z0
+	VMOVDQU64 64(SI), Z1
+	VMOVDQU64 128(SI), Z2
+	VMOVDQU64 192(SI), Z3
+	ADDQ $256, SI
+	DECQ CX
+	JNZ  warml
+warmdone:
+	VZEROUPPER
+	RET

@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ops"
@@ -361,5 +364,27 @@ func TestRoundQueryMatchesGo(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// warmAVX512 must read no byte past n: the tile it warms can end where the
+// cache's mapping does. The page after the buffer is unmapped, so a read
+// past it faults.
+func TestWarmStaysInBounds(t *testing.T) {
+	if !kernels.CPU().Supports(kernels.AVX512) {
+		t.Skip("no AVX-512")
+	}
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	if err := unix.Mprotect(mem[page:], unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{0, 2, 254, 256, 300, 511, 512, page} {
+		start := (page - n) &^ 1 // a uint16 boundary
+		warmAVX512((*uint16)(unsafe.Pointer(&mem[start])), page-start)
 	}
 }

@@ -278,9 +278,9 @@ func switches() int64 {
 // tells a spread the machine causes from one the engine does. It also
 // estimates a step's fixed cost (barriers, per-row ops, attention at depth
 // 0), apart from the streaming: int8 reads half of bf16's bytes, so at one
-// rate fixed = 2·t(int8) − t(bf16).
+// rate fixed = 2·t(int8) − t(bf16). With -v it logs every round.
 //
-//	ELLM_BENCH_MODEL=DIR go test ./pkg/model -run '^$' -bench DecodeVsDRAM -benchtime 60x
+//	ELLM_BENCH_MODEL=DIR go test ./pkg/model -run '^$' -bench DecodeVsDRAM -benchtime 60x -v
 func BenchmarkDecodeVsDRAM(b *testing.B) {
 	dir := os.Getenv("ELLM_BENCH_MODEL")
 	if dir == "" {
@@ -324,15 +324,28 @@ func BenchmarkDecodeVsDRAM(b *testing.B) {
 		es = append(es, e)
 	}
 	seg := []Segment{{Tokens: []int32{1}, Logits: LogitsLast}}
-	var dram []float64
+	var dram, single []float64
 	for range b.N {
-		dram = append(dram, meter.DRAM().All)
+		d := meter.DRAM()
+		dram, single = append(dram, d.All), append(single, d.Single)
 		for _, e := range es {
 			start := time.Now()
 			if err := e.r.Forward(seg); err != nil {
 				b.Fatal(err)
 			}
 			e.rate = append(e.rate, e.bytes/time.Since(start).Seconds()/1e9)
+		}
+	}
+	// The per-round table shows whether the decode steps follow the read
+	// loop when the VM's memory changes speed between rounds, which the
+	// medians below cannot tell.
+	if testing.Verbose() && b.N > 1 {
+		for i := range dram {
+			line := fmt.Sprintf("round %3d: read %5.1f GB/s (one thread %5.1f)", i, dram[i], single[i])
+			for _, e := range es {
+				line += fmt.Sprintf("  %s %5.1f GB/s", e.name, e.rate[i])
+			}
+			b.Log(line)
 		}
 	}
 	median := func(v []float64) float64 {
@@ -344,10 +357,24 @@ func BenchmarkDecodeVsDRAM(b *testing.B) {
 	b.ReportMetric(median(dram), "dram-GB/s")
 	b.ReportMetric(spread(dram), "dram-spread-%")
 	step := map[string]float64{}
+	mid := median(dram)
 	for _, e := range es {
-		ratio := make([]float64, len(dram))
+		// The rounds whose read rate was at or above the median, and those
+		// below it: on a VM whose memory switches between two speeds, the
+		// decode's fraction of each says whether it keeps up in the fast one.
+		var ratio, fast, slow []float64
 		for i := range dram {
-			ratio[i] = e.rate[i] / dram[i]
+			r := e.rate[i] / dram[i]
+			ratio = append(ratio, r)
+			if dram[i] >= mid {
+				fast = append(fast, r)
+			} else {
+				slow = append(slow, r)
+			}
+		}
+		if len(slow) > 0 {
+			b.ReportMetric(100*median(fast), e.name+"-%dram-fast")
+			b.ReportMetric(100*median(slow), e.name+"-%dram-slow")
 		}
 		b.ReportMetric(median(e.rate), e.name+"-GB/s")
 		b.ReportMetric(spread(e.rate), e.name+"-spread-%")
