@@ -248,10 +248,10 @@ const prefetch = 1024
 // Tall tiles (prefill) also prefetch their activations actPrefetch bytes
 // ahead: a long prompt's activations (M·K·2 bytes: 8 MiB for o_proj at
 // 2048 tokens) do not stay in L2 between the chunks of panels that reuse
-// them, and the broadcast loads then waited on L3, or on DRAM where the
-// VM's share of L3 does not hold them: 2 KiB (64 steps of an 8-row tile)
-// covers that latency where 512 bytes left down_proj at 2048 rows 14 %
-// slower (docs/performance.md).
+// them, and the broadcast loads then waited on L3 (or DRAM, where the VM's
+// share of L3 does not hold them): 2 KiB ahead (64 steps of an 8-row tile)
+// cut down_proj's time at 2048 rows by 12 % against 512 bytes
+// (docs/performance.md).
 const (
 	actPrefetchRows = 5
 	actPrefetch     = 2048
