@@ -254,7 +254,7 @@ type task struct {
 	rows    int            // rows of the tallest tile kernel for this weight kind
 	widen   bool           // bf16 weights widened block by block for the f32 kernels
 	kernels *[maxRows + 1][maxPanels + 1]kernel
-	next    atomic.Int64 // phase 1: the first panel not yet claimed
+	next    atomic.Int64 // phase 0: the first row not yet claimed; 1: the first (group, panel)
 }
 
 // form is how the kernels read activations: a tile of R rows is stored
@@ -297,7 +297,7 @@ func (c *Context) Outputs(worker, lo, hi int) {
 		return
 	}
 	p0, p1 := lo/panelWidth, ceilDiv(hi, panelWidth)
-	t.panels(&c.worker[worker], t.w, unsafe.Pointer(&t.y[lo]), uintptr(n*4), p0, p1, false)
+	t.panels(&c.worker[worker], t.w, unsafe.Pointer(&t.y[lo]), uintptr(n*4), 0, t.m, p0, p1, false)
 }
 
 // Done ends a product begun by Prepare.
@@ -330,6 +330,7 @@ func (c *Context) setup(o op, y, x []float32, m int, w, w2 *Weight) {
 		t.prepare(0, m)
 	default:
 		t.phase = 0
+		t.next.Store(0)
 		c.pool.Run(t)
 	}
 }
@@ -356,11 +357,18 @@ func (c *Context) form(t *task, m int, w *Weight) {
 	}
 }
 
-func (t *task) Run(worker, workers int) {
+func (t *task) Run(worker, _ int) {
 	if t.phase == 0 {
-		lo, hi := threads.Split(t.m, t.rows, worker, workers)
-		t.prepare(lo, hi)
-		return
+		// Rows are claimed four tiles at a time rather than halved, so that
+		// a worker woken late from its park prepares fewer of them.
+		step := int64(4 * t.rows)
+		for {
+			lo := t.next.Add(step) - step
+			if lo >= int64(t.m) {
+				return
+			}
+			t.prepare(int(lo), min(int(lo+step), t.m))
+		}
 	}
 	t.multiply(worker)
 }
@@ -397,7 +405,8 @@ func (t *task) prepare(lo, hi int) {
 }
 
 // multiply has the worker claim chunks of panels in order until none is
-// left (up to blockPanels, or maxPanels when all rows fit one tile). Each
+// left (up to blockPanels, or maxPanels when all rows fit one tile), group
+// of rows after group of rows (groupRows). Each
 // chunk is a contiguous stretch of the weights, streamed once; claiming them
 // rather than splitting the panels up front keeps both threads busy to the
 // end of the call when one of them is slowed down (a shared core, an unfair
@@ -426,18 +435,41 @@ func (t *task) multiply(worker int) {
 	if t.m <= t.rows {
 		most, least, shares = maxPanels, 1, workers
 	}
+	g := t.groupRows()
+	total := int64(ceilDiv(t.m, g)) * n // (group of rows, panel) pairs
 	for {
-		plo := t.next.Load()
-		if plo >= n {
+		lo := t.next.Load()
+		if lo >= total {
 			return
 		}
-		size := chunkSize(n-plo, most, least, shares)
-		if !t.next.CompareAndSwap(plo, plo+size) {
+		plo := lo % n
+		size := min(n-plo, chunkSize(total-lo, most, least, shares))
+		if !t.next.CompareAndSwap(lo, lo+size) {
 			continue
 		}
-		t.chunk(ws, int(plo), int(min(plo+size, n)))
+		r0 := int(lo/n) * g
+		t.chunk(ws, r0, min(r0+g, t.m), int(plo), int(plo+size))
 	}
 }
+
+// groupRows is the rows of a group: a tall product takes its prepared
+// activations in groups of rows of at most groupBytes, and the workers claim
+// all of a group's panels before the next group's, so that the chunks of
+// panels re-read a group's activations from L2 and the VM's share of L3
+// instead of all of them from further out: at 2048 rows down_proj's are
+// 12 MiB, re-read by each of its 8 chunks (docs/performance.md, "Row
+// groups"). The weights are then streamed once per group. Widened weights
+// are not grouped: each group would widen every block again.
+func (t *task) groupRows() int {
+	if t.widen {
+		return t.m
+	}
+	groups := ceilDiv(t.m*int(t.rowSize), groupBytes)
+	return ceilDiv(ceilDiv(t.m, groups), t.rows) * t.rows
+}
+
+// groupBytes is a variable so that tests can make groups of a few rows.
+var groupBytes = 2 << 20
 
 // chunkSize is the next chunk's panels when remaining are left: guided by
 // remaining/shares, between least and most.
@@ -455,29 +487,29 @@ const (
 	chunkFLOP = 32 << 20
 )
 
-// chunk computes panels [plo, phi) of the task's product.
-func (t *task) chunk(ws *workerState, plo, phi int) {
+// chunk computes panels [plo, phi) of the task's product for rows [r0, r1).
+func (t *task) chunk(ws *workerState, r0, r1, plo, phi int) {
 	w := t.w
 	if t.op != opSwiGLU {
-		t.panels(ws, w, unsafe.Pointer(&t.y[plo*panelWidth]), uintptr(w.N*4), plo, phi, t.op == opAdd)
+		t.panels(ws, w, unsafe.Pointer(&t.y[plo*panelWidth]), uintptr(w.N*4), r0, r1, plo, phi, t.op == opAdd)
 		return
 	}
 	n := w.N
 	for p0 := plo; p0 < phi; p0 += swigluChunk {
 		p1 := min(p0+swigluChunk, phi)
-		t.panels(ws, w, unsafe.Pointer(&t.y[p0*panelWidth]), uintptr(n*4), p0, p1, false)
-		t.panels(ws, t.w2, unsafe.Pointer(&ws.up[0]), swigluChunk*panelWidth*4, p0, p1, false)
+		t.panels(ws, w, unsafe.Pointer(&t.y[p0*panelWidth]), uintptr(n*4), r0, r1, p0, p1, false)
+		t.panels(ws, t.w2, unsafe.Pointer(&ws.up[0]), swigluChunk*panelWidth*4, r0, r1, p0, p1, false)
 		cols := min(p1*panelWidth, n) - p0*panelWidth
-		for r := range t.m {
+		for r := r0; r < r1; r++ {
 			h := t.y[r*n+p0*panelWidth : r*n+p0*panelWidth+cols]
 			t.c.ops.SiLUMul(h, h, ws.up[r*swigluChunk*panelWidth:])
 		}
 	}
 }
 
-// panels computes panels [p0, p1) of w for all rows into y (the output of
+// panels computes panels [p0, p1) of w for rows [r0, r1) into y (the output of
 // row 0, channel 16·p0), ldy bytes apart.
-func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr, p0, p1 int, add bool) {
+func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr, r0, r1, p0, p1 int, add bool) {
 	a := &ws.a
 	a.ps, a.ks, a.ldy = w.panelBytes(), w.steps, ldy
 	if t.widen {
@@ -505,8 +537,8 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 		} else {
 			base = unsafe.Add(w.base(), uintptr(b0)*a.ps)
 		}
-		for r0 := 0; r0 < t.m; r0 += t.rows {
-			rows := min(t.rows, t.m-r0)
+		for r0 := r0; r0 < r1; r0 += t.rows {
+			rows := min(t.rows, r1-r0)
 			a.x = unsafe.Add(t.xs, uintptr(r0)*t.rowSize)
 			for p := b0; p < b1; {
 				np := 1

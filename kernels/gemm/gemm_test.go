@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -321,6 +322,57 @@ func TestGuidedChunksBalance(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRowGroupsMatch: a tall product taken in groups of rows (groupRows)
+// gives the bits of one group, for MatMul, MatMulAdd and SwiGLU, every path,
+// weight kind and thread count, with groups that split a row tile's worth
+// of activations unevenly and a last group shorter than the others.
+func TestRowGroupsMatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	const m, n, k = 45, 150, 70
+	pr, pu := newProblem(rng, m, n, k), newProblem(rng, m, n, k)
+	pools := []*threads.Pool{threads.New(1, false), threads.New(2, false), threads.New(3, false)}
+	defer func() {
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	defer func(b int) { groupBytes = b }(groupBytes)
+	forEachPath(t, func(t *testing.T, _ kernels.Path) {
+		for name, mk := range map[string]func([]uint16, int, int) *Weight{"bf16": FromBF16, "int8": QuantizeInt8} {
+			g, u := mk(pr.w, n, k), mk(pu.w, n, k)
+			base := make([]float32, m*n)
+			for i := range base {
+				base[i] = float32(rng.NormFloat64())
+			}
+			run := func(c *Context) (y, add, h []float32) {
+				y, add, h = make([]float32, m*n), slices.Clone(base), make([]float32, m*n)
+				c.MatMul(y, pr.x, m, g)
+				c.MatMulAdd(add, pr.x, m, g)
+				c.SwiGLU(h, pr.x, m, g, u)
+				return y, add, h
+			}
+			groupBytes = 1 << 30
+			y, add, h := run(NewContext(pools[1], m, k))
+			for _, bytes := range []int{1, 300, 1000, 2500} {
+				groupBytes = bytes
+				for _, pool := range pools {
+					c := NewContext(pool, m, k)
+					c.task.m, c.task.w = m, g
+					c.form(&c.task, m, g)
+					if rows := c.task.groupRows(); rows >= m && !c.task.widen {
+						t.Fatalf("%d bytes: one group of %d rows, want several", bytes, rows)
+					}
+					gy, gadd, gh := run(c)
+					what := fmt.Sprintf("%s, groups of %d bytes, %d threads", name, bytes, pool.Size())
+					assertBits(t, what+", MatMul", gy, y, n)
+					assertBits(t, what+", MatMulAdd", gadd, add, n)
+					assertBits(t, what+", SwiGLU", gh, h, n)
+				}
+			}
+		}
+	})
 }
 
 // TestEpilogues: MatMulAdd is y + (x·Wᵀ) and SwiGLU is silu(x·Gᵀ)·(x·Uᵀ),

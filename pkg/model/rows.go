@@ -1,8 +1,9 @@
 package model
 
 import (
+	"sync/atomic"
+
 	"github.com/ellm-dev/ellm/kernels/gemm"
-	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
 // rowOp is a per-row step of a layer, outside the products and attention.
@@ -19,9 +20,12 @@ const (
 // variable so that tests can compare the pool's split with one thread.
 var parallelRows = 16
 
-// rowTask is the pool task of rows: each worker takes a contiguous share of
-// the rows, and every row is computed by the same code wherever it lands,
-// so the split changes no result.
+// rowTask is the pool task of rows: the workers claim chunks of rowChunk
+// rows in order, and every row is computed by the same code wherever it
+// lands, so the split changes no result. Claiming rather than halving the
+// rows up front lets a worker that starts late (woken from its park after
+// the product before) take fewer: with halves, the other waited for it at
+// the end of every add+norm and q/k row step of a long prefill.
 type rowTask struct {
 	r    *Runner
 	op   rowOp
@@ -32,13 +36,19 @@ type rowTask struct {
 	// worker prepares its rows for it (gemm.Context.Stage) right after
 	// norming them, while they are in its cache.
 	stage *gemm.Weight
-	errs  []error // per worker
+	next  atomic.Int64 // the first row not yet claimed
+	errs  []error      // per worker
 }
+
+// rowChunk is the rows a worker claims at a time: 16 add+norm rows of
+// Qwen3-0.6B are ~5 µs, q/k rows ~30 µs, against a claim's few dozen ns.
+const rowChunk = 16
 
 // rows runs op over rows [0, m) of the current pass.
 func (r *Runner) rows(op rowOp, l int, lw *layer, m int) error {
 	t := &r.rowTask
 	t.op, t.l, t.lw, t.m = op, l, lw, m
+	t.next.Store(0)
 	if m < parallelRows {
 		t.Run(0, 1)
 	} else {
@@ -54,32 +64,46 @@ func (r *Runner) rows(op rowOp, l int, lw *layer, m int) error {
 	return nil
 }
 
-func (t *rowTask) Run(worker, workers int) {
-	lo, hi := threads.Split(t.m, 1, worker, workers)
-	if lo == hi {
-		return
+func (t *rowTask) Run(worker, _ int) {
+	for {
+		lo := int(t.next.Add(rowChunk)) - rowChunk
+		if lo >= t.m {
+			return
+		}
+		if err := t.do(lo, min(lo+rowChunk, t.m)); err != nil {
+			t.errs[worker] = err
+			return
+		}
 	}
+}
+
+// do runs the task's step over rows [lo, hi).
+func (t *rowTask) do(lo, hi int) error {
 	r := t.r
 	switch t.op {
 	case rowQKV:
 		for i := lo; i < hi; i++ {
 			if err := r.qkvRow(t.l, t.lw, i); err != nil {
-				t.errs[worker] = err
-				return
+				return err
 			}
 		}
 	case rowAddNorm, rowNorm:
 		H := r.m.Config.HiddenSize
 		span := func(b []float32) []float32 { return b[lo*H : hi*H] }
+		var err error
 		if t.op == rowNorm {
-			t.errs[worker] = r.ops.RMSNorm(span(r.xn), span(r.x), t.norm, r.eps)
+			err = r.ops.RMSNorm(span(r.xn), span(r.x), t.norm, r.eps)
 		} else {
-			t.errs[worker] = r.ops.AddRMSNorm(span(r.xn), span(r.x), span(r.y), t.norm, r.eps)
+			err = r.ops.AddRMSNorm(span(r.xn), span(r.x), span(r.y), t.norm, r.eps)
 		}
-		if t.stage != nil && t.errs[worker] == nil {
+		if err != nil {
+			return err
+		}
+		if t.stage != nil {
 			r.mm.Stage(r.xn[:t.m*H], t.m, t.stage, lo, hi)
 		}
 	}
+	return nil
 }
 
 // staging reports whether a pass of m rows stages the inputs of the
