@@ -40,8 +40,9 @@ type rowTask struct {
 	errs  []error      // per worker
 }
 
-// rowChunk is the rows a worker claims at a time: 16 add+norm rows of
-// Qwen3-0.6B are ~5 µs, q/k rows ~30 µs, against a claim's few dozen ns.
+// rowChunk is the rows a worker claims at a time: in a 2048-token prefill of
+// Qwen3-0.6B a thread spends ~1 µs on an add+norm row and ~3 µs on a q/k
+// row, so a chunk is 15–50 µs against a claim's few dozen ns.
 const rowChunk = 16
 
 // rows runs op over rows [0, m) of the current pass.
