@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -34,9 +33,9 @@ type Attention struct {
 	k                                        kernelSet // bound by New
 	mode                                     Mode      // over a bf16 cache
 
-	items []item
-	next  atomic.Int32
-	ws    []scratch // per worker
+	items  []item
+	claims threads.Claims
+	ws     []scratch // per worker
 
 	// the current call
 	out, q []float32
@@ -161,7 +160,7 @@ func (a *Attention) Forward(out, q []float32, c *Cache, seqs []Seq) {
 	// an item never changes its arithmetic.
 	slices.SortStableFunc(a.items, func(x, y item) int { return int(y.cost - x.cost) })
 	a.Begin(out, q, c, seqs)
-	a.next.Store(0)
+	a.claims.Reset()
 	a.pool.Run(a)
 	a.End()
 }
@@ -295,8 +294,8 @@ func (a *Attention) check(out, q []float32, c *Cache, seqs []Seq) {
 func (a *Attention) Run(worker, _ int) {
 	w := &a.ws[worker]
 	for {
-		i := int(a.next.Add(1)) - 1
-		if i >= len(a.items) {
+		i, _, ok := a.claims.Next(len(a.items), 1)
+		if !ok {
 			return
 		}
 		a.block(w, a.items[i])

@@ -254,7 +254,8 @@ type task struct {
 	rows    int            // rows of the tallest tile kernel for this weight kind
 	widen   bool           // bf16 weights widened block by block for the f32 kernels
 	kernels *[maxRows + 1][maxPanels + 1]kernel
-	next    atomic.Int64 // phase 0: the first row not yet claimed; 1: the first (group, panel)
+	prep    threads.Claims // phase 0: rows, four row tiles a claim
+	next    atomic.Int64   // phase 1: the first (group of rows, panel) pair not yet claimed
 }
 
 // form is how the kernels read activations: a tile of R rows is stored
@@ -330,7 +331,7 @@ func (c *Context) setup(o op, y, x []float32, m int, w, w2 *Weight) {
 		t.prepare(0, m)
 	default:
 		t.phase = 0
-		t.next.Store(0)
+		t.prep.Reset()
 		c.pool.Run(t)
 	}
 }
@@ -359,15 +360,12 @@ func (c *Context) form(t *task, m int, w *Weight) {
 
 func (t *task) Run(worker, _ int) {
 	if t.phase == 0 {
-		// Rows are claimed four tiles at a time rather than halved, so that
-		// a worker woken late from its park prepares fewer of them.
-		step := int64(4 * t.rows)
 		for {
-			lo := t.next.Add(step) - step
-			if lo >= int64(t.m) {
+			lo, hi, ok := t.prep.Next(t.m, 4*t.rows)
+			if !ok {
 				return
 			}
-			t.prepare(int(lo), min(int(lo+step), t.m))
+			t.prepare(lo, hi)
 		}
 	}
 	t.multiply(worker)

@@ -335,6 +335,26 @@ func (p *Pool) Close() {
 	p.wakeAll()
 }
 
+// Claims hands out the items [0, n) of a pool task in chunks, in order, to
+// whichever worker asks first. Where Split fixes every worker's share before
+// the task starts, claiming lets a worker that starts late (woken from its
+// park) or runs slower take fewer, so the others do not wait for it at the
+// end. Reset it before each Run.
+type Claims struct{ next atomic.Int64 }
+
+// Reset starts the claims again from item 0.
+func (c *Claims) Reset() { c.next.Store(0) }
+
+// Next returns the next chunk [lo, hi) of at most chunk items of n, or ok
+// false when all are taken.
+func (c *Claims) Next(n, chunk int) (lo, hi int, ok bool) {
+	lo = int(c.next.Add(int64(chunk))) - chunk
+	if lo >= n {
+		return 0, 0, false
+	}
+	return lo, min(lo+chunk, n), true
+}
+
 // Split returns worker's share [lo, hi) of n items divided as evenly as
 // possible among workers, in units of align items (the last share takes the rest).
 func Split(n, align, worker, workers int) (lo, hi int) {

@@ -87,6 +87,54 @@ func TestSplitCoversRangeInAlignedUnits(t *testing.T) {
 	}
 }
 
+// claimTask records, per item, how many times a worker claimed it.
+type claimTask struct {
+	claims   Claims
+	n, chunk int
+	seen     []atomic.Int32
+	sizes    atomic.Int64 // chunks shorter than chunk
+}
+
+func (t *claimTask) Run(_, _ int) {
+	for {
+		lo, hi, ok := t.claims.Next(t.n, t.chunk)
+		if !ok {
+			return
+		}
+		if hi-lo < t.chunk {
+			t.sizes.Add(1)
+		}
+		for i := lo; i < hi; i++ {
+			t.seen[i].Add(1)
+		}
+	}
+}
+
+// Claims, from every worker of a pool at once, hand out each item exactly
+// once, in chunks of the size asked for but the last, and start again after
+// Reset.
+func TestClaimsCoverEachItemOnce(t *testing.T) {
+	for _, workers := range []int{1, 2, 3} {
+		p := New(workers, false)
+		for _, tc := range []struct{ n, chunk int }{{0, 4}, {1, 4}, {100, 1}, {100, 16}, {1000, 7}} {
+			task := &claimTask{n: tc.n, chunk: tc.chunk, seen: make([]atomic.Int32, tc.n)}
+			for round := range 2 {
+				task.claims.Reset()
+				p.Run(task)
+				for i := range task.seen {
+					if got := task.seen[i].Swap(0); got != 1 {
+						t.Fatalf("%d workers, %+v, round %d: item %d claimed %d times", workers, tc, round, i, got)
+					}
+				}
+				if short, want := task.sizes.Swap(0), int64(min(1, tc.n%tc.chunk)); short != want {
+					t.Errorf("%d workers, %+v: %d short chunks, want %d", workers, tc, short, want)
+				}
+			}
+		}
+		p.Close()
+	}
+}
+
 func BenchmarkPoolBarrier(b *testing.B) {
 	p := New(2, true)
 	defer p.Close()

@@ -1,8 +1,6 @@
 package model
 
 import (
-	"sync/atomic"
-
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
@@ -72,7 +70,7 @@ func (r *Runner) qkvAttention(l int, lw *layer, m int, ao []float32) error {
 	H, qd := cfg.HiddenSize, cfg.QDim()
 	t := &r.qkvTask
 	t.l, t.lw, t.m = l, lw, m
-	t.next.Store(0)
+	t.claims.Reset()
 	r.mm.Prepare(r.qkv[:m*lw.qkv.N], r.xn[:m*H], m, lw.qkv)
 	r.att.Begin(ao, r.q[:m*qd], r.cache.Layer(l), r.seqs)
 	r.pool.Run(t)
@@ -90,11 +88,11 @@ func (r *Runner) qkvAttention(l int, lw *layer, m int, ao []float32) error {
 
 // qkvAttnTask is qkvAttention's pool task: workers claim kv heads in order.
 type qkvAttnTask struct {
-	r    *Runner
-	l, m int
-	lw   *layer
-	next atomic.Int32
-	errs []error // per worker
+	r      *Runner
+	l, m   int
+	lw     *layer
+	claims threads.Claims
+	errs   []error // per worker
 }
 
 func (t *qkvAttnTask) Run(worker, _ int) {
@@ -103,8 +101,8 @@ func (t *qkvAttnTask) Run(worker, _ int) {
 	hkv, d := cfg.NumKeyValueHeads, cfg.HeadDim
 	g, qd, kvd := cfg.NumAttentionHeads/hkv*d, cfg.QDim(), cfg.KVDim()
 	for {
-		h := int(t.next.Add(1)) - 1
-		if h >= hkv {
+		h, _, ok := t.claims.Next(hkv, 1)
+		if !ok {
 			return
 		}
 		r.mm.Outputs(worker, h*g, (h+1)*g)               // its query heads

@@ -1,9 +1,8 @@
 package model
 
 import (
-	"sync/atomic"
-
 	"github.com/ellm-dev/ellm/kernels/gemm"
+	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
 // rowOp is a per-row step of a layer, outside the products and attention.
@@ -21,11 +20,11 @@ const (
 var parallelRows = 16
 
 // rowTask is the pool task of rows: the workers claim chunks of rowChunk
-// rows in order, and every row is computed by the same code wherever it
-// lands, so the split changes no result. Claiming rather than halving the
-// rows up front lets a worker that starts late (woken from its park after
-// the product before) take fewer: with halves, the other waited for it at
-// the end of every add+norm and q/k row step of a long prefill.
+// rows (threads.Claims), and every row is computed by the same code wherever
+// it lands, so the split changes no result. With halves fixed up front, the
+// worker that finished the product before first often parked and started
+// late, and the other waited for it at the end of every add+norm and q/k
+// row step of a long prefill.
 type rowTask struct {
 	r    *Runner
 	op   rowOp
@@ -35,9 +34,9 @@ type rowTask struct {
 	// stage, if set, is the weight of the product that reads xn next: each
 	// worker prepares its rows for it (gemm.Context.Stage) right after
 	// norming them, while they are in its cache.
-	stage *gemm.Weight
-	next  atomic.Int64 // the first row not yet claimed
-	errs  []error      // per worker
+	stage  *gemm.Weight
+	claims threads.Claims
+	errs   []error // per worker
 }
 
 // rowChunk is the rows a worker claims at a time: in a 2048-token prefill of
@@ -49,7 +48,7 @@ const rowChunk = 16
 func (r *Runner) rows(op rowOp, l int, lw *layer, m int) error {
 	t := &r.rowTask
 	t.op, t.l, t.lw, t.m = op, l, lw, m
-	t.next.Store(0)
+	t.claims.Reset()
 	if m < parallelRows {
 		t.Run(0, 1)
 	} else {
@@ -67,11 +66,11 @@ func (r *Runner) rows(op rowOp, l int, lw *layer, m int) error {
 
 func (t *rowTask) Run(worker, _ int) {
 	for {
-		lo := int(t.next.Add(rowChunk)) - rowChunk
-		if lo >= t.m {
+		lo, hi, ok := t.claims.Next(t.m, rowChunk)
+		if !ok {
 			return
 		}
-		if err := t.do(lo, min(lo+rowChunk, t.m)); err != nil {
+		if err := t.do(lo, hi); err != nil {
 			t.errs[worker] = err
 			return
 		}
