@@ -222,7 +222,7 @@ func BurstCeilings(m *ceiling.Meter, start *Ceilings, dtype string) func(Compare
 			return Ceiling{}
 		}
 		unit := "FLOP"
-		if compute == ceiling.VNNI {
+		if compute == ceiling.VNNI || compute == ceiling.AMXInt8 {
 			unit = "OP"
 		}
 		return Ceiling{Name: compute.String(), Unit: unit, PerSecond: m.Burst(compute) * 1e9}

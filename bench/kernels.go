@@ -80,6 +80,8 @@ func RunKernels(pool *threads.Pool, c *Ceilings, opts KernelOptions, progress *P
 		}
 		ceil, unit, target := c.FMAGFLOPS, "GFLOP/s", 0.70
 		switch p {
+		case kernels.AMX:
+			ceil = c.AMXBF16
 		case kernels.AVX512BF16:
 			ceil = c.BF16GFLOPS
 		case kernels.AVX2:
@@ -98,12 +100,16 @@ func RunKernels(pool *threads.Pool, c *Ceilings, opts KernelOptions, progress *P
 	if _, err := kernels.Force(best); err != nil {
 		return nil, err
 	}
-	if best == kernels.AVX512BF16 {
+	if best >= kernels.AVX512BF16 {
+		ceil := c.VNNIGOPS
+		if best == kernels.AMX {
+			ceil = c.AMXInt8
+		}
 		for _, s := range gemmShapes {
 			w := gemm.QuantizeInt8(randBF16(rng, s.n*s.k), s.n, s.k)
 			ms := timeGEMM(pool, w, opts.M, s.k, s.n, opts.Repeat)
 			out = append(out, rateResult("gemm int8", best, fmt.Sprintf("%s M=%d N=%d K=%d", s.name, opts.M, s.n, s.k),
-				ms, 2*float64(opts.M*s.n*s.k), c.VNNIGOPS, "GOP/s", 0.50))
+				ms, 2*float64(opts.M*s.n*s.k), ceil, "GOP/s", 0.50))
 			progress.Add(1)
 		}
 	}

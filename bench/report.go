@@ -58,18 +58,25 @@ type Ceilings struct {
 	FMA256GFLOPS float64 `json:"fma256_gflops"`
 	BF16GFLOPS   float64 `json:"bf16_gflops"`
 	VNNIGOPS     float64 `json:"vnni_gops"`
+	AMXBF16      float64 `json:"amx_bf16_gflops,omitempty"`
+	AMXInt8      float64 `json:"amx_int8_gops,omitempty"`
 	DRAMGBps     float64 `json:"dram_gbps"`
 }
 
-// ComputePeak is the FLOP/s ceiling of the kernel path that prefill runs on.
+// ComputePeak is the FLOP/s ceiling of the kernel path that prefill runs
+// on: path is the one of dtype's products (kernels.MatMulInt8 for int8).
 func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
 	if c == nil {
 		return 0
 	}
 	switch {
+	case dtype == "int8" && path == kernels.AMX:
+		return c.AMXInt8 * 1e9
 	case dtype == "int8":
 		return c.VNNIGOPS * 1e9
-	case path == kernels.AVX512BF16:
+	case path == kernels.AMX && dtype != "f32":
+		return c.AMXBF16 * 1e9
+	case path >= kernels.AVX512BF16:
 		return c.BF16GFLOPS * 1e9
 	case path == kernels.AVX2:
 		return c.FMA256GFLOPS * 1e9
@@ -77,14 +84,29 @@ func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
 	return c.FMAGFLOPS * 1e9
 }
 
+// MatMulOp is the operation class of the products with weights of dtype:
+// the one whose kernel path sets their ceiling.
+func MatMulOp(dtype string) kernels.Op {
+	if dtype == "int8" {
+		return kernels.MatMulInt8
+	}
+	return kernels.MatMulBF16
+}
+
 // MachineKind is the ceiling with the best rate this machine offers for
 // weights of dtype, whichever kernel path reaches it: the denominator when
 // engines that take different paths are compared.
 func (c *Ceilings) MachineKind(dtype string) ceiling.Kind {
 	switch {
+	case dtype == "int8" && c != nil && c.AMXInt8 > c.VNNIGOPS:
+		return ceiling.AMXInt8
 	case dtype == "int8":
 		return ceiling.VNNI
-	case dtype == "f32" || c == nil || c.FMAGFLOPS > c.BF16GFLOPS:
+	case dtype == "f32" || c == nil:
+		return ceiling.FMA
+	case c.AMXBF16 > max(c.FMAGFLOPS, c.BF16GFLOPS):
+		return ceiling.AMXBF16
+	case c.FMAGFLOPS > c.BF16GFLOPS:
 		return ceiling.FMA
 	}
 	return ceiling.BF16
@@ -198,8 +220,11 @@ func Write(w io.Writer, r Report, f Format) error {
 	}
 	fmt.Fprintln(w)
 	if c := m.Ceilings; c != nil {
-		fmt.Fprintf(w, "ceilings: FMA %.0f GFLOP/s, VDPBF16PS %.0f GFLOP/s, VPDPBUSD %.0f GOP/s, DRAM read %.1f GB/s\n",
-			c.FMAGFLOPS, c.BF16GFLOPS, c.VNNIGOPS, c.DRAMGBps)
+		fmt.Fprintf(w, "ceilings: FMA %.0f GFLOP/s, VDPBF16PS %.0f GFLOP/s, VPDPBUSD %.0f GOP/s", c.FMAGFLOPS, c.BF16GFLOPS, c.VNNIGOPS)
+		if c.AMXBF16 > 0 || c.AMXInt8 > 0 {
+			fmt.Fprintf(w, ", TDPBF16PS %.0f GFLOP/s, TDPBUSD %.0f GOP/s", c.AMXBF16, c.AMXInt8)
+		}
+		fmt.Fprintf(w, ", DRAM read %.1f GB/s\n", c.DRAMGBps)
 	}
 	if i := m.Idle; i != nil {
 		fmt.Fprintf(w, "others' CPU: before the run %.2f cores (steal %.2f)", i.Before.Others, i.Before.Steal)
@@ -247,5 +272,5 @@ func MeasureCeilings(pool *threads.Pool) (*Ceilings, error) {
 		return nil, fmt.Errorf("measure ceilings: %w", err)
 	}
 	return &Ceilings{FMAGFLOPS: c.FMAGFLOPS.All, BF16GFLOPS: c.BF16GFLOPS.All, VNNIGOPS: c.VNNIGOPS.All,
-		FMA256GFLOPS: c.FMA256GFLOPS.All, DRAMGBps: c.DRAMGBps.All}, nil
+		AMXBF16: c.AMXBF16.All, AMXInt8: c.AMXInt8.All, FMA256GFLOPS: c.FMA256GFLOPS.All, DRAMGBps: c.DRAMGBps.All}, nil
 }

@@ -36,12 +36,18 @@ const (
 	// AVX512BF16 adds VDPBF16PS (bf16 activations × bf16 weights, f32 accumulation)
 	// and VPDPBUSD for int8.
 	AVX512BF16
+	// AMX runs the bf16 and int8 products on AMX tiles (TDPBF16PS, TDPBUSD),
+	// everything else as AVX512BF16. Its bf16 activations are rounded as on
+	// AVX512BF16, but a tile instruction sums 32 products at a time with its
+	// own rounding: not the same bits as VDPBF16PS. Its int8 sums are exact,
+	// the same bits as every path.
+	AMX
 )
 
 // EnvVar names the environment variable that forces a path.
 const EnvVar = "ELLM_KERNELS"
 
-var pathNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512", AVX512BF16: "avx512bf16"}
+var pathNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512", AVX512BF16: "avx512bf16", AMX: "amx"}
 
 func (p Path) String() string {
 	if p < 0 || int(p) >= len(pathNames) {
@@ -68,6 +74,9 @@ type Features struct {
 	AVX512BF16, AVX512VNNI, AVX512FP16    bool
 	AVXVNNI                               bool
 	AMXTile, AMXBF16, AMXInt8             bool
+	// AMXGranted: the OS lets this process use the AMX tiles (Linux asks
+	// each process to request them).
+	AMXGranted bool
 }
 
 // DetectFeatures reads the features of the CPU this process runs on.
@@ -80,13 +89,17 @@ func DetectFeatures() Features {
 		AVX512BF16: c.Supports(cpuid.AVX512BF16), AVX512VNNI: c.Supports(cpuid.AVX512VNNI),
 		AVX512FP16: c.Supports(cpuid.AVX512FP16), AVXVNNI: c.Supports(cpuid.AVXVNNI),
 		AMXTile: c.Supports(cpuid.AMXTILE), AMXBF16: c.Supports(cpuid.AMXBF16), AMXInt8: c.Supports(cpuid.AMXINT8),
+		AMXGranted: c.Supports(cpuid.AMXTILE) && requestAMX(),
 	}
 }
 
 // Best is the fastest path a CPU with features f can run.
 func (f Features) Best() Path {
+	avx512bf16 := f.AVX512F && f.AVX512BW && f.AVX512VL && f.AVX512BF16 && f.AVX512VNNI
 	switch {
-	case f.AVX512F && f.AVX512BW && f.AVX512VL && f.AVX512BF16 && f.AVX512VNNI:
+	case avx512bf16 && f.AMXTile && f.AMXBF16 && f.AMXInt8 && f.AMXGranted:
+		return AMX
+	case avx512bf16:
 		return AVX512BF16
 	case f.AVX512F && f.AVX512BW && f.AVX512VL:
 		return AVX512

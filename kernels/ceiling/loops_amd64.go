@@ -2,7 +2,7 @@
 
 package ceiling
 
-//go:generate go run ../internal/asmgen bf16_amd64.h
+//go:generate go run ../internal/asmgen bf16_amd64.h amx_amd64.h
 
 import "github.com/ellm-dev/ellm/kernels"
 
@@ -17,6 +17,12 @@ func bf16dot(n int)
 
 //go:noescape
 func vnni(n int)
+
+//go:noescape
+func amxBF16(n int)
+
+//go:noescape
+func amxInt8(n int)
 
 //go:noescape
 func readSumAsm(p *byte, n int) uint64
@@ -44,6 +50,12 @@ func loops() loopSet {
 	}
 	if f.AVX512VNNI {
 		s.vnni = &loop{vnni, 24 * 16 * 8}
+	}
+	if f.AMXGranted && f.AMXBF16 {
+		s.amxBF16 = &loop{amxBF16, 4 * 16 * 16 * 32 * 2}
+	}
+	if f.AMXGranted && f.AMXInt8 {
+		s.amxInt8 = &loop{amxInt8, 4 * 16 * 16 * 64 * 2}
 	}
 	return s
 }

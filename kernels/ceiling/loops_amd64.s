@@ -2,6 +2,7 @@
 
 #include "textflag.h"
 #include "bf16_amd64.h"
+#include "amx_amd64.h"
 
 // Register-only loops: 24 independent accumulators hide the 4-6 cycle
 // latency of the two 512-bit pipes (12 in flight would do), so the loop runs
@@ -113,4 +114,47 @@ done:
 	VMOVQ X0, AX
 	MOVQ AX, ret+16(FP)
 	VZEROUPPER
+	RET
+
+// The AMX loops: four tile products a step on tiles that the configuration
+// zeroes (the values do not change the rate), C in tiles 0-3, A in 4-5 and
+// B in 6-7, each A and B used twice as in a 32×32 block of the gemm.
+DATA amxcfg<>+0(SB)/8, $1                   // palette 1
+DATA amxcfg<>+8(SB)/8, $0
+DATA amxcfg<>+16(SB)/8, $0x0040004000400040 // 64 bytes a row, tiles 0-3
+DATA amxcfg<>+24(SB)/8, $0x0040004000400040 // tiles 4-7
+DATA amxcfg<>+32(SB)/8, $0
+DATA amxcfg<>+40(SB)/8, $0
+DATA amxcfg<>+48(SB)/8, $0x1010101010101010 // 16 rows, tiles 0-7
+DATA amxcfg<>+56(SB)/8, $0
+GLOBL amxcfg<>(SB), RODATA|NOPTR, $64
+
+// func amxBF16(n int): 4·n TDPBF16PS, 16·16·32·2 flops each.
+TEXT ·amxBF16(SB), NOSPLIT, $0-8
+	MOVQ n+0(FP), CX
+	LEAQ amxcfg<>(SB), DI
+	LDTILECFG(7)
+bf16_loop:
+	TDPBF16PS(0, 4, 6)
+	TDPBF16PS(1, 4, 7)
+	TDPBF16PS(2, 5, 6)
+	TDPBF16PS(3, 5, 7)
+	DECQ CX
+	JNZ bf16_loop
+	TILERELEASE
+	RET
+
+// func amxInt8(n int): 4·n TDPBUSD, 16·16·64·2 ops each.
+TEXT ·amxInt8(SB), NOSPLIT, $0-8
+	MOVQ n+0(FP), CX
+	LEAQ amxcfg<>(SB), DI
+	LDTILECFG(7)
+int8_loop:
+	TDPBUSD(0, 4, 6)
+	TDPBUSD(1, 4, 7)
+	TDPBUSD(2, 5, 6)
+	TDPBUSD(3, 5, 7)
+	DECQ CX
+	JNZ int8_loop
+	TILERELEASE
 	RET

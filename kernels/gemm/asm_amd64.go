@@ -5,7 +5,7 @@ package gemm
 import "github.com/ellm-dev/ellm/kernels"
 
 //go:generate go run gen_asm.go
-//go:generate go run ../internal/asmgen bf16_amd64.h
+//go:generate go run ../internal/asmgen bf16_amd64.h amx_amd64.h
 
 func init() {
 	if kernels.CPU().AVX512F {
@@ -25,16 +25,22 @@ func bf16PairsAVX512(dst *uint32, stride int, x []float32)
 // asmKernels is the tile kernel set of path p on amd64. Int8 weights take the
 // AVX2 integer kernels below the bf16 path (which needs VNNI anyway; the
 // results are the same bits), and f32 weights take the f32 FMA kernels on
-// the bf16 path.
+// the bf16 path. The AMX path is the bf16 path with AMX tiles for bf16 and
+// int8 weights whose K fills whole tile steps (the others take its
+// VDPBF16PS and VNNI kernels).
 func asmKernels(p kernels.Path) (kernelSet, bool) {
 	switch p {
 	case kernels.AVX2:
 		return kernelSet{pairs: pairs256Kernels, f32: f32x256Kernels, quads: i8x256Kernels, rows: 4}, true
 	case kernels.AVX512:
-		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: maxRows, quadRows: 4,
+		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: regRows, quadRows: 4,
 			widen: widenPairsAVX512}, true
-	case kernels.AVX512BF16:
-		return kernelSet{pairs: bf16x512Kernels, f32: f32x512Kernels, quads: vnni512Kernels, rows: maxRows, bf16Act: true}, true
+	case kernels.AVX512BF16, kernels.AMX:
+		s := kernelSet{pairs: bf16x512Kernels, f32: f32x512Kernels, quads: vnni512Kernels, rows: regRows, bf16Act: true}
+		if p == kernels.AMX {
+			s.tilePairs, s.tileQuads = &amxPairsKernels, &amxQuadsKernels
+		}
+		return s, true
 	}
 	return kernelSet{}, false
 }

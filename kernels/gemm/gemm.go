@@ -32,6 +32,11 @@ type kernelSet struct {
 	rows     int                                // tallest tile: every [1..rows][1] kernel exists
 	quadRows int                                // tallest int8 tile, if not rows
 	bf16Act  bool                               // pairs kernels take bf16-rounded activation pairs
+	// tilePairs and tileQuads, if set, are bf16 and int8 kernels on AMX
+	// tiles of up to maxRows rows stored one after the other (formBF16Rows,
+	// formQuadRows), for weights of a multiple of amxSteps steps: every
+	// product with such a weight takes them, whatever its M (row invariance).
+	tilePairs, tileQuads *[maxRows + 1][maxPanels + 1]kernel
 	// widen, if set, widens bf16 pairs to f32 panel steps (two per pair), so
 	// that a GEMM of more than one row tile can widen each block of panels
 	// once and run the f32 kernels over it: the same FMAs in the same order
@@ -40,7 +45,8 @@ type kernelSet struct {
 }
 
 const (
-	maxRows   = 8
+	maxRows   = 16 // an AMX tile's rows
+	regRows   = 8  // the tallest tile the AVX kernels keep in registers
 	maxPanels = 4
 	// blockPanels panels of weights (≤ 256 KiB at K = 1024 bf16) stay in L2
 	// while every row tile passes over them.
@@ -49,8 +55,8 @@ const (
 
 // generic kernels handle any tile shape; the table just names them.
 func genericSet(pairs kernel, bf16Act bool) kernelSet {
-	s := kernelSet{rows: maxRows, bf16Act: bf16Act}
-	for r := 1; r <= maxRows; r++ {
+	s := kernelSet{rows: regRows, bf16Act: bf16Act}
+	for r := 1; r <= regRows; r++ {
 		for p := 1; p <= maxPanels; p++ {
 			s.pairs[r][p], s.f32[r][p], s.quads[r][p] = pairs, genF32, genQuads
 		}
@@ -65,7 +71,7 @@ func kernelsFor(p kernels.Path) kernelSet {
 	if s, ok := asmKernels(p); ok {
 		return s
 	}
-	if p == kernels.AVX512BF16 {
+	if p >= kernels.AVX512BF16 {
 		return genericSet(genPairsBF16, true)
 	}
 	return genericSet(genPairsF32, false)
@@ -93,6 +99,7 @@ type Context struct {
 type workerState struct {
 	a    kargs
 	tail [maxRows * panelWidth]float32 // a partial last panel goes through here
+	amx  *amxTile                      // the AMX kernels' state (kernelSet.tileQuads)
 	up   []float32                     // SwiGLU: up projection of one chunk
 	wide []float32                     // a block of panels widened to f32 (kernelSet.widen)
 	_    [64]byte                      // keep workers' kargs apart
@@ -116,7 +123,7 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 	set := kernelsFor(bf16)
 	if int8 != bf16 {
 		q := kernelsFor(int8)
-		set.quads, set.quadRows = q.quads, cmp.Or(q.quadRows, q.rows)
+		set.quads, set.quadRows, set.tileQuads = q.quads, cmp.Or(q.quadRows, q.rows), q.tileQuads
 	}
 	// Both paths run on this CPU, so the higher one's preparation and
 	// epilogue code do too (they give the same bits on every path).
@@ -135,6 +142,10 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 	c.worker = make([]workerState, pool.Size())
 	for i := range c.worker {
 		c.worker[i].up = alignedF32(maxM * swigluChunk * panelWidth)
+		if c.set.tilePairs != nil || c.set.tileQuads != nil {
+			c.worker[i].amx = newAMXTile()
+			c.worker[i].a.amx = c.worker[i].amx
+		}
 		if c.set.widen != nil && maxM > c.set.rows {
 			c.worker[i].wide = alignedF32(blockPanels * maxK * panelWidth)
 		}
@@ -264,10 +275,12 @@ type task struct {
 type form uint8
 
 const (
-	formF32   form = iota // f32, one per step (f32 weights)
-	formPairs             // f32 pairs, zero-padded to even K (bf16 weights, f32 paths)
-	formBF16              // bf16 pairs as uint32 (bf16 weights, avx512bf16 path)
-	formQuads             // u8 quads as uint32, per-row scale (int8 weights)
+	formF32      form = iota // f32, one per step (f32 weights)
+	formPairs                // f32 pairs, zero-padded to even K (bf16 weights, f32 paths)
+	formBF16                 // bf16 pairs as uint32 (bf16 weights, avx512bf16 path)
+	formQuads                // u8 quads as uint32, per-row scale (int8 weights)
+	formBF16Rows             // formBF16, each row stored whole after the one before (AMX tiles)
+	formQuadRows             // formQuads, the same
 )
 
 // PanelWidth is the output channels a weight panel holds: Outputs computes
@@ -342,6 +355,10 @@ func (c *Context) form(t *task, m int, w *Weight) {
 	switch {
 	case w.kind == kindF32:
 		t.form, t.kernels, t.xs, t.rowSize = formF32, &c.set.f32, unsafe.Pointer(&c.xf[0]), uintptr(w.K*4)
+	case w.kind == kindBF16 && c.set.tilePairs != nil && w.steps%amxSteps == 0:
+		t.form, t.kernels, t.xs, t.rowSize = formBF16Rows, c.set.tilePairs, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
+	case w.kind == kindInt8 && c.set.tileQuads != nil && w.steps%amxSteps == 0:
+		t.form, t.kernels, t.xs, t.rowSize = formQuadRows, c.set.tileQuads, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
 	case w.kind == kindInt8:
 		t.form, t.kernels, t.xs, t.rowSize = formQuads, &c.set.quads, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
 	case c.set.bf16Act:
@@ -352,9 +369,13 @@ func (c *Context) form(t *task, m int, w *Weight) {
 		t.form, t.kernels, t.xs, t.rowSize = formPairs, &c.set.pairs, unsafe.Pointer(&c.xf[0]), uintptr(w.steps*8)
 	}
 	t.widen = w.kind == kindBF16 && t.form == formF32
-	t.rows = c.set.rows
-	if w.kind == kindInt8 && c.set.quadRows != 0 {
+	switch {
+	case t.form == formBF16Rows || t.form == formQuadRows:
+		t.rows = maxRows
+	case w.kind == kindInt8 && c.set.quadRows != 0:
 		t.rows = c.set.quadRows
+	default:
+		t.rows = c.set.rows
 	}
 }
 
@@ -383,8 +404,12 @@ func (t *task) prepare(lo, hi int) {
 		switch t.form {
 		case formQuads:
 			c.sx[i] = quantizeRow(c.xp[r0*steps+r:], rows, x, c.prep)
+		case formQuadRows:
+			c.sx[i] = quantizeRow(c.xp[i*steps:], 1, x, c.prep)
 		case formBF16:
 			toBF16Pairs(c.xp[r0*steps+r:], rows, x, c.prep)
+		case formBF16Rows:
+			toBF16Pairs(c.xp[i*steps:], 1, x, c.prep)
 		case formF32:
 			dst := c.xf[r0*k+r:]
 			for kk, v := range x {
@@ -509,7 +534,7 @@ func (t *task) chunk(ws *workerState, r0, r1, plo, phi int) {
 // row 0, channel 16·p0), ldy bytes apart.
 func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr, r0, r1, p0, p1 int, add bool) {
 	a := &ws.a
-	a.ps, a.ks, a.ldy = w.panelBytes(), w.steps, ldy
+	a.ps, a.ks, a.ldy, a.lx = w.panelBytes(), w.steps, ldy, t.rowSize
 	if t.widen {
 		a.ps, a.ks = uintptr(w.K*panelWidth*4), w.K
 	}

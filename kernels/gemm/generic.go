@@ -28,6 +28,8 @@ type kargs struct {
 	wc  unsafe.Pointer // int8: per-channel corrections of the first panel
 	r   int            // rows (generic kernels only: asm kernels are specialised)
 	p   int            // panels (generic kernels only)
+	lx  uintptr        // bytes between rows of activations (formQuadRows)
+	amx *amxTile       // the worker's AMX state
 }
 
 func (a *kargs) panel(p int) unsafe.Pointer { return unsafe.Add(a.w, uintptr(p)*a.ps) }

@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -106,10 +107,14 @@ type Result struct {
 
 // Candidates are the paths op may take when the kernels' path is active,
 // best first: the bf16 path and the f32 path below it on a CPU with
-// AVX512_BF16 (int8 weights take VNNI or the AVX2 integer kernels), else
-// active alone.
+// AVX512_BF16 (int8 weights take VNNI or the AVX2 integer kernels), and
+// for the products the AMX path above them where the tiles are usable
+// (attention has no AMX kernels), else active alone.
 func Candidates(op kernels.Op, active kernels.Path) []kernels.Path {
-	if active == kernels.AVX512BF16 {
+	switch {
+	case active == kernels.AMX && op != kernels.Attention:
+		return []kernels.Path{kernels.AMX, kernels.AVX512BF16, kernels.AVX512}
+	case active >= kernels.AVX512BF16:
 		return []kernels.Path{kernels.AVX512BF16, kernels.AVX512}
 	}
 	return []kernels.Path{active}
@@ -321,7 +326,7 @@ func Measure(budget time.Duration, cands map[kernels.Op][]kernels.Path) []Rate {
 		// Attention's two modes are the same contest as the bf16 products'
 		// two paths, VDPBF16PS against f32 FMA on cache-resident bf16 data,
 		// so they take those rates rather than another 100 ms of probing.
-		if pr.op == kernels.MatMulBF16 && len(cands[kernels.Attention]) > 1 {
+		if pr.op == kernels.MatMulBF16 && len(cands[kernels.Attention]) > 1 && slices.Contains(cands[kernels.Attention], pr.path) {
 			rates = append(rates, Rate{Op: kernels.Attention.String(), Path: pr.path.String(), Rate: pr.best})
 		}
 	}

@@ -329,6 +329,11 @@ type pathText struct{ gemm, int8, attn, elem string }
 
 func describePath(p kernels.Path) pathText {
 	switch p {
+	case kernels.AMX:
+		t := describePath(kernels.AVX512BF16)
+		t.gemm = "AMX TDPBF16PS tiles: activations rounded to bf16, f32 accumulation 32 products at a time"
+		t.int8 = "AMX TDPBUSD tiles: u8 activations × s8 weights, exact int32 sums (the same bits as VNNI)"
+		return t
 	case kernels.AVX512BF16:
 		return pathText{
 			gemm: "VDPBF16PS: activations rounded to bf16, f32 accumulation",
@@ -374,6 +379,9 @@ func Fallbacks(f kernels.Features) []string {
 	need(f.AVX512BF16, "AVX512_BF16")
 	need(f.AVX512VNNI, "AVX512_VNNI")
 	if len(missing) == 0 {
+		if f.AMXTile && f.AMXBF16 && f.AMXInt8 && !f.AMXGranted {
+			return []string{"AMX present but not granted by the OS (Linux 5.16 or later grants it): products take " + f.Best().String()}
+		}
 		return nil
 	}
 	sort.Strings(missing)

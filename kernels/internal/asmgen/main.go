@@ -9,6 +9,7 @@
 // exp_amd64.h   the EXP512 / EXP256 macros (ops.Exp32 on a register) and their constants
 // exp_const.go  the same constants for ops.Exp32 itself (package $GOPACKAGE)
 // bf16_amd64.h  the VDPBF16PS_Z macro (the Go assembler does not know the instruction)
+// amx_amd64.h   the AMX tile instructions as macros (nor these)
 //
 // `make check-generate` fails when a generated file differs from what this
 // program writes.
@@ -68,6 +69,50 @@ const expMacros = `// Exp32 (kernels/ops) on a register: x ← e^x; n, t, u (and
 	VANDPS k, x, x
 `
 
+const amxMacros = `// The Go assembler (1.27) does not know the AMX instructions either: the
+// ones the kernels use are spelled out here as bytes, with registers given
+// as numbers (tmm 0-7; general registers in hardware order: 0 AX, 1 CX,
+// 2 DX, 3 BX, 6 SI, 7 DI, 8-15 R8-R15), in Intel operand order, like
+// the instruction names they stand for.
+//
+// Encoding: VEX C4 R̄X̄B̄mmmmm Wv̄v̄v̄v̄Lpp opcode ModRM [SIB], map 0F38
+// (mmmmm = 00010), W = L = 0. A tile load or store addresses
+// [base + index·1] through a SIB byte (ModRM 00 tmm 100); base may not be
+// BP or R13 (they need a displacement), index not SP.
+// kernels/gemm's TestAMXEncoding disassembles the kernels and checks that
+// each use decodes as the instruction and registers written here.
+
+// LDTILECFG [base]: the tile configuration, 64 bytes (base 0-3, 6, 7).
+#define LDTILECFG(base) \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $(base)
+
+// TILERELEASE: every tile back to its initial (unconfigured) state.
+#define TILERELEASE \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x78; BYTE $0x49; BYTE $0xc0
+
+// TILEZERO tmm(t).
+#define TILEZERO(t) \
+	BYTE $0xc4; BYTE $0xe2; BYTE $0x7b; BYTE $0x49; BYTE $(0xc0 | (t)<<3)
+
+// TILELOADD tmm(t), [base + index·1]: rows of the tile index bytes apart.
+#define TILELOADD(t, base, index) \
+	BYTE $0xc4; BYTE $(0x82 | ((((index)>>3)&1)^1)<<6 | ((((base)>>3)&1)^1)<<5); BYTE $0x7b; BYTE $0x4b; \
+	BYTE $(0x04 | (t)<<3); BYTE $(((index)&7)<<3 | ((base)&7))
+
+// TILESTORED [base + index·1], tmm(t).
+#define TILESTORED(base, index, t) \
+	BYTE $0xc4; BYTE $(0x82 | ((((index)>>3)&1)^1)<<6 | ((((base)>>3)&1)^1)<<5); BYTE $0x7a; BYTE $0x4b; \
+	BYTE $(0x04 | (t)<<3); BYTE $(((index)&7)<<3 | ((base)&7))
+
+// TDPBF16PS tmm(c), tmm(a), tmm(b): c[m][n] += Σ_k a[m][2k..2k+1]·b[k][n] (bf16 pairs, f32 sums).
+#define TDPBF16PS(c, a, b) \
+	BYTE $0xc4; BYTE $0xe2; BYTE $((((b)&15)^15)<<3 | 2); BYTE $0x5c; BYTE $(0xc0 | (c)<<3 | (a))
+
+// TDPBUSD tmm(c), tmm(a), tmm(b): c[m][n] += Σ_k a[m][4k..4k+3]·b[k][n] (u8 × s8, int32 sums).
+#define TDPBUSD(c, a, b) \
+	BYTE $0xc4; BYTE $0xe2; BYTE $((((b)&15)^15)<<3 | 1); BYTE $0x5e; BYTE $(0xc0 | (c)<<3 | (a))
+`
+
 const bf16Macro = `// The Go assembler (1.27) does not know the AVX512_BF16 instructions, so the
 // one the kernels use is spelled out here as bytes.
 //
@@ -105,7 +150,7 @@ func main() {
 	log.SetFlags(0)
 	log.SetPrefix("asmgen: ")
 	if len(os.Args) < 2 {
-		log.Fatal("usage: asmgen file... (exp_amd64.h, exp_const.go, bf16_amd64.h)")
+		log.Fatal("usage: asmgen file... (exp_amd64.h, exp_const.go, bf16_amd64.h, amx_amd64.h)")
 	}
 	for _, name := range os.Args[1:] {
 		b, err := generate(name, os.Getenv("GOPACKAGE"))
@@ -127,6 +172,8 @@ func generate(name, pkg string) ([]byte, error) {
 		return expGo(pkg)
 	case "bf16_amd64.h":
 		return []byte("// " + generated + "\n\n" + bf16Macro), nil
+	case "amx_amd64.h":
+		return []byte("// " + generated + "\n\n" + amxMacros), nil
 	}
 	return nil, fmt.Errorf("no generator for %q", name)
 }

@@ -59,7 +59,7 @@ func prefillRun(cmd *cobra.Command, opts *PrefillOptions) error {
 	p := opts.progress(len(lengths)*(max(opts.Repeat, 1)+1), "prefill")
 	res, err := bench.RunPrefill(cmd.Context(), s.engine, s.cfg, bench.PrefillOptions{
 		Lengths: lengths, Repeat: opts.Repeat, ChunkSize: opts.ChunkSize, Seed: opts.Seed,
-		Peak: s.machine.Ceilings.ComputePeak(kernels.PathFor(kernels.MatMulBF16), opts.DType), Scale: s.scale,
+		Peak: s.machine.Ceilings.ComputePeak(kernels.PathFor(bench.MatMulOp(opts.DType)), opts.DType), Scale: s.scale,
 	}, p)
 	p.Done()
 	if perr := stopProfile(); err == nil {

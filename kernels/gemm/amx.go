@@ -1,0 +1,49 @@
+package gemm
+
+import "unsafe"
+
+// amxTile is one worker's state for the AMX tile kernels (kargs.amx): the
+// tile configuration and the operands of one call, read by offset by
+// amx_amd64.s (keep the field order), and the worker's buffer for the
+// accumulator tiles. AMX computes a tile of up to 16 rows × 16 channels
+// per instruction, from rows stored one after the other (formBF16Rows,
+// formQuadRows).
+type amxTile struct {
+	cfg   [64]byte       // LDTILECFG: palette 1; tiles 0–3 (C) and 4 (A) rows × 64 bytes, 5–7 (B) 16 × 64
+	x     unsafe.Pointer // A: the tile's first row of activations
+	lda   uintptr        // bytes between rows of A
+	w     unsafe.Pointer // B: the first panel of weights
+	ps    uintptr        // bytes between panels
+	steps int            // 64-byte steps along K
+	np    int            // panels: 1, 2 or 4
+	acc   unsafe.Pointer // the C tiles stored: [np][rows][16] int32
+
+	rows int // the shape cfg holds
+}
+
+// amxSteps is the K steps (bf16 pairs or u8 quads) one tile instruction
+// consumes: 64 bytes of a row of A, 16 rows of a panel of B.
+const amxSteps = 16
+
+func newAMXTile() *amxTile {
+	t := &amxTile{acc: unsafe.Pointer(&alignedU32(maxPanels * panelWidth * maxRows)[0])}
+	t.cfg[0] = 1 // palette 1
+	for i := range 8 {
+		t.cfg[16+2*i] = 64 // colsb, little-endian uint16
+	}
+	for i := 5; i < 8; i++ {
+		t.cfg[48+i] = amxSteps
+	}
+	return t
+}
+
+// shape configures tiles of rows rows of activations.
+func (t *amxTile) shape(rows int) {
+	if t.rows == rows {
+		return
+	}
+	for i := range 5 {
+		t.cfg[48+i] = byte(rows)
+	}
+	t.rows = rows
+}

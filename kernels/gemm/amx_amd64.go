@@ -1,0 +1,54 @@
+//go:build !purego
+
+package gemm
+
+import "unsafe"
+
+// The AMX tile kernels, by [rows][panels] as every kernel set: one
+// function each for bf16 and int8 that configures its tiles for the call.
+var (
+	// amxPairsKernels: bf16 activations (rounded as on the avx512bf16 path)
+	// × bf16 weights, TDPBF16PS.
+	amxPairsKernels = amxTable(pairsAMX)
+	// amxQuadsKernels: TDPBUSD sums the same integers as VPDPBUSD, so int8
+	// products are the same bits as on every other path.
+	amxQuadsKernels = amxTable(quadsAMX)
+)
+
+func amxTable(k kernel) (t [maxRows + 1][maxPanels + 1]kernel) {
+	for r := 1; r <= maxRows; r++ {
+		t[r][1], t[r][2], t[r][4] = k, k, k
+	}
+	return t
+}
+
+func pairsAMX(a *kargs) {
+	t := a.amx.set(a)
+	amxDotPairs(t)
+	pairsOut(a, t.acc)
+}
+
+func quadsAMX(a *kargs) {
+	t := a.amx.set(a)
+	amxDotQuads(t)
+	quadsOut(a, t.acc)
+}
+
+// set points the tile product at kernel call a.
+func (t *amxTile) set(a *kargs) *amxTile {
+	t.shape(a.r)
+	t.x, t.lda, t.w, t.ps, t.steps, t.np = a.x, a.lx, a.w, a.ps, a.ks/amxSteps, a.p
+	return t
+}
+
+//go:noescape
+func amxDotQuads(t *amxTile)
+
+//go:noescape
+func amxDotPairs(t *amxTile)
+
+//go:noescape
+func quadsOut(a *kargs, acc unsafe.Pointer)
+
+//go:noescape
+func pairsOut(a *kargs, acc unsafe.Pointer)
