@@ -40,6 +40,9 @@ func TestMeasure(t *testing.T) {
 	if l := loops(); l.fma512 != nil && !(c.FMAGFLOPS.Single > 0) {
 		t.Errorf("FMA ceiling %+v on a CPU with AVX-512", c.FMAGFLOPS)
 	}
+	if l := loops(); (l.amxBF16 != nil) != (c.AMXBF16.Single > 0) || (l.amxInt8 != nil) != (c.AMXInt8.Single > 0) {
+		t.Errorf("AMX ceilings %+v / %+v with loops present %v / %v", c.AMXBF16, c.AMXInt8, l.amxBF16 != nil, l.amxInt8 != nil)
+	}
 	w, err := Measure(pool, Options{Interval: 2 * time.Millisecond, Reps: 2, NoDRAM: true, WallClock: true})
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +67,7 @@ func TestBurst(t *testing.T) {
 		t.Errorf("DRAM burst %v, want positive", got)
 	}
 	l := loops()
-	for k, lp := range map[Kind]*loop{FMA: l.fma512, FMA256: l.fma256, BF16: l.bf16, VNNI: l.vnni} {
+	for k, lp := range map[Kind]*loop{FMA: l.fma512, FMA256: l.fma256, BF16: l.bf16, VNNI: l.vnni, AMXBF16: l.amxBF16, AMXInt8: l.amxInt8} {
 		got := m.Burst(k)
 		if (lp != nil) != (got > 0) {
 			t.Errorf("%v burst %v with loop present %v", k, got, lp != nil)

@@ -66,7 +66,7 @@ func ceilingOf(p kernels.Path, k kind, memoryBound bool) func(*ceiling.Meter) fl
 	switch {
 	case p == kernels.Generic:
 		return nil // scalar Go: no instruction ceiling
-	case k == kindInt8 && p != kernels.AVX512BF16 && !memoryBound:
+	case k == kindInt8 && p < kernels.AVX512BF16 && !memoryBound:
 		return nil // four AVX2 instructions per product: no one-instruction ceiling
 	case memoryBound:
 		return func(m *ceiling.Meter) float64 { return m.DRAM().All }
@@ -74,8 +74,12 @@ func ceilingOf(p kernels.Path, k kind, memoryBound bool) func(*ceiling.Meter) fl
 	return func(m *ceiling.Meter) float64 {
 		c := m.Compute()
 		switch {
+		case k == kindInt8 && p == kernels.AMX:
+			return c.AMXInt8.All
 		case k == kindInt8:
 			return c.VNNIGOPS.All
+		case p == kernels.AMX && k == kindBF16:
+			return c.AMXBF16.All
 		case p == kernels.AVX512BF16 && k == kindBF16:
 			return c.BF16GFLOPS.All
 		case p == kernels.AVX2:

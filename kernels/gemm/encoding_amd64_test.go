@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestVDPBF16PSEncoding(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			got, err := disassemble(objdump, t.TempDir(), code)
+			got, err := disassemble(objdump, t.TempDir(), code, vdpbf16ps)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
@@ -98,8 +99,8 @@ func asmBody(fn any) ([]byte, error) {
 
 var vdpbf16ps = regexp.MustCompile(`\s(vdpbf16ps\s+\S+)`)
 
-// disassemble lists the vdpbf16ps instructions in raw x86-64 code.
-func disassemble(objdump, dir string, code []byte) ([]string, error) {
+// disassemble lists the instructions that match (its first group) in raw x86-64 code.
+func disassemble(objdump, dir string, code []byte, match *regexp.Regexp) ([]string, error) {
 	path := filepath.Join(dir, "code.bin")
 	if err := os.WriteFile(path, code, 0o600); err != nil {
 		return nil, err
@@ -113,7 +114,7 @@ func disassemble(objdump, dir string, code []byte) ([]string, error) {
 		if strings.Contains(line, "(bad)") {
 			return nil, fmt.Errorf("objdump cannot decode: %s", line)
 		}
-		if m := vdpbf16ps.FindStringSubmatch(line); m != nil {
+		if m := match.FindStringSubmatch(line); m != nil {
 			got = append(got, strings.Join(strings.Fields(m[1]), " "))
 		}
 	}
@@ -141,4 +142,51 @@ func macroUses(t *testing.T, file string) map[string][]string {
 		}
 	}
 	return uses
+}
+
+var amxInstruction = regexp.MustCompile(`\s((?:ldtilecfg|tilerelease|tilezero|tileloadd|tilestored|tdpbf16ps|tdpbusd)\b.*)$`)
+
+// TestAMXEncoding disassembles the AMX tile products with GNU objdump and
+// checks that the instructions amx_amd64.h spells out as bytes are the ones
+// amx_amd64.s means, with its registers: the arithmetic tests show what the
+// bytes compute, this that no operand is off by one register.
+func TestAMXEncoding(t *testing.T) {
+	objdump, err := exec.LookPath("objdump")
+	if err != nil {
+		t.Skip("GNU objdump (binutils) is not installed")
+	}
+	common := []string{
+		"ldtilecfg (%rdi)", "tilerelease",
+		"tilezero %tmm0", "tilezero %tmm1", "tilezero %tmm2", "tilezero %tmm3",
+		"tileloadd (%rsi,%r8,1),%tmm4", "tileloadd (%rbx,%r10,1),%tmm5", "tileloadd (%r11,%r10,1),%tmm6",
+		"tileloadd (%r12,%r10,1),%tmm7", "tileloadd (%r9,%r10,1),%tmm5",
+		"tilestored %tmm0,(%rdx,%r10,1)", "tilestored %tmm1,(%rdx,%r10,1)",
+		"tilestored %tmm2,(%rdx,%r10,1)", "tilestored %tmm3,(%rdx,%r10,1)",
+	}
+	for _, tc := range []struct {
+		name string
+		fn   any
+		dot  string
+	}{{"amxDotPairs", amxDotPairs, "tdpbf16ps"}, {"amxDotQuads", amxDotQuads, "tdpbusd"}} {
+		code, err := asmBody(tc.fn)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		got, err := disassemble(objdump, t.TempDir(), code, amxInstruction)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		want := slices.Clone(common)
+		for _, ops := range []string{"%tmm5,%tmm4,%tmm0", "%tmm6,%tmm4,%tmm1", "%tmm7,%tmm4,%tmm2", "%tmm5,%tmm4,%tmm3"} {
+			want = append(want, tc.dot+" "+ops)
+		}
+		for i, g := range got {
+			got[i] = strings.Join(strings.Fields(g), " ")
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if got = slices.Compact(got); !slices.Equal(got, want) {
+			t.Errorf("%s: objdump decodes the distinct tile instructions\n%s\nwant\n%s", tc.name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
 }
