@@ -79,7 +79,8 @@ type Features struct {
 	AMXGranted bool
 }
 
-// DetectFeatures reads the features of the CPU this process runs on.
+// DetectFeatures reads the features of the CPU this process runs on, and
+// where it has AMX asks the OS for the tiles (which Linux grants per process).
 func DetectFeatures() Features {
 	c := cpuid.CPU
 	return Features{

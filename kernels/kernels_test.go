@@ -14,6 +14,12 @@ func TestBestFollowsFeatures(t *testing.T) {
 		{"skylake-x", Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true}, AVX512},
 		{"avx512 without bw", Features{AVX2: true, FMA: true, AVX512F: true}, AVX2},
 		{"zen4", Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512BF16: true, AVX512VNNI: true}, AVX512BF16},
+		{"sapphire rapids, AMX granted", Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512BF16: true, AVX512VNNI: true,
+			AMXTile: true, AMXBF16: true, AMXInt8: true, AMXGranted: true}, AMX},
+		{"sapphire rapids, AMX not granted", Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512BF16: true, AVX512VNNI: true,
+			AMXTile: true, AMXBF16: true, AMXInt8: true}, AVX512BF16},
+		{"AMX without AVX512_BF16", Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true,
+			AMXTile: true, AMXBF16: true, AMXInt8: true, AMXGranted: true}, AVX512},
 	} {
 		if got := tc.f.Best(); got != tc.want {
 			t.Errorf("%s: Best() = %s, want %s", tc.name, got, tc.want)
@@ -25,7 +31,7 @@ func TestBestFollowsFeatures(t *testing.T) {
 }
 
 func TestParsePath(t *testing.T) {
-	for _, p := range []Path{Generic, AVX2, AVX512, AVX512BF16} {
+	for _, p := range []Path{Generic, AVX2, AVX512, AVX512BF16, AMX} {
 		got, err := ParsePath(" " + p.String() + " ")
 		if err != nil || got != p {
 			t.Errorf("ParsePath(%q) = %v, %v", p.String(), got, err)
@@ -47,7 +53,7 @@ func TestForce(t *testing.T) {
 			t.Fatalf("Active() = %s after Force(%s)", Active(), p)
 		}
 	}
-	if CPU().Best() < AVX512BF16 {
+	if CPU().Best() < AMX {
 		if _, err := Force(CPU().Best() + 1); err == nil {
 			t.Error("forcing a path this CPU lacks succeeded")
 		}

@@ -25,8 +25,11 @@ type amxTile struct {
 // consumes: 64 bytes of a row of A, 16 rows of a panel of B.
 const amxSteps = 16
 
+// amxAccBytes is the accumulator buffer of a worker's amxTile: four C tiles.
+const amxAccBytes = maxPanels * maxRows * panelWidth * 4
+
 func newAMXTile() *amxTile {
-	t := &amxTile{acc: unsafe.Pointer(&alignedU32(maxPanels * panelWidth * maxRows)[0])}
+	t := &amxTile{acc: unsafe.Pointer(&alignedU32(amxAccBytes / 4)[0])}
 	t.cfg[0] = 1 // palette 1
 	for i := range 8 {
 		t.cfg[16+2*i] = 64 // colsb, little-endian uint16

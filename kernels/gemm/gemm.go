@@ -99,7 +99,6 @@ type Context struct {
 type workerState struct {
 	a    kargs
 	tail [maxRows * panelWidth]float32 // a partial last panel goes through here
-	amx  *amxTile                      // the AMX kernels' state (kernelSet.tileQuads)
 	up   []float32                     // SwiGLU: up projection of one chunk
 	wide []float32                     // a block of panels widened to f32 (kernelSet.widen)
 	_    [64]byte                      // keep workers' kargs apart
@@ -143,8 +142,7 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 	for i := range c.worker {
 		c.worker[i].up = alignedF32(maxM * swigluChunk * panelWidth)
 		if c.set.tilePairs != nil || c.set.tileQuads != nil {
-			c.worker[i].amx = newAMXTile()
-			c.worker[i].a.amx = c.worker[i].amx
+			c.worker[i].a.amx = newAMXTile()
 		}
 		if c.set.widen != nil && maxM > c.set.rows {
 			c.worker[i].wide = alignedF32(blockPanels * maxK * panelWidth)
@@ -160,6 +158,9 @@ func (c *Context) ScratchBytes() int64 {
 	n := 4 * int64(len(c.xf)+len(c.sx)) // xp is in xf
 	for i := range c.worker {
 		n += 4 * int64(len(c.worker[i].up)+len(c.worker[i].wide))
+		if c.worker[i].a.amx != nil {
+			n += amxAccBytes
+		}
 	}
 	return n
 }

@@ -13,5 +13,8 @@ func ContextBytes(workers, maxM, maxK int, p kernels.Path) int64 {
 	if set.widen != nil && maxM > set.rows {
 		per += 4 * int64(blockPanels*maxK*panelWidth)
 	}
+	if set.tilePairs != nil || set.tileQuads != nil {
+		per += amxAccBytes
+	}
 	return n + int64(workers)*per
 }

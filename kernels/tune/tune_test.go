@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,9 +54,16 @@ func TestPick(t *testing.T) {
 }
 
 func TestCandidates(t *testing.T) {
+	// Attention has no AMX kernels: on the amx path it chooses as on avx512bf16.
+	if got := Candidates(kernels.Attention, kernels.AMX); !slices.Equal(got, []kernels.Path{kernels.AVX512BF16, kernels.AVX512}) {
+		t.Errorf("attention on amx: %v", got)
+	}
 	for _, op := range []kernels.Op{kernels.MatMulBF16, kernels.MatMulInt8} {
 		if got := Candidates(op, kernels.AVX512BF16); len(got) != 2 || got[0] != kernels.AVX512BF16 || got[1] != kernels.AVX512 {
 			t.Errorf("%s on avx512bf16: %v", op, got)
+		}
+		if got := Candidates(op, kernels.AMX); !slices.Equal(got, []kernels.Path{kernels.AMX, kernels.AVX512BF16, kernels.AVX512}) {
+			t.Errorf("%s on amx: %v", op, got)
 		}
 		for _, p := range []kernels.Path{kernels.Generic, kernels.AVX2, kernels.AVX512} {
 			if got := Candidates(op, p); len(got) != 1 || got[0] != p {

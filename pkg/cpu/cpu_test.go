@@ -86,6 +86,9 @@ func TestDetectMissingFiles(t *testing.T) {
 func TestKernelPaths(t *testing.T) {
 	sapphire := kernels.Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512DQ: true, AVX512BF16: true, AVX512VNNI: true}
 	skylake := kernels.Features{AVX2: true, FMA: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512DQ: true}
+	amx, notGranted := sapphire, sapphire
+	amx.AMXTile, amx.AMXBF16, amx.AMXInt8, amx.AMXGranted = true, true, true, true
+	notGranted.AMXTile, notGranted.AMXBF16, notGranted.AMXInt8 = true, true, true
 	tests := []struct {
 		name      string
 		f         kernels.Features
@@ -94,6 +97,8 @@ func TestKernelPaths(t *testing.T) {
 		fallbacks int
 	}{
 		{"sapphire rapids", sapphire, kernels.AVX512BF16, kernels.AVX512BF16, 0},
+		{"amx", amx, kernels.AMX, kernels.AMX, 0},
+		{"amx not granted", notGranted, kernels.AMX, kernels.AVX512BF16, 1},
 		{"forced down", sapphire, kernels.AVX2, kernels.AVX2, 0},
 		{"skylake", skylake, kernels.AVX512BF16, kernels.AVX512, 1},
 		{"haswell", haswell, kernels.AVX512BF16, kernels.AVX2, 1},
