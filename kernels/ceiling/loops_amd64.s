@@ -17,6 +17,21 @@
 	VPXORD Z20, Z20, Z20; VPXORD Z21, Z21, Z21; VPXORD Z22, Z22, Z22; VPXORD Z23, Z23, Z23; \
 	VPXORD Z30, Z30, Z30; VPXORD Z31, Z31, Z31
 
+// AMX_LOOP(DOT): n steps of four tile products.
+#define AMX_LOOP(DOT) \
+	MOVQ n+0(FP), CX; \
+	LEAQ amxcfg<>(SB), DI; \
+	LDTILECFG(7); \
+loop: \
+	DOT(0, 4, 6); \
+	DOT(1, 4, 7); \
+	DOT(2, 5, 6); \
+	DOT(3, 5, 7); \
+	DECQ CX; \
+	JNZ  loop; \
+	TILERELEASE; \
+	RET
+
 // func fma512(n int): n × 24 VFMADD231PS zmm (32 flops each).
 TEXT ·fma512(SB), NOSPLIT, $0-8
 	MOVQ n+0(FP), CX
@@ -131,30 +146,8 @@ GLOBL amxcfg<>(SB), RODATA|NOPTR, $64
 
 // func amxBF16(n int): 4·n TDPBF16PS, 16·16·32·2 flops each.
 TEXT ·amxBF16(SB), NOSPLIT, $0-8
-	MOVQ n+0(FP), CX
-	LEAQ amxcfg<>(SB), DI
-	LDTILECFG(7)
-bf16_loop:
-	TDPBF16PS(0, 4, 6)
-	TDPBF16PS(1, 4, 7)
-	TDPBF16PS(2, 5, 6)
-	TDPBF16PS(3, 5, 7)
-	DECQ CX
-	JNZ bf16_loop
-	TILERELEASE
-	RET
+	AMX_LOOP(TDPBF16PS)
 
 // func amxInt8(n int): 4·n TDPBUSD, 16·16·64·2 ops each.
 TEXT ·amxInt8(SB), NOSPLIT, $0-8
-	MOVQ n+0(FP), CX
-	LEAQ amxcfg<>(SB), DI
-	LDTILECFG(7)
-int8_loop:
-	TDPBUSD(0, 4, 6)
-	TDPBUSD(1, 4, 7)
-	TDPBUSD(2, 5, 6)
-	TDPBUSD(3, 5, 7)
-	DECQ CX
-	JNZ int8_loop
-	TILERELEASE
-	RET
+	AMX_LOOP(TDPBUSD)

@@ -91,6 +91,57 @@ done: \
 	TILERELEASE; \
 	RET
 
+// TILE_OUT(ROW, CONVERT) is an epilogue on the C tiles a product stored
+// (rows·64 bytes apart): for each row (ROW first) and panel, the 16 outputs
+// CONVERTed in Z0, then stored into y or added to it. Registers: AX the
+// kargs, SI this row of C tile 0, R9 of tile p, DI y's row, BX 64·p, R11
+// sx, R12 sw, R13 wc (int8 only).
+#define TILE_OUT(ROW, CONVERT) \
+	MOVQ a+0(FP), AX; \
+	MOVQ acc+8(FP), SI; \
+	MOVQ 32(AX), DI; \
+	MOVQ 48(AX), R8; \
+	MOVQ 56(AX), R11; \
+	MOVQ 64(AX), R12; \
+	MOVQ 72(AX), R13; \
+	MOVQ 80(AX), CX; \
+	MOVQ 88(AX), DX; \
+	SHLQ $6, DX; \
+	MOVQ CX, R10; \
+	SHLQ $6, R10; \
+row: \
+	ROW; \
+	XORQ BX, BX; \
+	MOVQ SI, R9; \
+panel: \
+	VMOVUPS (R9), Z0; \
+	CONVERT; \
+	CMPQ R8, $0; \
+	JEQ  put; \
+	VADDPS (DI)(BX*1), Z0, Z0; \
+put: \
+	VMOVUPS Z0, (DI)(BX*1); \
+	ADDQ R10, R9; \
+	ADDQ $64, BX; \
+	CMPQ BX, DX; \
+	JNE  panel; \
+	ADDQ $64, SI; \
+	ADDQ 40(AX), DI; \
+	ADDQ $4, R11; \
+	DECQ CX; \
+	JNZ  row; \
+	VZEROUPPER; \
+	RET
+
+#define NOTHING
+#define ROW_SCALE VBROADCASTSS (R11), Z30
+// y = (f32(Σ − corr) · sx) · sw, as every int8 kernel.
+#define QUADS_CONVERT \
+	VPSUBD (R13)(BX*1), Z0, Z0; \
+	VCVTDQ2PS Z0, Z0; \
+	VMULPS Z30, Z0, Z0; \
+	VMULPS (R12)(BX*1), Z0, Z0
+
 // func amxDotQuads(t *amxTile)
 //
 // u8 activations × s8 weights (TDPBUSD): the exact int32 sums VPDPBUSD makes.
@@ -105,86 +156,12 @@ TEXT ·amxDotQuads(SB), NOSPLIT, $0-8
 TEXT ·amxDotPairs(SB), NOSPLIT, $0-8
 	TILE_PRODUCT(TDPBF16PS)
 
-// func quadsOut(a *kargs, acc unsafe.Pointer)
-//
-// The int8 epilogue on the C tiles amxDotQuads stored (rows·64 bytes apart):
-// y = (f32(Σ − corr) · sx) · sw, stored or added, as every int8 kernel.
+// func quadsOut(a *kargs, acc unsafe.Pointer): the int8 epilogue on the
+// accumulators amxDotQuads stored.
 TEXT ·quadsOut(SB), NOSPLIT, $0-16
-	MOVQ a+0(FP), AX
-	MOVQ acc+8(FP), SI
-	MOVQ 32(AX), DI  // y
-	MOVQ 48(AX), R8  // add
-	MOVQ 56(AX), R11 // sx
-	MOVQ 64(AX), R12 // sw
-	MOVQ 72(AX), R13 // wc
-	MOVQ 80(AX), CX  // rows
-	MOVQ 88(AX), DX
-	SHLQ $6, DX      // 64·panels
-	MOVQ CX, R10
-	SHLQ $6, R10     // bytes of one C tile
+	TILE_OUT(ROW_SCALE, QUADS_CONVERT)
 
-quads_row:
-	VBROADCASTSS (R11), Z30
-	XORQ BX, BX      // 64·panel: the offset in y, sw and wc
-	MOVQ SI, R9      // this row of C tile 0
-
-quads_panel:
-	VMOVDQU32 (R9), Z0
-	VPSUBD    (R13)(BX*1), Z0, Z0
-	VCVTDQ2PS Z0, Z0
-	VMULPS    Z30, Z0, Z0
-	VMULPS    (R12)(BX*1), Z0, Z0
-	CMPQ      R8, $0
-	JEQ       quads_put
-	VADDPS    (DI)(BX*1), Z0, Z0
-
-quads_put:
-	VMOVUPS Z0, (DI)(BX*1)
-	ADDQ    R10, R9
-	ADDQ    $64, BX
-	CMPQ    BX, DX
-	JNE     quads_panel
-	ADDQ    $64, SI
-	ADDQ    40(AX), DI
-	ADDQ    $4, R11
-	DECQ    CX
-	JNZ     quads_row
-	VZEROUPPER
-	RET
-
-// func pairsOut(a *kargs, acc unsafe.Pointer)
-//
-// The bf16 epilogue on the C tiles amxDotPairs stored: y = C or y += C.
+// func pairsOut(a *kargs, acc unsafe.Pointer): the bf16 epilogue on the
+// accumulators amxDotPairs stored, y = C or y += C.
 TEXT ·pairsOut(SB), NOSPLIT, $0-16
-	MOVQ a+0(FP), AX
-	MOVQ acc+8(FP), SI
-	MOVQ 32(AX), DI  // y
-	MOVQ 48(AX), R8  // add
-	MOVQ 80(AX), CX  // rows
-	MOVQ 88(AX), DX
-	SHLQ $6, DX      // 64·panels
-	MOVQ CX, R10
-	SHLQ $6, R10     // bytes of one C tile
-
-pairs_row:
-	XORQ BX, BX
-	MOVQ SI, R9
-
-pairs_panel:
-	VMOVUPS (R9), Z0
-	CMPQ    R8, $0
-	JEQ     pairs_put
-	VADDPS  (DI)(BX*1), Z0, Z0
-
-pairs_put:
-	VMOVUPS Z0, (DI)(BX*1)
-	ADDQ    R10, R9
-	ADDQ    $64, BX
-	CMPQ    BX, DX
-	JNE     pairs_panel
-	ADDQ    $64, SI
-	ADDQ    40(AX), DI
-	DECQ    CX
-	JNZ     pairs_row
-	VZEROUPPER
-	RET
+	TILE_OUT(NOTHING, NOTHING)

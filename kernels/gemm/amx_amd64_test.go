@@ -53,6 +53,20 @@ func ops3(c *Context, x, base []float32, m, group int, g, u *Weight) (y, add, h 
 	return y, add, h
 }
 
+// assertGroupings checks that ops3 on c in calls of 1, 3, 16, 17 and all
+// rows gives want, wantAdd and wantH bit for bit.
+func assertGroupings(t *testing.T, what string, c *Context, x, base []float32, g, u *Weight, want, wantAdd, wantH []float32) {
+	t.Helper()
+	m, n := len(want)/g.N, g.N
+	for _, group := range []int{1, 3, 16, 17, m} {
+		y, add, h := ops3(c, x, base, m, group, g, u)
+		w := fmt.Sprintf("%s, groups of %d", what, group)
+		assertBits(t, w+", MatMul", y, want, n)
+		assertBits(t, w+", MatMulAdd", add, wantAdd, n)
+		assertBits(t, w+", SwiGLU", h, wantH, n)
+	}
+}
+
 // TestAMXQuadsMatchGeneric: int8 products on AMX tiles are the generic int8
 // kernel's bits (both sum the same integers exactly), for every op, on 1–3
 // threads, in any grouping of rows.
@@ -72,13 +86,7 @@ func TestAMXQuadsMatchGeneric(t *testing.T) {
 				if form := c.formOf(m, g); form != formQuadRows {
 					t.Fatalf("%v: int8 product not on AMX tiles (form %d)", s, form)
 				}
-				for _, group := range []int{1, 3, 16, 17, m} {
-					y, add, h := ops3(c, pr.x, base, m, group, g, u)
-					what := fmt.Sprintf("int8 %v, %d threads, groups of %d", s, pool.Size(), group)
-					assertBits(t, what+", MatMul", y, want, n)
-					assertBits(t, what+", MatMulAdd", add, wantAdd, n)
-					assertBits(t, what+", SwiGLU", h, wantH, n)
-				}
+				assertGroupings(t, fmt.Sprintf("int8 %v, %d threads", s, pool.Size()), c, pr.x, base, g, u, want, wantAdd, wantH)
 			}
 		}
 	})
@@ -117,14 +125,7 @@ func TestAMXPairs(t *testing.T) {
 			assertBits(t, fmt.Sprintf("%v: SwiGLU vs SiLUMul of the products", s), wantH, h, n)
 			checkRoundedProduct(t, s, pr, want)
 			for _, pool := range pools {
-				c := NewContext(pool, m, k)
-				for _, group := range []int{1, 3, 16, 17, m} {
-					y, add, h := ops3(c, pr.x, base, m, group, g, u)
-					what := fmt.Sprintf("bf16 %v, %d threads, groups of %d", s, pool.Size(), group)
-					assertBits(t, what+", MatMul", y, want, n)
-					assertBits(t, what+", MatMulAdd", add, wantAdd, n)
-					assertBits(t, what+", SwiGLU", h, wantH, n)
-				}
+				assertGroupings(t, fmt.Sprintf("bf16 %v, %d threads", s, pool.Size()), NewContext(pool, m, k), pr.x, base, g, u, want, wantAdd, wantH)
 			}
 		}
 	})
