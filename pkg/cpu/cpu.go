@@ -315,13 +315,15 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 		return active
 	}
 	bf, i8, at := pathOf(kernels.MatMulBF16), pathOf(kernels.MatMulInt8), pathOf(kernels.Attention)
+	// Only the products have AMX kernels: the rest of the amx path is avx512bf16's.
+	at, rest := min(at, kernels.AVX512BF16), min(active, kernels.AVX512BF16)
 	return []KernelChoice{
 		{"GEMM bf16 (prefill)", bf.String(), describePath(bf).gemm},
 		{"GEMM int8 (prefill)", i8.String(), describePath(i8).int8},
 		{"GEMV bf16 (decode)", bf.String(), describePath(bf).gemm + "; bound by memory bandwidth"},
 		{"attention, bf16 KV cache", at.String(), describePath(at).attn},
-		{"attention, f32/int8 KV cache", active.String(), describePath(min(active, kernels.AVX512)).attn},
-		{"elementwise (norms, RoPE, SiLU, softmax)", active.String(), describePath(active).elem},
+		{"attention, f32/int8 KV cache", rest.String(), describePath(min(active, kernels.AVX512)).attn},
+		{"elementwise (norms, RoPE, SiLU, softmax)", rest.String(), describePath(rest).elem},
 	}
 }
 
@@ -329,11 +331,11 @@ type pathText struct{ gemm, int8, attn, elem string }
 
 func describePath(p kernels.Path) pathText {
 	switch p {
-	case kernels.AMX:
-		t := describePath(kernels.AVX512BF16)
-		t.gemm = "AMX TDPBF16PS tiles: activations rounded to bf16, f32 accumulation 32 products at a time"
-		t.int8 = "AMX TDPBUSD tiles: u8 activations × s8 weights, exact int32 sums (the same bits as VNNI)"
-		return t
+	case kernels.AMX: // the products; KernelPaths shows the rest as avx512bf16
+		return pathText{
+			gemm: "AMX TDPBF16PS tiles: activations rounded to bf16, f32 accumulation 32 products at a time",
+			int8: "AMX TDPBUSD tiles: u8 activations × s8 weights, exact int32 sums (the same bits as VNNI)",
+		}
 	case kernels.AVX512BF16:
 		return pathText{
 			gemm: "VDPBF16PS: activations rounded to bf16, f32 accumulation",

@@ -95,14 +95,15 @@ func TestKernelPaths(t *testing.T) {
 		active    kernels.Path
 		want      kernels.Path
 		fallbacks int
+		rest      kernels.Path // attention and elementwise, if not want
 	}{
-		{"sapphire rapids", sapphire, kernels.AVX512BF16, kernels.AVX512BF16, 0},
-		{"amx", amx, kernels.AMX, kernels.AMX, 0},
-		{"amx not granted", notGranted, kernels.AMX, kernels.AVX512BF16, 1},
-		{"forced down", sapphire, kernels.AVX2, kernels.AVX2, 0},
-		{"skylake", skylake, kernels.AVX512BF16, kernels.AVX512, 1},
-		{"haswell", haswell, kernels.AVX512BF16, kernels.AVX2, 1},
-		{"no avx2", kernels.Features{}, kernels.AVX512BF16, kernels.Generic, 2},
+		{"sapphire rapids", sapphire, kernels.AVX512BF16, kernels.AVX512BF16, 0, 0},
+		{"amx", amx, kernels.AMX, kernels.AMX, 0, kernels.AVX512BF16},
+		{"amx not granted", notGranted, kernels.AMX, kernels.AVX512BF16, 1, 0},
+		{"forced down", sapphire, kernels.AVX2, kernels.AVX2, 0, 0},
+		{"skylake", skylake, kernels.AVX512BF16, kernels.AVX512, 1, 0},
+		{"haswell", haswell, kernels.AVX512BF16, kernels.AVX2, 1, 0},
+		{"no avx2", kernels.Features{}, kernels.AVX512BF16, kernels.Generic, 2, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,9 +111,13 @@ func TestKernelPaths(t *testing.T) {
 			if len(ks) != 6 {
 				t.Fatalf("%d op classes", len(ks))
 			}
-			for _, k := range ks {
-				if k.Path != tc.want.String() {
-					t.Errorf("%s: path %s, want %s", k.Op, k.Path, tc.want)
+			for i, k := range ks {
+				want := tc.want
+				if i >= 3 && tc.rest != 0 {
+					want = tc.rest
+				}
+				if k.Path != want.String() {
+					t.Errorf("%s: path %s, want %s", k.Op, k.Path, want)
 				}
 			}
 			if fb := Fallbacks(tc.f); len(fb) != tc.fallbacks {
