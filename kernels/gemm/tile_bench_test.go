@@ -37,21 +37,44 @@ func BenchmarkTile(b *testing.B) {
 	for i := range w {
 		w[i] = 0x3c003c00 + uint32(i*2246822519)&0x007f007f
 	}
-	for _, tc := range []struct {
+	type tileCase struct {
 		name  string
 		k     kernel
 		flops float64 // per step per row per panel
 		peak  func(c ceiling.Ceilings) float64
-	}{
-		{"bf16", bf16x512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.BF16GFLOPS.Single }},
-		{"pairs-f32", pairs512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }},
-		{"f32", f32x512Kernels[8][2], 32, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }},
-		{"vnni", vnni512Kernels[8][2], 128, func(c ceiling.Ceilings) float64 { return c.VNNIGOPS.Single }},
-	} {
+		rows  int     // 8 unless set
+		np    int     // 2 unless set
+	}
+	cases := []tileCase{
+		{"bf16", bf16x512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.BF16GFLOPS.Single }, 0, 0},
+		{"pairs-f32", pairs512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }, 0, 0},
+		{"f32", f32x512Kernels[8][2], 32, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }, 0, 0},
+		{"vnni", vnni512Kernels[8][2], 128, func(c ceiling.Ceilings) float64 { return c.VNNIGOPS.Single }, 0, 0},
+	}
+	if kernels.CPU().Supports(kernels.AMX) {
+		// A call of the AMX kernels: 16 rows (one tile) × 4 panels, rows of x one after the other.
+		cases = append(cases,
+			tileCase{"amx-bf16", amxPairsKernels[16][4], 64, func(c ceiling.Ceilings) float64 { return c.AMXBF16.Single }, 16, 4},
+			tileCase{"amx-int8", amxQuadsKernels[16][4], 128, func(c ceiling.Ceilings) float64 { return c.AMXInt8.Single }, 16, 4})
+	}
+	x = alignedU32(16 * ks * 2)
+	w = alignedU32(4 * ks * 16 * 2)
+	y = make([]float32, 16*64)
+	for i := range x {
+		x[i] = 0x3f803f80 + uint32(i*2654435761)&0x007f007f
+	}
+	for i := range w {
+		w[i] = 0x3c003c00 + uint32(i*2246822519)&0x007f007f
+	}
+	for _, tc := range cases {
+		rows, np := max(tc.rows, 8), max(tc.np, 2)
 		b.Run(tc.name, func(b *testing.B) {
-			sx := make([]float32, 8)
-			a := &kargs{x: unsafe.Pointer(&x[0]), w: unsafe.Pointer(&w[0]), ps: ks * 64, ks: ks,
-				y: unsafe.Pointer(&y[0]), ldy: 128, sx: unsafe.Pointer(&sx[0]), sw: unsafe.Pointer(&y[0]), wc: unsafe.Pointer(&y[0])}
+			sx := make([]float32, rows)
+			a := &kargs{x: unsafe.Pointer(&x[0]), w: unsafe.Pointer(&w[0]), ps: ks * 64, ks: ks, r: rows, p: np, lx: ks * 4,
+				y: unsafe.Pointer(&y[0]), ldy: uintptr(np * 64), sx: unsafe.Pointer(&sx[0]), sw: unsafe.Pointer(&y[0]), wc: unsafe.Pointer(&y[0])}
+			if tc.rows != 0 {
+				a.amx = newAMXTile()
+			}
 			var best, peak float64
 			for range 10 {
 				c := meter.Compute()
@@ -61,7 +84,7 @@ func BenchmarkTile(b *testing.B) {
 				for range calls {
 					tc.k(a)
 				}
-				best = max(best, calls*ks*8*2*tc.flops/(ceiling.CPUTime()-start).Seconds()/1e9)
+				best = max(best, calls*ks*float64(rows*np)*tc.flops/(ceiling.CPUTime()-start).Seconds()/1e9)
 			}
 			b.ReportMetric(best, "GFLOP/s")
 			b.ReportMetric(100*best/peak, "%peak")
