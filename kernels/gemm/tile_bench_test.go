@@ -12,7 +12,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
-// BenchmarkTile runs one 8-row × 2-panel tile kernel over L2-resident data
+// BenchmarkTile runs one 8-row × 2-panel tile kernel (AMX: 16 × 4) over L2-resident data
 // on one thread and reports it as a fraction of the instruction's peak,
 // measured alternately with it.
 func BenchmarkTile(b *testing.B) {
@@ -42,8 +42,8 @@ func BenchmarkTile(b *testing.B) {
 		k     kernel
 		flops float64 // per step per row per panel
 		peak  func(c ceiling.Ceilings) float64
-		rows  int     // 8 unless set
-		np    int     // 2 unless set
+		rows  int // 8 unless set
+		np    int // 2 unless set
 	}
 	cases := []tileCase{
 		{"bf16", bf16x512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.BF16GFLOPS.Single }, 0, 0},
