@@ -69,7 +69,8 @@ func assertGroupings(t *testing.T, what string, c *Context, x, base []float32, g
 
 // TestAMXQuadsMatchGeneric: int8 products on AMX tiles are the generic int8
 // kernel's bits (both sum the same integers exactly), for every op, on 1–3
-// threads, in any grouping of rows.
+// threads, in any grouping of rows, including groupings whose calls of up
+// to 8 rows take VNNI and the others tiles.
 func TestAMXQuadsMatchGeneric(t *testing.T) {
 	forAMX(t, func(pools []*threads.Pool) {
 		rng := rand.New(rand.NewPCG(11, 12))
@@ -83,8 +84,8 @@ func TestAMXQuadsMatchGeneric(t *testing.T) {
 			want, wantAdd, wantH := ops3(gen, pr.x, base, m, m, g, u)
 			for _, pool := range pools {
 				c := NewContext(pool, m, k)
-				if form := c.formOf(m, g); form != formQuadRows {
-					t.Fatalf("%v: int8 product not on AMX tiles (form %d)", s, form)
+				if form := c.formOf(m, g); (form == formQuadRows) != (m > regRows) {
+					t.Fatalf("%v: int8 product of %d rows in form %d: tiles above one VNNI tile (%d rows) only", s, m, form, regRows)
 				}
 				assertGroupings(t, fmt.Sprintf("int8 %v, %d threads", s, pool.Size()), c, pr.x, base, g, u, want, wantAdd, wantH)
 			}

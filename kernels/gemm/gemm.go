@@ -34,8 +34,9 @@ type kernelSet struct {
 	bf16Act  bool                               // pairs kernels take bf16-rounded activation pairs
 	// tilePairs and tileQuads, if set, are bf16 and int8 kernels on AMX
 	// tiles of up to maxRows rows stored one after the other (formBF16Rows,
-	// formQuadRows), for weights of a multiple of amxSteps steps: every
-	// product with such a weight takes them, whatever its M (row invariance).
+	// formQuadRows), for weights of a multiple of amxSteps steps: every bf16
+	// product with such a weight takes them, whatever its M (row invariance),
+	// and every int8 product of more rows than one VNNI tile (same bits).
 	tilePairs, tileQuads *[maxRows + 1][maxPanels + 1]kernel
 	// widen, if set, widens bf16 pairs to f32 panel steps (two per pair), so
 	// that a GEMM of more than one row tile can widen each block of panels
@@ -358,7 +359,11 @@ func (c *Context) form(t *task, m int, w *Weight) {
 		t.form, t.kernels, t.xs, t.rowSize = formF32, &c.set.f32, unsafe.Pointer(&c.xf[0]), uintptr(w.K*4)
 	case w.kind == kindBF16 && c.set.tilePairs != nil && w.steps%amxSteps == 0:
 		t.form, t.kernels, t.xs, t.rowSize = formBF16Rows, c.set.tilePairs, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
-	case w.kind == kindInt8 && c.set.tileQuads != nil && w.steps%amxSteps == 0:
+	case w.kind == kindInt8 && c.set.tileQuads != nil && w.steps%amxSteps == 0 && m > cmp.Or(c.set.quadRows, c.set.rows):
+		// Above one VNNI tile: a product of a few rows (a decode step) streams
+		// its weights faster through VNNI (BenchmarkDecode/layers/int8: 94–96 %
+		// of the DRAM read rate, tiles 86–88 %), and int8 sums are the same
+		// bits on both, so row invariance holds across the switch.
 		t.form, t.kernels, t.xs, t.rowSize = formQuadRows, c.set.tileQuads, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
 	case w.kind == kindInt8:
 		t.form, t.kernels, t.xs, t.rowSize = formQuads, &c.set.quads, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
