@@ -78,14 +78,10 @@ func RunKernels(pool *threads.Pool, c *Ceilings, opts KernelOptions, progress *P
 		if _, err := kernels.Force(p); err != nil {
 			return nil, err
 		}
-		ceil, unit, target := c.FMAGFLOPS, "GFLOP/s", 0.70
+		ceil, unit, target := c.ComputePeak(p, "bf16")/1e9, "GFLOP/s", 0.70
 		switch p {
-		case kernels.AMX:
-			ceil = c.AMXBF16
-		case kernels.AVX512BF16:
-			ceil = c.BF16GFLOPS
 		case kernels.AVX2:
-			ceil, target = c.FMA256GFLOPS, 0.60
+			target = 0.60
 		case kernels.Generic:
 			target = 0
 		}
@@ -101,10 +97,7 @@ func RunKernels(pool *threads.Pool, c *Ceilings, opts KernelOptions, progress *P
 		return nil, err
 	}
 	if best >= kernels.AVX512BF16 {
-		ceil := c.VNNIGOPS
-		if best == kernels.AMX {
-			ceil = c.AMXInt8
-		}
+		ceil := c.ComputePeak(best, "int8") / 1e9
 		for _, s := range gemmShapes {
 			w := gemm.QuantizeInt8(randBF16(rng, s.n*s.k), s.n, s.k)
 			ms := timeGEMM(pool, w, opts.M, s.k, s.n, opts.Repeat)

@@ -11,6 +11,37 @@
 // 4 A, 5-7 B (5 again for the fourth panel). The tiles are configured and
 // released within the call, so no tile state outlives it (the goroutine may
 // run on another thread next).
+// STEP_n(DOT): one step of K for n panels; NEXT_n moves their pointers on.
+#define STEP_1(DOT) \
+	TILELOADD(4, 6, 8); \
+	TILELOADD(5, 3, 10); \
+	DOT(0, 4, 5)
+
+#define STEP_2(DOT) \
+	STEP_1(DOT); \
+	TILELOADD(6, 11, 10); \
+	DOT(1, 4, 6)
+
+#define STEP_4(DOT) \
+	STEP_2(DOT); \
+	TILELOADD(7, 12, 10); \
+	DOT(2, 4, 7); \
+	TILELOADD(5, 9, 10); \
+	DOT(3, 4, 5)
+
+#define NEXT_1 \
+	ADDQ $64, SI; \
+	ADDQ $1024, BX
+
+#define NEXT_2 \
+	NEXT_1; \
+	ADDQ $1024, R11
+
+#define NEXT_4 \
+	NEXT_2; \
+	ADDQ $1024, R12; \
+	ADDQ $1024, R9
+
 #define TILE_PRODUCT(DOT) \
 	MOVQ t+0(FP), DI; \
 	LDTILECFG(7); \
@@ -31,11 +62,8 @@
 	CMPQ AX, $2; \
 	JEQ  two; \
 one: \
-	TILELOADD(4, 6, 8); \
-	TILELOADD(5, 3, 10); \
-	DOT(0, 4, 5); \
-	ADDQ $64, SI; \
-	ADDQ $1024, BX; \
+	STEP_1(DOT); \
+	NEXT_1; \
 	DECQ CX; \
 	JNZ  one; \
 	TILESTORED(2, 10, 0); \
@@ -43,14 +71,8 @@ one: \
 two: \
 	TILEZERO(1); \
 two_loop: \
-	TILELOADD(4, 6, 8); \
-	TILELOADD(5, 3, 10); \
-	DOT(0, 4, 5); \
-	TILELOADD(6, 11, 10); \
-	DOT(1, 4, 6); \
-	ADDQ $64, SI; \
-	ADDQ $1024, BX; \
-	ADDQ $1024, R11; \
+	STEP_2(DOT); \
+	NEXT_2; \
 	DECQ CX; \
 	JNZ  two_loop; \
 	JMP  store; \
@@ -59,20 +81,8 @@ four: \
 	TILEZERO(2); \
 	TILEZERO(3); \
 four_loop: \
-	TILELOADD(4, 6, 8); \
-	TILELOADD(5, 3, 10); \
-	DOT(0, 4, 5); \
-	TILELOADD(6, 11, 10); \
-	DOT(1, 4, 6); \
-	TILELOADD(7, 12, 10); \
-	DOT(2, 4, 7); \
-	TILELOADD(5, 9, 10); \
-	DOT(3, 4, 5); \
-	ADDQ $64, SI; \
-	ADDQ $1024, BX; \
-	ADDQ $1024, R11; \
-	ADDQ $1024, R12; \
-	ADDQ $1024, R9; \
+	STEP_4(DOT); \
+	NEXT_4; \
 	DECQ CX; \
 	JNZ  four_loop; \
 store: \
