@@ -132,6 +132,31 @@ func TestAMXPairs(t *testing.T) {
 	})
 }
 
+// TestAMXFewRows: a bf16 weight marked SetFewRows stays off the tiles for
+// every M on the amx path and gives the avx512bf16 path's bits, in any
+// grouping of rows.
+func TestAMXFewRows(t *testing.T) {
+	forAMX(t, func(pools []*threads.Pool) {
+		rng := rand.New(rand.NewPCG(15, 16))
+		for _, s := range amxShapes {
+			m, n, k := s[0], s[1], s[2]
+			pr, pu := newProblem(rng, m, n, k), newProblem(rng, m, n, k)
+			g, u := FromBF16(pr.w, n, k), FromBF16(pu.w, n, k)
+			g.SetFewRows()
+			u.SetFewRows()
+			base := randomRows(rng, m*n)
+			want, wantAdd, wantH := ops3(newContext(pools[1], m, k, kernels.AVX512BF16, kernels.AVX512BF16), pr.x, base, m, m, g, u)
+			for _, pool := range pools {
+				c := NewContext(pool, m, k)
+				if form := c.formOf(m, g); form != formBF16 {
+					t.Fatalf("%v: product of %d rows with a few-rows weight in form %d, want the register kernels' %d", s, m, form, formBF16)
+				}
+				assertGroupings(t, fmt.Sprintf("few-rows bf16 %v, %d threads", s, pool.Size()), c, pr.x, base, g, u, want, wantAdd, wantH)
+			}
+		}
+	})
+}
+
 // checkRoundedProduct checks y against x·Wᵀ in f64 with x rounded to bf16
 // as the kernels round it: what is left is the f32 accumulation's error.
 func checkRoundedProduct(t *testing.T, s [3]int, pr *problem, y []float32) {

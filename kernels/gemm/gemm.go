@@ -36,7 +36,8 @@ type kernelSet struct {
 	// tiles of up to maxRows rows stored one after the other (formBF16Rows,
 	// formQuadRows), for weights of a multiple of amxSteps steps: every bf16
 	// product with such a weight takes them, whatever its M (row invariance),
-	// and every int8 product of more rows than one VNNI tile (same bits).
+	// unless the weight is marked Weight.SetFewRows, and every int8 product
+	// of more rows than one VNNI tile (same bits).
 	tilePairs, tileQuads *[maxRows + 1][maxPanels + 1]kernel
 	// widen, if set, widens bf16 pairs to f32 panel steps (two per pair), so
 	// that a GEMM of more than one row tile can widen each block of panels
@@ -357,7 +358,7 @@ func (c *Context) form(t *task, m int, w *Weight) {
 	switch {
 	case w.kind == kindF32:
 		t.form, t.kernels, t.xs, t.rowSize = formF32, &c.set.f32, unsafe.Pointer(&c.xf[0]), uintptr(w.K*4)
-	case w.kind == kindBF16 && c.set.tilePairs != nil && w.steps%amxSteps == 0:
+	case w.kind == kindBF16 && c.set.tilePairs != nil && w.steps%amxSteps == 0 && !w.fewRows:
 		t.form, t.kernels, t.xs, t.rowSize = formBF16Rows, c.set.tilePairs, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
 	case w.kind == kindInt8 && c.set.tileQuads != nil && w.steps%amxSteps == 0 && m > cmp.Or(c.set.quadRows, c.set.rows):
 		// Above one VNNI tile: a product of a few rows (a decode step) streams

@@ -317,10 +317,14 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	bf, i8, at := pathOf(kernels.MatMulBF16), pathOf(kernels.MatMulInt8), pathOf(kernels.Attention)
 	// Only the products have AMX kernels: the rest of the amx path is avx512bf16's.
 	at, rest := min(at, kernels.AVX512BF16), min(active, kernels.AVX512BF16)
+	gemv := describePath(bf).gemm + "; bound by memory bandwidth"
+	if bf == kernels.AMX { // gemm.Weight.SetFewRows
+		gemv += "; the lm_head on " + describePath(kernels.AVX512BF16).gemm + ", which streams weights faster than tiles"
+	}
 	return []KernelChoice{
 		{"GEMM bf16 (prefill)", bf.String(), describePath(bf).gemm},
 		{"GEMM int8 (prefill)", i8.String(), describePath(i8).int8},
-		{"GEMV bf16 (decode)", bf.String(), describePath(bf).gemm + "; bound by memory bandwidth"},
+		{"GEMV bf16 (decode)", bf.String(), gemv},
 		{"attention, bf16 KV cache", at.String(), describePath(at).attn},
 		{"attention, f32/int8 KV cache", rest.String(), describePath(min(active, kernels.AVX512)).attn},
 		{"elementwise (norms, RoPE, SiLU, softmax)", rest.String(), describePath(rest).elem},

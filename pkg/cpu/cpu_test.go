@@ -120,6 +120,9 @@ func TestKernelPaths(t *testing.T) {
 					t.Errorf("%s: path %s, want %s", k.Op, k.Path, want)
 				}
 			}
+			if lm := strings.Contains(ks[2].Detail, "lm_head on VDPBF16PS"); lm != (tc.want == kernels.AMX) {
+				t.Errorf("decode row %q: the lm_head is off the tiles on amx only", ks[2].Detail)
+			}
 			if fb := Fallbacks(tc.f); len(fb) != tc.fallbacks {
 				t.Errorf("Fallbacks = %v, want %d lines", fb, tc.fallbacks)
 			}

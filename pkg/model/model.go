@@ -150,6 +150,9 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 		return nil, err
 	}
 	b.packAll()
+	// Logits are computed for the last row of each sequence only: a decode
+	// step's product, whose weights stream faster off AMX tiles.
+	m.lmHead.SetFewRows()
 	m.weightBytes = b.bytes
 	m.LoadTime = time.Since(start)
 	return m, nil
