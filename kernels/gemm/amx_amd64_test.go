@@ -67,29 +67,44 @@ func assertGroupings(t *testing.T, what string, c *Context, x, base []float32, g
 	}
 }
 
+// amxCase is one of amxShapes with its problem (activations and weights),
+// the weights of two products packed by the test's pack, and a base for
+// MatMulAdd.
+type amxCase struct {
+	s       [3]int
+	m, n, k int
+	pr      *problem
+	g, u    *Weight
+	base    []float32
+}
+
+// eachAMXShape calls f with each of amxShapes' problems, drawn from rng.
+func eachAMXShape(rng *rand.Rand, pack func(w []uint16, n, k int) *Weight, f func(c amxCase)) {
+	for _, s := range amxShapes {
+		m, n, k := s[0], s[1], s[2]
+		pr, pu := newProblem(rng, m, n, k), newProblem(rng, m, n, k)
+		f(amxCase{s: s, m: m, n: n, k: k, pr: pr, g: pack(pr.w, n, k), u: pack(pu.w, n, k), base: randomRows(rng, m*n)})
+	}
+}
+
 // TestAMXQuadsMatchGeneric: int8 products on AMX tiles are the generic int8
 // kernel's bits (both sum the same integers exactly), for every op, on 1–3
 // threads, in any grouping of rows, including groupings whose calls of up
 // to 8 rows take VNNI and the others tiles.
 func TestAMXQuadsMatchGeneric(t *testing.T) {
 	forAMX(t, func(pools []*threads.Pool) {
-		rng := rand.New(rand.NewPCG(11, 12))
-		for _, s := range amxShapes {
-			m, n, k := s[0], s[1], s[2]
-			pr, pu := newProblem(rng, m, n, k), newProblem(rng, m, n, k)
-			g, u := QuantizeInt8(pr.w, n, k), QuantizeInt8(pu.w, n, k)
-			base := randomRows(rng, m*n)
-			gen := NewContext(pools[1], m, k)
+		eachAMXShape(rand.New(rand.NewPCG(11, 12)), QuantizeInt8, func(c amxCase) {
+			gen := NewContext(pools[1], c.m, c.k)
 			gen.set, gen.prep = genericSet(genPairsBF16, true), nil
-			want, wantAdd, wantH := ops3(gen, pr.x, base, m, m, g, u)
+			want, wantAdd, wantH := ops3(gen, c.pr.x, c.base, c.m, c.m, c.g, c.u)
 			for _, pool := range pools {
-				c := NewContext(pool, m, k)
-				if form := c.formOf(m, g); (form == formQuadRows) != (m > regRows) {
-					t.Fatalf("%v: int8 product of %d rows in form %d: tiles above one VNNI tile (%d rows) only", s, m, form, regRows)
+				ctx := NewContext(pool, c.m, c.k)
+				if form := ctx.formOf(c.m, c.g); (form == formQuadRows) != (c.m > regRows) {
+					t.Fatalf("%v: int8 product of %d rows in form %d: tiles above one VNNI tile (%d rows) only", c.s, c.m, form, regRows)
 				}
-				assertGroupings(t, fmt.Sprintf("int8 %v, %d threads", s, pool.Size()), c, pr.x, base, g, u, want, wantAdd, wantH)
+				assertGroupings(t, fmt.Sprintf("int8 %v, %d threads", c.s, pool.Size()), ctx, c.pr.x, c.base, c.g, c.u, want, wantAdd, wantH)
 			}
-		}
+		})
 	})
 }
 
@@ -102,33 +117,28 @@ func TestAMXQuadsMatchGeneric(t *testing.T) {
 // f32 accumulation error.
 func TestAMXPairs(t *testing.T) {
 	forAMX(t, func(pools []*threads.Pool) {
-		rng := rand.New(rand.NewPCG(13, 14))
 		silu := ops.For(kernels.AMX)
-		for _, s := range amxShapes {
-			m, n, k := s[0], s[1], s[2]
-			pr, pu := newProblem(rng, m, n, k), newProblem(rng, m, n, k)
-			g, u := FromBF16(pr.w, n, k), FromBF16(pu.w, n, k)
-			base := randomRows(rng, m*n)
-			ref := NewContext(pools[1], m, k)
-			if form := ref.formOf(m, g); form != formBF16Rows {
-				t.Fatalf("%v: bf16 product not on AMX tiles (form %d)", s, form)
+		eachAMXShape(rand.New(rand.NewPCG(13, 14)), FromBF16, func(c amxCase) {
+			ref := NewContext(pools[1], c.m, c.k)
+			if form := ref.formOf(c.m, c.g); form != formBF16Rows {
+				t.Fatalf("%v: bf16 product not on AMX tiles (form %d)", c.s, form)
 			}
-			want, wantAdd, wantH := ops3(ref, pr.x, base, m, m, g, u)
-			up := make([]float32, m*n)
-			ref.MatMul(up, pr.x, m, u)
+			want, wantAdd, wantH := ops3(ref, c.pr.x, c.base, c.m, c.m, c.g, c.u)
+			up := make([]float32, c.m*c.n)
+			ref.MatMul(up, c.pr.x, c.m, c.u)
 			for i := range want {
-				if sum := base[i] + want[i]; !sameBits(wantAdd[i], sum) {
-					t.Fatalf("%v: MatMulAdd y[%d] = %g, want y + MatMul = %g", s, i, wantAdd[i], sum)
+				if sum := c.base[i] + want[i]; !sameBits(wantAdd[i], sum) {
+					t.Fatalf("%v: MatMulAdd y[%d] = %g, want y + MatMul = %g", c.s, i, wantAdd[i], sum)
 				}
 			}
-			h := make([]float32, m*n)
+			h := make([]float32, c.m*c.n)
 			silu.SiLUMul(h, want, up)
-			assertBits(t, fmt.Sprintf("%v: SwiGLU vs SiLUMul of the products", s), wantH, h, n)
-			checkRoundedProduct(t, s, pr, want)
+			assertBits(t, fmt.Sprintf("%v: SwiGLU vs SiLUMul of the products", c.s), wantH, h, c.n)
+			checkRoundedProduct(t, c.s, c.pr, want)
 			for _, pool := range pools {
-				assertGroupings(t, fmt.Sprintf("bf16 %v, %d threads", s, pool.Size()), NewContext(pool, m, k), pr.x, base, g, u, want, wantAdd, wantH)
+				assertGroupings(t, fmt.Sprintf("bf16 %v, %d threads", c.s, pool.Size()), NewContext(pool, c.m, c.k), c.pr.x, c.base, c.g, c.u, want, wantAdd, wantH)
 			}
-		}
+		})
 	})
 }
 
@@ -137,23 +147,22 @@ func TestAMXPairs(t *testing.T) {
 // grouping of rows.
 func TestAMXFewRows(t *testing.T) {
 	forAMX(t, func(pools []*threads.Pool) {
-		rng := rand.New(rand.NewPCG(15, 16))
-		for _, s := range amxShapes {
-			m, n, k := s[0], s[1], s[2]
-			pr, pu := newProblem(rng, m, n, k), newProblem(rng, m, n, k)
-			g, u := FromBF16(pr.w, n, k), FromBF16(pu.w, n, k)
-			g.SetFewRows()
-			u.SetFewRows()
-			base := randomRows(rng, m*n)
-			want, wantAdd, wantH := ops3(newContext(pools[1], m, k, kernels.AVX512BF16, kernels.AVX512BF16), pr.x, base, m, m, g, u)
-			for _, pool := range pools {
-				c := NewContext(pool, m, k)
-				if form := c.formOf(m, g); form != formBF16 {
-					t.Fatalf("%v: product of %d rows with a few-rows weight in form %d, want the register kernels' %d", s, m, form, formBF16)
-				}
-				assertGroupings(t, fmt.Sprintf("few-rows bf16 %v, %d threads", s, pool.Size()), c, pr.x, base, g, u, want, wantAdd, wantH)
-			}
+		fewRows := func(w []uint16, n, k int) *Weight {
+			p := FromBF16(w, n, k)
+			p.SetFewRows()
+			return p
 		}
+		eachAMXShape(rand.New(rand.NewPCG(15, 16)), fewRows, func(c amxCase) {
+			ref := newContext(pools[1], c.m, c.k, kernels.AVX512BF16, kernels.AVX512BF16)
+			want, wantAdd, wantH := ops3(ref, c.pr.x, c.base, c.m, c.m, c.g, c.u)
+			for _, pool := range pools {
+				ctx := NewContext(pool, c.m, c.k)
+				if form := ctx.formOf(c.m, c.g); form != formBF16 {
+					t.Fatalf("%v: product of %d rows with a few-rows weight in form %d, want the register kernels' %d", c.s, c.m, form, formBF16)
+				}
+				assertGroupings(t, fmt.Sprintf("few-rows bf16 %v, %d threads", c.s, pool.Size()), ctx, c.pr.x, c.base, c.g, c.u, want, wantAdd, wantH)
+			}
+		})
 	})
 }
 
