@@ -458,11 +458,14 @@ func (n *node) inBounds(f *frame) bool {
 func (f *frame) neg() bool { return f.hex == 1 }
 
 // Digits a number (not an integer: those have bounds) may have in each
-// part: a model cannot stall a generation on digits.
+// part: a model cannot stall a generation on digits, and every number the
+// grammar admits is a finite float64 (below 10^(19+99), far from the 1.8·10^308
+// where a client's or a parser's float would overflow: a sampled
+// 6.4E344 reached the tools as a string).
 const (
 	maxIntDigits  = 19
 	maxFracDigits = 17
-	maxExpDigits  = 3
+	maxExpDigits  = 2
 )
 
 func (a *arena) stepNumber(f *frame, c byte, out []*frame) []*frame {

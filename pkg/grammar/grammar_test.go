@@ -71,6 +71,8 @@ func TestSchemas(t *testing.T) {
 		{personSchema, `{"name": "Ann", "age": 30}x`, false, false},
 		{`{"type":"number"}`, `-12.5E-3`, true, true},
 		{`{"type":"number"}`, `12.`, true, false},
+		{`{"type":"number"}`, `9999999999999999999.99999999999999999E+99`, true, true}, // the largest: finite
+		{`{"type":"number"}`, `1E100`, false, false},
 		{`{"type":["string","null"]}`, `null`, true, true},
 		{`{"enum":[1,12,"x",true,{"a":[1,2]}]}`, `12`, true, true},
 		{`{"enum":[1,12,"x",true,{"a":[1,2]}]}`, `1`, true, true},
