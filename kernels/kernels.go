@@ -94,11 +94,15 @@ func DetectFeatures() Features {
 	}
 }
 
+// HasAMX reports whether the CPU has the AMX tiles the AMX path uses
+// (AMX-TILE, AMX-BF16 and AMX-INT8), granted by the OS or not.
+func (f Features) HasAMX() bool { return f.AMXTile && f.AMXBF16 && f.AMXInt8 }
+
 // Best is the fastest path a CPU with features f can run.
 func (f Features) Best() Path {
 	avx512bf16 := f.AVX512F && f.AVX512BW && f.AVX512VL && f.AVX512BF16 && f.AVX512VNNI
 	switch {
-	case avx512bf16 && f.AMXTile && f.AMXBF16 && f.AMXInt8 && f.AMXGranted:
+	case avx512bf16 && f.HasAMX() && f.AMXGranted:
 		return AMX
 	case avx512bf16:
 		return AVX512BF16

@@ -55,6 +55,9 @@ const (
 	blockPanels = 8
 )
 
+// int8Rows is the tallest int8 register tile.
+func (s *kernelSet) int8Rows() int { return cmp.Or(s.quadRows, s.rows) }
+
 // generic kernels handle any tile shape; the table just names them.
 func genericSet(pairs kernel, bf16Act bool) kernelSet {
 	s := kernelSet{rows: regRows, bf16Act: bf16Act}
@@ -124,7 +127,7 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 	set := kernelsFor(bf16)
 	if int8 != bf16 {
 		q := kernelsFor(int8)
-		set.quads, set.quadRows, set.tileQuads = q.quads, cmp.Or(q.quadRows, q.rows), q.tileQuads
+		set.quads, set.quadRows, set.tileQuads = q.quads, q.int8Rows(), q.tileQuads
 	}
 	// Both paths run on this CPU, so the higher one's preparation and
 	// epilogue code do too (they give the same bits on every path).
@@ -360,7 +363,7 @@ func (c *Context) form(t *task, m int, w *Weight) {
 		t.form, t.kernels, t.xs, t.rowSize = formF32, &c.set.f32, unsafe.Pointer(&c.xf[0]), uintptr(w.K*4)
 	case w.kind == kindBF16 && c.set.tilePairs != nil && w.steps%amxSteps == 0 && !w.fewRows:
 		t.form, t.kernels, t.xs, t.rowSize = formBF16Rows, c.set.tilePairs, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
-	case w.kind == kindInt8 && c.set.tileQuads != nil && w.steps%amxSteps == 0 && m > cmp.Or(c.set.quadRows, c.set.rows):
+	case w.kind == kindInt8 && c.set.tileQuads != nil && w.steps%amxSteps == 0 && m > c.set.int8Rows():
 		// Above one VNNI tile: a product of a few rows (a decode step) streams
 		// its weights faster through VNNI (BenchmarkDecode/layers/int8: 94–96 %
 		// of the DRAM read rate, tiles 86–88 %), and int8 sums are the same
@@ -379,8 +382,8 @@ func (c *Context) form(t *task, m int, w *Weight) {
 	switch {
 	case t.form == formBF16Rows || t.form == formQuadRows:
 		t.rows = maxRows
-	case w.kind == kindInt8 && c.set.quadRows != 0:
-		t.rows = c.set.quadRows
+	case w.kind == kindInt8:
+		t.rows = c.set.int8Rows()
 	default:
 		t.rows = c.set.rows
 	}

@@ -385,7 +385,7 @@ func Fallbacks(f kernels.Features) []string {
 	need(f.AVX512BF16, "AVX512_BF16")
 	need(f.AVX512VNNI, "AVX512_VNNI")
 	if len(missing) == 0 {
-		if f.AMXTile && f.AMXBF16 && f.AMXInt8 && !f.AMXGranted {
+		if f.HasAMX() && !f.AMXGranted {
 			return []string{"AMX present but not granted by the OS (Linux 5.16 or later grants it): products take " + f.Best().String()}
 		}
 		return nil
