@@ -76,7 +76,7 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	var order []string
 	g := &clockGen{ttft: 8 * time.Millisecond, step: 4 * time.Millisecond, order: &order}
 	fl := &fakeLlama{prefill: 1000, decode: 100, order: &order}
-	l := &LlamaCpp{Bench: "bench", BatchedBench: "batched", GGUF: "m.gguf", Threads: 2, Exec: fl.exec}
+	l := &LlamaCpp{Bench: "bench", BatchedBench: "batched", GGUF: "m.gguf", Threads: 2, CacheType: "q8_0", Exec: fl.exec}
 	points := []ComparePoint{{Prefill: 16}, {Depth: 32, Batch: 1}, {Depth: 0, Batch: 4}}
 	ceil := func(p ComparePoint) Ceiling {
 		order = append(order, "ceiling")
@@ -128,14 +128,33 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	var sawDepth, sawBatched bool
 	for _, call := range fl.calls {
 		line := strings.Join(call, " ")
-		if !strings.Contains(line, "-m m.gguf") || !strings.Contains(line, "-t 2") {
-			t.Errorf("call without the model or threads: %s", line)
+		if !strings.Contains(line, "-m m.gguf") || !strings.Contains(line, "-t 2") || !strings.Contains(line, "-ctk q8_0 -ctv q8_0") {
+			t.Errorf("call without the model, threads or cache type: %s", line)
 		}
 		sawDepth = sawDepth || strings.Contains(line, "-d 32")
 		sawBatched = sawBatched || strings.HasPrefix(line, "batched") && strings.Contains(line, "-npl 4")
 	}
 	if !sawDepth || !sawBatched {
 		t.Errorf("calls %v", fl.calls)
+	}
+}
+
+func TestLlamaCacheType(t *testing.T) {
+	for kv, want := range map[string]string{"bf16": "f16", "int8": "q8_0", "f32": "f32"} {
+		if got, err := LlamaCacheType(kv); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want %q", kv, got, err, want)
+		}
+	}
+	if _, err := LlamaCacheType("fp8"); err == nil {
+		t.Error("a dtype without a counterpart must fail")
+	}
+	var args []string
+	l := &LlamaCpp{Bench: "bench", GGUF: "m.gguf", Threads: 1, Exec: func(_ context.Context, _ string, a ...string) ([]byte, error) {
+		args = a
+		return []byte(`[{"avg_ts": 1}]`), nil
+	}}
+	if _, err := l.Prefill(context.Background(), 8); err != nil || slices.Contains(args, "-ctk") {
+		t.Errorf("no cache type must leave llama.cpp's default: %v, %v", args, err)
 	}
 }
 

@@ -24,6 +24,9 @@ type LlamaCpp struct {
 	BatchedBench string
 	GGUF         string
 	Threads      int
+	// CacheType is llama.cpp's K and V cache type (-ctk, -ctv), e.g. "q8_0"
+	// against ellm's int8 cache; "" leaves llama.cpp's default, f16.
+	CacheType string
 	// Exec runs a program and returns its standard output; nil runs it for real.
 	Exec func(ctx context.Context, prog string, args ...string) ([]byte, error)
 }
@@ -62,9 +65,10 @@ func (l *LlamaCpp) Decode(ctx context.Context, depth, batch, tokens int) (float6
 	// Its context is split evenly between the sequences and must hold a
 	// 512-token micro-batch per sequence.
 	perSeq := max(512, (prompt+tokens+255)/256*256)
-	out, err := l.exec(ctx, l.BatchedBench, "-m", l.GGUF, "-t", strconv.Itoa(l.Threads), "-tb", strconv.Itoa(l.Threads),
-		"-c", strconv.Itoa(batch*perSeq), "-b", "2048", "-ub", "512",
-		"-npp", strconv.Itoa(prompt), "-ntg", strconv.Itoa(tokens), "-npl", strconv.Itoa(batch), "--output-format", "jsonl")
+	args := append([]string{"-m", l.GGUF, "-t", strconv.Itoa(l.Threads), "-tb", strconv.Itoa(l.Threads),
+		"-c", strconv.Itoa(batch * perSeq), "-b", "2048", "-ub", "512",
+		"-npp", strconv.Itoa(prompt), "-ntg", strconv.Itoa(tokens), "-npl", strconv.Itoa(batch), "--output-format", "jsonl"}, l.cacheArgs()...)
+	out, err := l.exec(ctx, l.BatchedBench, args...)
 	if err != nil {
 		return 0, err
 	}
@@ -73,11 +77,35 @@ func (l *LlamaCpp) Decode(ctx context.Context, depth, batch, tokens int) (float6
 
 func (l *LlamaCpp) llamaBench(ctx context.Context, test ...string) (float64, error) {
 	args := append([]string{"-m", l.GGUF, "-t", strconv.Itoa(l.Threads), "-r", "1", "-o", "json"}, test...)
-	out, err := l.exec(ctx, l.Bench, args...)
+	out, err := l.exec(ctx, l.Bench, append(args, l.cacheArgs()...)...)
 	if err != nil {
 		return 0, err
 	}
 	return parseLlamaBench(out)
+}
+
+func (l *LlamaCpp) cacheArgs() []string {
+	if l.CacheType == "" {
+		return nil
+	}
+	return []string{"-ctk", l.CacheType, "-ctv", l.CacheType}
+}
+
+// LlamaCacheType is the llama.cpp cache type that stores K/V as ellm's
+// KV cache dtype kv does, so both engines read as many bytes per position:
+// its default f16 for bf16 (two bytes a value, the precision a user of
+// either engine gets without asking), q8_0 for int8 (a byte a value and a
+// scale per 32, against ellm's scale per head and position), f32 for f32.
+func LlamaCacheType(kv string) (string, error) {
+	switch kv {
+	case "bf16":
+		return "f16", nil
+	case "int8":
+		return "q8_0", nil
+	case "f32":
+		return "f32", nil
+	}
+	return "", fmt.Errorf("kv cache dtype %q has no llama.cpp counterpart (want bf16, int8 or f32)", kv)
 }
 
 // parseLlamaBench reads the one test of llama-bench's `-o json` array.

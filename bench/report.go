@@ -210,6 +210,9 @@ func Write(w io.Writer, r Report, f Format) error {
 	}
 	if r.Model != nil {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)
+		if r.Model.KVDType != "" {
+			fmt.Fprintf(w, ", KV cache %s", r.Model.KVDType)
+		}
 		if r.Model.FullLayers > 0 {
 			fmt.Fprintf(w, " (%d of %d layers", r.Model.Layers, r.Model.FullLayers)
 			if r.Model.Scaled {

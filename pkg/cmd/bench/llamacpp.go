@@ -43,6 +43,9 @@ llama-batched-bench for several sequences) alternately on the same checkpoint, t
 same number of threads and the same machine, and prints each engine's median rate,
 the ratio ellm / llama.cpp and each engine's fraction of this machine's peak.
 
+llama.cpp's K/V cache takes the type that matches --kv-dtype byte for byte: f16
+(its default) for bf16, q8_0 for int8, f32 for f32.
+
 --gguf must be the checkpoint that --model-path or --preset resolves to, converted
 to GGUF (docs/benchmarks.md shows how); the command prints the directory it loads.
 Each round measures the ceiling each point is charged against (DRAM read for a
@@ -54,7 +57,8 @@ Measure on an otherwise idle machine: it watches the CPU time other processes
 (and, on a VM, other guests: steal) use for a second before the run and during it,
 and warns when that reaches a quarter of a core.`,
 		Example: `  ellm bench llamacpp --preset qwen3-0.6b --gguf qwen3-0.6b-bf16.gguf --llama-bench ~/llama.cpp/build/bin/llama-bench
-  ellm bench llamacpp --preset qwen3-0.6b --dtype int8 --gguf qwen3-0.6b-q8_0.gguf --llama-bench … --prefill 512,2048 --depths 0,4096`,
+  ellm bench llamacpp --preset qwen3-0.6b --dtype int8 --gguf qwen3-0.6b-q8_0.gguf --llama-bench … --prefill 512,2048 --depths 0,4096
+  ellm bench llamacpp --preset qwen3-0.6b --kv-dtype int8 --gguf qwen3-0.6b-bf16.gguf --llama-bench … --prefill "" --depths 4096,16384`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
 				return runF(opts)
@@ -132,6 +136,10 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	if _, err := os.Stat(opts.GGUF); err != nil {
 		return fmt.Errorf("--gguf: %w", err)
 	}
+	cacheType, err := bench.LlamaCacheType(opts.KVDType)
+	if err != nil {
+		return fmt.Errorf("--kv-dtype: %w", err)
+	}
 	seq, slots := 8, 1
 	for _, p := range points {
 		seq = max(seq, p.Prefill+8, bench.DecodeSequenceLength(p.Depth, bench.CompareDecodeWarmup, opts.Tokens))
@@ -148,7 +156,7 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	}
 	fmt.Fprintf(opts.IO.ErrOut, "ellm loads %s; --gguf %s must be the same weights\n", s.engine.Info().ModelPath, opts.GGUF)
 
-	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: s.engine.Info().Threads}
+	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: s.engine.Info().Threads, CacheType: cacheType}
 	co := bench.CompareOptions{Points: points, Rounds: max(opts.Repeat, 1), Tokens: opts.Tokens, Seed: opts.Seed, DType: opts.DType, KVBytes: kvBytes}
 	if s.machine.Ceilings != nil {
 		pool, _ := engine.NewPool(opts.Threads, !opts.PinThreads)
@@ -180,7 +188,7 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 			fmt.Fprintf(opts.IO.ErrOut, "warning: others used %.2f cores (steal %.2f) during the run: the figures are not an idle machine's\n", during.Others, during.Steal)
 		}
 	}
-	return opts.write(bench.Report{Kind: "ellm vs llama.cpp", Machine: s.machine, Model: s.model, Results: res})
+	return opts.write(bench.Report{Kind: "ellm vs llama.cpp (its KV cache " + cacheType + ")", Machine: s.machine, Model: s.model, Results: res})
 }
 
 // burstOptions size the per-round ceiling bursts to about 50 ms each for an
