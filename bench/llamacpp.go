@@ -92,10 +92,11 @@ func (l *LlamaCpp) cacheArgs() []string {
 }
 
 // LlamaCacheType is the llama.cpp cache type that stores K/V as ellm's
-// KV cache dtype kv does, so both engines read as many bytes per position:
-// its default f16 for bf16 (two bytes a value, the precision a user of
-// either engine gets without asking), q8_0 for int8 (a byte a value and a
-// scale per 32, against ellm's scale per head and position), f32 for f32.
+// KV cache dtype kv does, so that a decode step at depth reads about as
+// many bytes in both engines: its default f16 for bf16 (two bytes a value,
+// the precision a user of either engine gets without asking), q8_0 for
+// int8 (a byte a value and a scale per 32, against ellm's scale per head
+// and position), f32 for f32.
 func LlamaCacheType(kv string) (string, error) {
 	switch kv {
 	case "bf16":

@@ -34,7 +34,7 @@
 // flight than the register kernels' loads with their prefetches: so each
 // four-panel step asks for the panels' next 1 KiB (PREFETCH_STEP) before
 // it multiplies this one (BenchmarkDecode/layers/bf16/amx +1.5 %, a decode
-// step's TPOT −1 to −4 %). Taller products re-read their weights from L2,
+// step's TPOT −1 to −5 %). Taller products re-read their weights from L2,
 // and the same prefetches cost them up to 11 % (int8 at 2048 rows).
 #define amxFewRows 8
 
