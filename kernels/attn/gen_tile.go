@@ -200,11 +200,15 @@ func (g *gen) scores() {
 	g.I("")
 	g.Comment("Scores in blocks of %d keys: Z(%dq+j) accumulates query q · key BX+j.", kb, kb)
 	if g.inPlace() {
-		g.Comment("R13 walks the next tile's K rows (64 rows on, into L2): each chunk step")
-		g.Comment("prefetches as many bytes as it loads, so that the cache, which decode")
-		g.Comment("streams once, is read all through the call (n is read from the frame).")
-		g.I("IMUL3Q $%d, R14, R13    // 64 rows of head_dim values", 64*g.elem())
-		g.I("ADDQ DX, R13")
+		g.Comment("R13 walks K ahead of the loads: each chunk step prefetches as many bytes")
+		g.Comment("as it loads, so that the cache, which decode streams once, is read all")
+		g.Comment("through the call (n is read from the frame).")
+		if g.dot {
+			g.I("IMUL3Q $%d, R14, R13    // 64 rows of head_dim values: the next tile", 64*g.elem())
+			g.I("ADDQ DX, R13")
+		} else {
+			g.I("LEAQ %d(DX), R13", prefetchAhead)
+		}
 	}
 	g.I("XORQ BX, BX")
 	g.label("block")
@@ -321,7 +325,7 @@ func (g *gen) scores() {
 	}
 	if g.inPlace() {
 		for off := 0; off < kb*g.chunkBytes(); off += 64 {
-			g.I("PREFETCHT1 %d(R13)", off)
+			g.I("%s %d(R13)", g.prefetch(), off)
 		}
 		g.I("ADDQ $%d, R13", kb*g.chunkBytes())
 	}
@@ -410,9 +414,28 @@ func (g *gen) scores() {
 }
 
 // inPlace says whether the kernel reads the cache in place, as decode does:
-// those kernels prefetch the next tile's K in the score loop and its V in
-// the value loop.
+// those kernels prefetch K in the score loop and V in the value loop.
 func (g *gen) inPlace() bool { return g.src != srcF32 && !g.vpairs }
+
+// prefetchAhead is how far ahead of its loads an in-place f32-mode kernel
+// prefetches the cache, into L1: 2 KiB (8 bf16 or 16 int8 rows of head_dim
+// 128). The next tile (64 rows) into L2, which the dot kernels (ModeBF16)
+// keep, measured the same in an earlier pass; on the Xeon with AMX it left
+// the f32 kernels reading the cache at 69–84 % of the DRAM rate where 2 KiB
+// ahead gives 81–95 %, while the dot kernels lost with it (65–69 % against
+// 72–81 %); 1 KiB and 4 KiB ahead were each worse for one dtype
+// (BenchmarkDecode/q16-slots1-ctx32768, docs/performance.md).
+const prefetchAhead = 2048
+
+// prefetch is the instruction that prefetches the cache ahead of the loads:
+// into L1 (prefetchAhead on) in the f32 kernels, into L2 (a tile on) in the
+// dot kernels.
+func (g *gen) prefetch() string {
+	if g.dot {
+		return "PREFETCHT1"
+	}
+	return "PREFETCHT0"
+}
 
 // qlo is the register of query i's low part (dot kernels): free, as the
 // int8 scales' registers are.
@@ -720,8 +743,8 @@ func (g *gen) values() {
 	}
 	vbase()
 	if g.src != srcF32 {
-		// Fetch the next tile's V rows into L2 meanwhile, as the score
-		// loop did its K rows.
+		// Fetch V's rows prefetchAhead bytes on meanwhile, as the score
+		// loop did K's.
 		rowBytes := wide * g.elem() // bytes of the pass's dims in one row
 		next := "R15"
 		if q == 2 {
@@ -730,12 +753,11 @@ func (g *gen) values() {
 				g.I("MOVQ %s, DI", g.arg("vs"))
 			}
 		}
-		g.I("MOVQ %s, %s", stride, next)
-		g.I("SHLQ $6, %s            // 64 rows: the next tile", next)
+		g.I("MOVQ $%d, %s", prefetchAhead, next)
 		g.I("XORQ CX, CX")
 		g.label(fmt.Sprintf("v%dt", wide))
 		for off := 0; off < rowBytes; off += 64 {
-			g.I("PREFETCHT1 %d(R12)(%s*1)", off, next)
+			g.I("PREFETCHT0 %d(R12)(%s*1)", off, next)
 		}
 	} else {
 		g.I("XORQ CX, CX")

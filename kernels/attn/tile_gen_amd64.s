@@ -1976,11 +1976,10 @@ TEXT ·tile2BF16AVX512(SB), NOSPLIT, $0-44
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 8q+j: query q, key ≡ j mod 8
 	
 	// Scores in blocks of 8 keys: Z(8q+j) accumulates query q · key BX+j.
-	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
-	// prefetches as many bytes as it loads, so that the cache, which decode
-	// streams once, is read all through the call (n is read from the frame).
-	IMUL3Q $128, R14, R13    // 64 rows of head_dim values
-	ADDQ DX, R13
+	// R13 walks K ahead of the loads: each chunk step prefetches as many bytes
+	// as it loads, so that the cache, which decode streams once, is read all
+	// through the call (n is read from the frame).
+	LEAQ 2048(DX), R13
 	XORQ BX, BX
 d2block:
 	VPXORD Z0, Z0, Z0
@@ -2012,10 +2011,10 @@ d2block:
 d2chunk:
 	VMOVUPS (R8), Z16
 	VMOVUPS (R9), Z17
-	PREFETCHT1 0(R13)
-	PREFETCHT1 64(R13)
-	PREFETCHT1 128(R13)
-	PREFETCHT1 192(R13)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
+	PREFETCHT0 128(R13)
+	PREFETCHT0 192(R13)
 	ADDQ $256, R13
 	VPMOVZXWD (R12), Z20
 	VPMOVZXWD (R12)(R10*1), Z21
@@ -2215,14 +2214,13 @@ d2v:
 	MOVQ BX, R12
 	SHRQ $1, R12
 	ADDQ SI, R12
-	MOVQ R10, R11
-	SHLQ $6, R11            // 64 rows: the next tile
+	MOVQ $2048, R11
 	XORQ CX, CX
 d2v128t:
-	PREFETCHT1 0(R12)(R11*1)
-	PREFETCHT1 64(R12)(R11*1)
-	PREFETCHT1 128(R12)(R11*1)
-	PREFETCHT1 192(R12)(R11*1)
+	PREFETCHT0 0(R12)(R11*1)
+	PREFETCHT0 64(R12)(R11*1)
+	PREFETCHT0 128(R12)(R11*1)
+	PREFETCHT0 192(R12)(R11*1)
 	VBROADCASTSS (R8)(CX*4), Z16
 	VBROADCASTSS (R9)(CX*4), Z17
 	VPMOVZXWD 0(R12), Z20
@@ -2328,11 +2326,10 @@ TEXT ·tile4BF16AVX512(SB), NOSPLIT, $0-44
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 4q+j: query q, key ≡ j mod 4
 	
 	// Scores in blocks of 4 keys: Z(4q+j) accumulates query q · key BX+j.
-	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
-	// prefetches as many bytes as it loads, so that the cache, which decode
-	// streams once, is read all through the call (n is read from the frame).
-	IMUL3Q $128, R14, R13    // 64 rows of head_dim values
-	ADDQ DX, R13
+	// R13 walks K ahead of the loads: each chunk step prefetches as many bytes
+	// as it loads, so that the cache, which decode streams once, is read all
+	// through the call (n is read from the frame).
+	LEAQ 2048(DX), R13
 	XORQ BX, BX
 q4block:
 	VPXORD Z0, Z0, Z0
@@ -2367,8 +2364,8 @@ q4chunk:
 	VMOVUPS (R9), Z17
 	VMOVUPS (R10), Z18
 	VMOVUPS (R11), Z19
-	PREFETCHT1 0(R13)
-	PREFETCHT1 64(R13)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
 	ADDQ $128, R13
 	VPMOVZXWD (R12), Z20
 	VPMOVZXWD (R12)(DI*1), Z21
@@ -2566,12 +2563,11 @@ q4v:
 	MOVQ BX, R12
 	SHRQ $1, R12
 	ADDQ SI, R12
-	MOVQ R13, R15
-	SHLQ $6, R15            // 64 rows: the next tile
+	MOVQ $2048, R15
 	XORQ CX, CX
 q4v64t:
-	PREFETCHT1 0(R12)(R15*1)
-	PREFETCHT1 64(R12)(R15*1)
+	PREFETCHT0 0(R12)(R15*1)
+	PREFETCHT0 64(R12)(R15*1)
 	VBROADCASTSS (R8)(CX*4), Z16
 	VBROADCASTSS (R9)(CX*4), Z17
 	VBROADCASTSS (R10)(CX*4), Z18
@@ -2693,11 +2689,10 @@ TEXT ·tile2I8AVX512(SB), NOSPLIT, $0-60
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 8q+j: query q, key ≡ j mod 8
 	
 	// Scores in blocks of 8 keys: Z(8q+j) accumulates query q · key BX+j.
-	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
-	// prefetches as many bytes as it loads, so that the cache, which decode
-	// streams once, is read all through the call (n is read from the frame).
-	IMUL3Q $64, R14, R13    // 64 rows of head_dim values
-	ADDQ DX, R13
+	// R13 walks K ahead of the loads: each chunk step prefetches as many bytes
+	// as it loads, so that the cache, which decode streams once, is read all
+	// through the call (n is read from the frame).
+	LEAQ 2048(DX), R13
 	XORQ BX, BX
 id2block:
 	VPXORD Z0, Z0, Z0
@@ -2731,8 +2726,8 @@ id2block:
 id2chunk:
 	VMOVUPS (R8), Z16
 	VMOVUPS (R9), Z17
-	PREFETCHT1 0(R13)
-	PREFETCHT1 64(R13)
+	PREFETCHT0 0(R13)
+	PREFETCHT0 64(R13)
 	ADDQ $128, R13
 	VPMOVSXBD (R12), Z20
 	VPMOVSXBD (R12)(R10*1), Z21
@@ -2941,12 +2936,11 @@ id2v:
 	SHRQ $2, R12
 	ADDQ SI, R12
 	MOVQ vs+32(FP), DI
-	MOVQ R10, R11
-	SHLQ $6, R11            // 64 rows: the next tile
+	MOVQ $2048, R11
 	XORQ CX, CX
 id2v128t:
-	PREFETCHT1 0(R12)(R11*1)
-	PREFETCHT1 64(R12)(R11*1)
+	PREFETCHT0 0(R12)(R11*1)
+	PREFETCHT0 64(R12)(R11*1)
 	VBROADCASTSS (R8)(CX*4), Z16
 	VBROADCASTSS (R9)(CX*4), Z17
 	VBROADCASTSS (DI)(CX*4), Z18
@@ -3074,11 +3068,10 @@ TEXT ·tile4I8AVX512(SB), NOSPLIT, $0-60
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 4q+j: query q, key ≡ j mod 4
 	
 	// Scores in blocks of 4 keys: Z(4q+j) accumulates query q · key BX+j.
-	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
-	// prefetches as many bytes as it loads, so that the cache, which decode
-	// streams once, is read all through the call (n is read from the frame).
-	IMUL3Q $64, R14, R13    // 64 rows of head_dim values
-	ADDQ DX, R13
+	// R13 walks K ahead of the loads: each chunk step prefetches as many bytes
+	// as it loads, so that the cache, which decode streams once, is read all
+	// through the call (n is read from the frame).
+	LEAQ 2048(DX), R13
 	XORQ BX, BX
 iq4block:
 	VPXORD Z0, Z0, Z0
@@ -3118,7 +3111,7 @@ iq4chunk:
 	VMOVUPS (R9), Z17
 	VMOVUPS (R10), Z18
 	VMOVUPS (R11), Z19
-	PREFETCHT1 0(R13)
+	PREFETCHT0 0(R13)
 	ADDQ $64, R13
 	VPMOVSXBD (R12), Z20
 	VPMOVSXBD (R12)(DI*1), Z21
@@ -3320,11 +3313,10 @@ iq4v:
 	MOVQ BX, R12
 	SHRQ $2, R12
 	ADDQ SI, R12
-	MOVQ R13, R15
-	SHLQ $6, R15            // 64 rows: the next tile
+	MOVQ $2048, R15
 	XORQ CX, CX
 iq4v64t:
-	PREFETCHT1 0(R12)(R15*1)
+	PREFETCHT0 0(R12)(R15*1)
 	VBROADCASTSS (R8)(CX*4), Z16
 	VBROADCASTSS (R9)(CX*4), Z17
 	VBROADCASTSS (R10)(CX*4), Z18
@@ -3440,10 +3432,10 @@ TEXT ·tile2DotAVX512(SB), NOSPLIT, $0-40
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 8q+j: query q, key ≡ j mod 8
 	
 	// Scores in blocks of 8 keys: Z(8q+j) accumulates query q · key BX+j.
-	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
-	// prefetches as many bytes as it loads, so that the cache, which decode
-	// streams once, is read all through the call (n is read from the frame).
-	IMUL3Q $128, R14, R13    // 64 rows of head_dim values
+	// R13 walks K ahead of the loads: each chunk step prefetches as many bytes
+	// as it loads, so that the cache, which decode streams once, is read all
+	// through the call (n is read from the frame).
+	IMUL3Q $128, R14, R13    // 64 rows of head_dim values: the next tile
 	ADDQ DX, R13
 	XORQ BX, BX
 e2block:
@@ -3939,10 +3931,10 @@ TEXT ·tile4DotAVX512(SB), NOSPLIT, $0-40
 	VBROADCASTSS c_ninf<>(SB), Z30 // running max, lane 4q+j: query q, key ≡ j mod 4
 	
 	// Scores in blocks of 4 keys: Z(4q+j) accumulates query q · key BX+j.
-	// R13 walks the next tile's K rows (64 rows on, into L2): each chunk step
-	// prefetches as many bytes as it loads, so that the cache, which decode
-	// streams once, is read all through the call (n is read from the frame).
-	IMUL3Q $128, R14, R13    // 64 rows of head_dim values
+	// R13 walks K ahead of the loads: each chunk step prefetches as many bytes
+	// as it loads, so that the cache, which decode streams once, is read all
+	// through the call (n is read from the frame).
+	IMUL3Q $128, R14, R13    // 64 rows of head_dim values: the next tile
 	ADDQ DX, R13
 	XORQ BX, BX
 e4block:
