@@ -757,7 +757,7 @@ func (g *gen) values() {
 		g.I("XORQ CX, CX")
 		g.label(fmt.Sprintf("v%dt", wide))
 		for off := 0; off < rowBytes; off += 64 {
-			g.I("PREFETCHT0 %d(R12)(%s*1)", off, next)
+			g.I("%s %d(R12)(%s*1)", g.prefetch(), off, next)
 		}
 	} else {
 		g.I("XORQ CX, CX")
@@ -879,7 +879,7 @@ func (g *gen) valuesDot() {
 				return
 			}
 			for off := 0; off < nv*32; off += 64 {
-				g.I("PREFETCHT1 %d(R12)(%s*1)", off, next)
+				g.I("%s %d(R12)(%s*1)", g.prefetch(), off, next)
 			}
 		}
 		bcast := func() {
