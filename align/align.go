@@ -30,6 +30,8 @@ type Options struct {
 	Path kernels.Path
 	// DType is the weight dtype of model cases ("bf16" default, "f32", "int8").
 	DType string
+	// NoCodedWeights is model.LoadOptions.NoCodedWeights.
+	NoCodedWeights bool
 	// KVDType is the KV cache dtype of model cases ("bf16", "f32", "int8";
 	// "": f32 on f32 paths, as the reference keeps K/V, bf16 otherwise). The
 	// kv_cache case compares it (default int8) against a bf16 cache.
@@ -234,7 +236,7 @@ func (s *session) model(dir string) (*model.Model, error) {
 	if m, ok := s.models[dir]; ok {
 		return m, nil
 	}
-	m, err := model.Load(dir, model.LoadOptions{DType: s.opts.DType})
+	m, err := model.Load(dir, model.LoadOptions{DType: s.opts.DType, NoCodedWeights: s.opts.NoCodedWeights})
 	if err != nil {
 		return nil, err
 	}

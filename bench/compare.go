@@ -96,6 +96,9 @@ type CompareOptions struct {
 	Tokens int // decode steps timed per measurement
 	Seed   uint64
 	DType  string
+	// Coded says ellm's bf16 weights are coded for decode (BytesPerWeight);
+	// llama.cpp reads them as stored.
+	Coded bool
 	// KVBytes is ellm's KV cache bytes per position
 	// (modelcfg.KVBytesPerPosition; both engines are charged it).
 	KVBytes int64
@@ -158,7 +161,8 @@ func compareResult(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, ce
 		r := &rounds[i]
 		ellm, llama = append(ellm, r.Ellm), append(llama, r.Llama)
 		if r.Ceiling > 0 {
-			r.EllmFraction, r.LlamaFraction = peakFraction(cfg, p, opts, r.Ellm, r.Ceiling), peakFraction(cfg, p, opts, r.Llama, r.Ceiling)
+			r.EllmFraction = peakFraction(cfg, p, opts, BytesPerWeight(opts.DType, opts.Coded), r.Ellm, r.Ceiling)
+			r.LlamaFraction = peakFraction(cfg, p, opts, BytesPerWeight(opts.DType, false), r.Llama, r.Ceiling)
 			ellmFrac, llamaFrac = append(ellmFrac, r.EllmFraction), append(llamaFrac, r.LlamaFraction)
 		}
 	}
@@ -182,7 +186,7 @@ func ellmRate(ctx context.Context, g Generator, cfg *modelcfg.Config, p CompareP
 		return res[0].TokensPerSecond, nil
 	}
 	res, err := RunDecode(ctx, g, cfg, DecodeOptions{Depths: []int{p.Depth}, Batches: []int{p.Batch}, Tokens: opts.Tokens,
-		Warmup: CompareDecodeWarmup, Repeat: 1, Seed: seed, DType: opts.DType, KVBytes: opts.KVBytes, Scale: 1}, nil)
+		Warmup: CompareDecodeWarmup, Repeat: 1, Seed: seed, DType: opts.DType, Coded: opts.Coded, KVBytes: opts.KVBytes, Scale: 1}, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -200,13 +204,14 @@ func llamaRate(ctx context.Context, l *LlamaCpp, p ComparePoint, opts CompareOpt
 	return l.Decode(ctx, p.Depth, p.Batch, opts.Tokens)
 }
 
-// peakFraction is the work tokensPerSecond does per second over ceiling (FLOP/s or bytes/s).
-func peakFraction(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, tokensPerSecond, ceiling float64) float64 {
+// peakFraction is the work tokensPerSecond does per second over ceiling
+// (FLOP/s, or bytes/s with per bytes a weight).
+func peakFraction(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, per, tokensPerSecond, ceiling float64) float64 {
 	if p.Prefill > 0 {
 		return PrefillFLOPs(cfg, p.Prefill, 0) * tokensPerSecond / float64(p.Prefill) / ceiling
 	}
 	steps := tokensPerSecond / float64(p.Batch)
-	return DecodeBytes(cfg, opts.DType, opts.KVBytes, p.Depth, p.Batch) * steps / ceiling
+	return DecodeBytes(cfg, per, opts.KVBytes, p.Depth, p.Batch) * steps / ceiling
 }
 
 // BurstCeilings measures a point's ceiling with m's short bursts: DRAM read

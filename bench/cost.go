@@ -32,18 +32,27 @@ func PrefillFLOPs(c *modelcfg.Config, n, past int) float64 {
 	return lin + attn + head
 }
 
-// DecodeBytes is the DRAM traffic of one decode step for batch sequences at
-// context depth: every dense weight once, the experts the batch selects
-// (expected number under uniform routing), the lm_head, and each sequence's K
-// and V at kvPerPosition bytes a position (modelcfg.KVBytesPerPosition).
-func DecodeBytes(c *modelcfg.Config, dtype string, kvPerPosition int64, depth, batch int) float64 {
-	per := 2.0
-	switch dtype {
-	case "int8":
-		per = 1
-	case "f32":
-		per = 4
+// BytesPerWeight is what a decode step reads of a linear weight in dtype:
+// 1.5 bytes and two flag bytes per 512 for bf16 weights coded for decode
+// (gemm.Weight.Code).
+func BytesPerWeight(dtype string, coded bool) float64 {
+	switch {
+	case dtype == "int8":
+		return 1
+	case dtype == "f32":
+		return 4
+	case coded:
+		return 1.5 + 2.0/512
 	}
+	return 2
+}
+
+// DecodeBytes is the DRAM traffic of one decode step for batch sequences at
+// context depth: every dense weight once at per bytes (BytesPerWeight), the
+// experts the batch selects (expected number under uniform routing), the
+// lm_head, and each sequence's K and V at kvPerPosition bytes a position
+// (modelcfg.KVBytesPerPosition).
+func DecodeBytes(c *modelcfg.Config, per float64, kvPerPosition int64, depth, batch int) float64 {
 	var dense, expert float64
 	for _, t := range c.Tensors() {
 		switch t.Kind {

@@ -19,7 +19,23 @@ type amxTile struct {
 	acc   unsafe.Pointer // the C tiles stored: [np][rows][16] int32
 
 	rows int // the shape cfg holds
+
+	// amxCodedPairs: the first panel's coded blocks, the bytes between
+	// panels', the raw flag of the first panel's first step, the flags
+	// between steps (the weight's panels), from a raw flag to its block's
+	// escape, and the high-byte table.
+	coded  unsafe.Pointer
+	cps    uintptr
+	raw    unsafe.Pointer
+	panels uintptr
+	escOff uintptr
+	lut    unsafe.Pointer
 }
+
+// amxFewRows is the most rows of a product that streams its weights from
+// memory (a decode step's): the tile product prefetches its next step for
+// it, and a coded weight (codedPairs) is read coded.
+const amxFewRows = 8
 
 // amxSteps is the K steps (bf16 pairs or u8 quads) one tile instruction
 // consumes: 64 bytes of a row of A, 16 rows of a panel of B.

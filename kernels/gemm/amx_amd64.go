@@ -24,7 +24,12 @@ func amxTable(k kernel) (t [maxRows + 1][maxPanels + 1]kernel) {
 
 func pairsAMX(a *kargs) {
 	t := a.amx.set(a)
-	amxDotPairs(t)
+	if c := a.coded; c != nil && a.p == maxPanels && a.r <= amxFewRows {
+		t.setCoded(c, a.pi)
+		amxCodedPairs(t)
+	} else {
+		amxDotPairs(t)
+	}
 	pairsOut(a, t.acc)
 }
 
@@ -44,8 +49,21 @@ func (t *amxTile) set(a *kargs) *amxTile {
 //go:noescape
 func amxDotQuads(t *amxTile)
 
+// setCoded points the coded product at c's blocks from panel p on.
+func (t *amxTile) setCoded(c *codedPairs, p int) {
+	t.coded = unsafe.Pointer(&c.block(p, 0)[0])
+	t.cps = uintptr(c.tsteps * codedBlock)
+	t.raw = unsafe.Pointer(&c.flags[p])
+	t.panels = uintptr(c.panels)
+	t.escOff = uintptr(len(c.flags) / 2)
+	t.lut = unsafe.Pointer(&c.lut)
+}
+
 //go:noescape
 func amxDotPairs(t *amxTile)
+
+//go:noescape
+func amxCodedPairs(t *amxTile)
 
 //go:noescape
 func quadsOut(a *kargs, acc unsafe.Pointer)

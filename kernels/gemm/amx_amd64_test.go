@@ -192,3 +192,30 @@ func randomRows(rng *rand.Rand, n int) []float32 {
 	}
 	return v
 }
+
+// TestAMXCoded: products of up to amxFewRows rows with a coded weight
+// (Weight.Code) read the coded copy on four panels at a time, and give the
+// bits of the same weight uncoded, for every op, on 1–3 threads, in any
+// grouping of rows (the groupings of 1 and 3 rows go through the coded
+// kernel, the taller ones through the pairs), with blocks coded and raw.
+func TestAMXCoded(t *testing.T) {
+	forAMX(t, func(pools []*threads.Pool) {
+		rng := rand.New(rand.NewPCG(25, 26))
+		for _, s := range amxShapes {
+			m, n, k := s[0], s[1], s[2]
+			pr := newProblem(rng, m, n, k)
+			gw, uw := codedWeights(rng, n, k), codedWeights(rng, n, k)
+			g, u := FromBF16(gw, n, k), FromBF16(uw, n, k)
+			base := randomRows(rng, m*n)
+			want, wantAdd, wantH := ops3(NewContext(pools[1], m, k), pr.x, base, m, m, g, u)
+			g.Code()
+			u.Code()
+			if n*k >= 100_000 {
+				assertBlockKinds(t, fmt.Sprint(s), g)
+			}
+			for _, pool := range pools {
+				assertGroupings(t, fmt.Sprintf("coded %v, %d threads", s, pool.Size()), NewContext(pool, m, k), pr.x, base, g, u, want, wantAdd, wantH)
+			}
+		}
+	})
+}

@@ -555,6 +555,10 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 	if w.kind == kindInt8 {
 		a.sx = unsafe.Pointer(&t.c.sx[0])
 	}
+	a.coded = nil
+	if t.form == formBF16Rows {
+		a.coded = w.coded
+	}
 	full := p1 // panels [p0, full) have 16 real channels
 	if p1 == w.panels && w.N%panelWidth != 0 {
 		full--
@@ -586,7 +590,7 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 				}
 				a.y = unsafe.Add(y, uintptr(r0)*ldy+uintptr((p-p0)*panelWidth*4))
 				t.setInt8(a, w, r0, p)
-				a.r, a.p = rows, np
+				a.r, a.p, a.pi = rows, np, p
 				t.kernels[rows][np](a)
 				p += np
 			}

@@ -30,6 +30,10 @@ type kargs struct {
 	p   int            // panels (generic kernels only)
 	lx  uintptr        // bytes between rows of activations (formQuadRows)
 	amx *amxTile       // the worker's AMX state
+	// coded, if set, is the weight's coded copy for products of a few rows
+	// on AMX tiles, and pi the index of w's panel in it.
+	coded *codedPairs
+	pi    int
 }
 
 func (a *kargs) panel(p int) unsafe.Pointer { return unsafe.Add(a.w, uintptr(p)*a.ps) }

@@ -6,10 +6,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Memory is the packed weight's main buffer as bytes (the panels the
-// kernels stream), for placing its pages (pkg/numa); the small per-channel
-// scales are left out.
-func (w *Weight) Memory() []byte {
+// Memory is the packed weight's buffers as bytes (the panels the kernels
+// stream, and their coded copy if any), for placing their pages
+// (pkg/numa); the small per-channel scales are left out.
+func (w *Weight) Memory() [][]byte {
+	b := [][]byte{w.panelMemory()}
+	if w.coded != nil {
+		b = append(b, bytesOf(w.coded.blocks), w.coded.flags)
+	}
+	return b
+}
+
+// panelMemory is the packed panels as bytes.
+func (w *Weight) panelMemory() []byte {
 	var p unsafe.Pointer
 	var n int
 	switch {

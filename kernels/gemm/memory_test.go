@@ -41,12 +41,18 @@ func TestWeightsOnHugePages(t *testing.T) {
 	if err != nil || !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
 		t.Skipf("transparent huge pages not available on request: %q", mode)
 	}
-	const n, k = 4096, 1024 // 8 MiB of bf16 pairs: four huge pages
+	const n, k = 4096, 1024 // 8 MiB of bf16 pairs (four huge pages), 6 MiB coded (three)
 	w := FromBF16(make([]uint16, n*k), n, k)
-	mem := w.Memory()
-	huge := anonHugeBytes(t, uintptr(unsafe.Pointer(&mem[0])))
-	if huge < len(mem) {
-		t.Fatalf("the mapping holding the weight has %d bytes on huge pages, want at least the weight's %d", huge, len(mem))
+	w.Code()
+	mems := w.Memory()
+	if len(mems) != 3 {
+		t.Fatalf("a coded weight has %d buffers, want the pairs and the coded blocks and flags", len(mems))
+	}
+	for _, mem := range mems[:2] {
+		huge := anonHugeBytes(t, uintptr(unsafe.Pointer(&mem[0])))
+		if huge < len(mem) {
+			t.Fatalf("the mapping holding a buffer of %d bytes has %d bytes on huge pages, want all of them", len(mem), huge)
+		}
 	}
 }
 

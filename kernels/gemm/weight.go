@@ -41,7 +41,8 @@ type Weight struct {
 	scale []float32 // kindInt8: per channel (padded to panels*16), W ≈ scale·q
 	corr  []int32   // kindInt8: 128·Σ_k q[n,k], undoes the +128 activation offset exactly
 
-	fewRows bool // SetFewRows
+	fewRows bool        // SetFewRows
+	coded   *codedPairs // Code
 }
 
 // SetFewRows marks w as a weight whose products have a few rows by
@@ -95,7 +96,7 @@ func FromBF16(w []uint16, n, k int) *Weight {
 			}
 		}
 	})
-	settle(p.Memory())
+	settle(p.panelMemory())
 	return p
 }
 
@@ -114,7 +115,7 @@ func FromF32(w []float32, n, k int) *Weight {
 			}
 		}
 	})
-	settle(p.Memory())
+	settle(p.panelMemory())
 	return p
 }
 
@@ -154,7 +155,7 @@ func QuantizeInt8(w []uint16, n, k int) *Weight {
 			p.corr[ch] = 128 * sum
 		}
 	})
-	settle(p.Memory())
+	settle(p.panelMemory())
 	return p
 }
 
@@ -182,7 +183,11 @@ func parallelPanels(panels int, pack func(panel int)) {
 
 // Bytes is the memory the packed weight occupies.
 func (w *Weight) Bytes() int {
-	return 4 * (len(w.pairs) + len(w.f32) + len(w.quads) + len(w.scale) + len(w.corr))
+	n := 4 * (len(w.pairs) + len(w.f32) + len(w.quads) + len(w.scale) + len(w.corr))
+	if w.coded != nil {
+		n += w.coded.Bytes()
+	}
+	return n
 }
 
 // panelBytes is the distance between two panels.

@@ -93,7 +93,7 @@ func OpenModel(path string, log *slog.Logger) (*modeldir.Model, error) {
 
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
-	return engine.Options{DType: e.DType, KVDType: e.KVDType, Threads: e.Threads, NoPin: !e.PinThreads,
+	return engine.Options{DType: e.DType, KVDType: e.KVDType, NoCodedWeights: !e.CodedWeights, Threads: e.Threads, NoPin: !e.PinThreads,
 		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize,
 		PrefixCacheBytes: e.PrefixCacheBytes.Bytes(), PrefixCacheDir: e.PrefixCacheDir, PrefixCacheDiskBytes: e.PrefixCacheDiskBytes.Bytes(),
 		AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
@@ -104,10 +104,14 @@ func (e *EngineFlags) Options() engine.Options {
 type KernelFlags struct {
 	// Attention is the attention over a bf16 KV cache: auto, f32 or bf16.
 	Attention string
+	// CodedWeights is engine.Options.NoCodedWeights negated.
+	CodedWeights bool
 }
 
-// AddFlags defines --attention-kernel on fl.
+// AddFlags defines --attention-kernel and --coded-weights on fl.
 func (k *KernelFlags) AddFlags(fl *pflag.FlagSet) {
+	fl.BoolVar(&k.CodedWeights, "coded-weights", true, "where bf16 products run on AMX tiles, decode from a lossless 12-bit copy of the weights "+
+		"(a quarter fewer bytes read per token, the same results; memory: 1.5 bytes more per weight)")
 	fl.StringVar(&k.Attention, "attention-kernel", "auto", "attention over a bf16 KV cache: auto (bf16 where the calibration measures VDPBF16PS faster than f32 FMA), "+
 		"f32 (K/V widened, FMA) or bf16 (VDPBF16PS: q as two bf16 parts, probabilities rounded to bf16, f32 softmax; needs AVX512_BF16)")
 }

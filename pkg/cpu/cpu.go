@@ -298,9 +298,10 @@ type KernelChoice struct {
 // KernelPaths says what each operation class runs on a CPU with features f
 // when the kernels take path active (kernels.Active(), or f.Best() for a
 // described machine) and the matrix products the paths chosen for them
-// (kernels.PathFor; nil: active). A path above what f supports is lowered
-// to f.Best().
-func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]kernels.Path) []KernelChoice {
+// (kernels.PathFor; nil: active), with the bf16 weights' coded copies if
+// coded (model.LoadOptions.NoCodedWeights). A path above what f supports
+// is lowered to f.Best().
+func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]kernels.Path, coded bool) []KernelChoice {
 	lower := func(p kernels.Path) kernels.Path {
 		if !f.Supports(p) {
 			return f.Best()
@@ -318,7 +319,11 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	// Only the products have AMX kernels: the rest of the amx path is avx512bf16's.
 	at, rest := min(at, kernels.AVX512BF16), min(active, kernels.AVX512BF16)
 	gemv := describePath(bf).gemm + "; bound by memory bandwidth"
-	if bf == kernels.AMX { // gemm.Weight.SetFewRows
+	switch {
+	case bf == kernels.AMX && coded: // gemm.Weight.Code
+		gemv += "; reads the weights coded in 12 bits (lossless: low bytes as stored, the sign and exponent's top bits " +
+			"as 4-bit codes), restored into the tiles a step at a time"
+	case bf == kernels.AMX: // gemm.Weight.SetFewRows
 		gemv += "; the lm_head on " + describePath(kernels.AVX512BF16).gemm + ", which streams weights faster than tiles"
 	}
 	return []KernelChoice{

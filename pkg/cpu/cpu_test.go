@@ -107,7 +107,7 @@ func TestKernelPaths(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ks := KernelPaths(tc.f, tc.active, nil)
+			ks := KernelPaths(tc.f, tc.active, nil, false)
 			if len(ks) != 6 {
 				t.Fatalf("%d op classes", len(ks))
 			}
@@ -123,21 +123,25 @@ func TestKernelPaths(t *testing.T) {
 			if lm := strings.Contains(ks[2].Detail, "lm_head on VDPBF16PS"); lm != (tc.want == kernels.AMX) {
 				t.Errorf("decode row %q: the lm_head is off the tiles on amx only", ks[2].Detail)
 			}
+			coded := KernelPaths(tc.f, tc.active, nil, true)[2].Detail
+			if c := strings.Contains(coded, "coded in 12 bits"); c != (tc.want == kernels.AMX) || strings.Contains(coded, "lm_head") {
+				t.Errorf("decode row with coded weights %q: coded on amx only, and the lm_head on the tiles with the rest", coded)
+			}
 			if fb := Fallbacks(tc.f); len(fb) != tc.fallbacks {
 				t.Errorf("Fallbacks = %v, want %d lines", fb, tc.fallbacks)
 			}
 		})
 	}
 	// The matrix products take the paths chosen for them, lowered to what the CPU runs.
-	ks := KernelPaths(sapphire, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulBF16: kernels.AVX512, kernels.Attention: kernels.AVX512})
+	ks := KernelPaths(sapphire, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulBF16: kernels.AVX512, kernels.Attention: kernels.AVX512}, true)
 	if ks[0].Path != "avx512" || ks[2].Path != "avx512" || ks[1].Path != "avx512bf16" || ks[3].Path != "avx512" || ks[4].Path != "avx512bf16" ||
 		!strings.Contains(ks[0].Detail, "widened to f32") || !strings.Contains(ks[3].Detail, "widened") {
 		t.Errorf("bf16 products and attention chosen on avx512: %+v", ks)
 	}
-	if ks := KernelPaths(sapphire, kernels.AVX512BF16, nil); !strings.Contains(ks[3].Detail, "VDPBF16PS") {
+	if ks := KernelPaths(sapphire, kernels.AVX512BF16, nil, true); !strings.Contains(ks[3].Detail, "VDPBF16PS") {
 		t.Errorf("attention over a bf16 cache on avx512bf16: %+v", ks[3])
 	}
-	ks = KernelPaths(skylake, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulInt8: kernels.AVX512BF16})
+	ks = KernelPaths(skylake, kernels.AVX512BF16, map[kernels.Op]kernels.Path{kernels.MatMulInt8: kernels.AVX512BF16}, true)
 	if ks[1].Path != "avx512" {
 		t.Errorf("int8 on a CPU without VNNI: %+v", ks[1])
 	}

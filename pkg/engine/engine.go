@@ -35,6 +35,9 @@ import (
 type Options struct {
 	// DType of the linear weights: "bf16" (default), "int8" or "f32".
 	DType string
+	// NoCodedWeights skips the coded copy of the bf16 weights that decode
+	// steps stream on AMX (model.LoadOptions.NoCodedWeights).
+	NoCodedWeights bool
 	// KVDType of the cache: "bf16" (default), "int8" or "f32".
 	KVDType string
 	// Threads of the kernel pool; 0 = cpu.DefaultThreads: one per physical
@@ -117,6 +120,9 @@ type Info struct {
 	PinnedCPUs []int
 
 	WeightBytes, KVBytes, ScratchBytes int64
+	// CodedWeightBytes is the part of WeightBytes that is the coded copy
+	// decode steps stream (model.Model.CodedBytes).
+	CodedWeightBytes int64
 	// Fit is the start-up fit check the engine passed.
 	Fit *Fit
 	// NUMA is the placement over several nodes (nil on one node).
@@ -343,7 +349,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
-	m, err := md.LoadWeights(model.LoadOptions{DType: opts.DType})
+	m, err := md.LoadWeights(opts.loadOptions())
 	if err != nil {
 		return fail(err)
 	}
@@ -375,7 +381,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 		KernelPath: kernels.Describe(), Attention: attentionOf(runner.AttentionMode(), kvd), DType: m.DType, KVDType: string(kvd),
 		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
-		WeightBytes: m.WeightBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
+		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
 		Fit: fit, NUMA: placement, SessionStore: opts.SessionStore,
 	}
 	be := &modelBackend{runner: runner, cache: cache, pool: pool}
@@ -400,7 +406,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	}
 	e.log.Info("engine ready",
 		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,
-		"weights", info.DType, "weight_bytes", info.WeightBytes,
+		"weights", info.DType, "weight_bytes", info.WeightBytes, "coded_weight_bytes", info.CodedWeightBytes,
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
 		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes, "prefix_cache_bytes", e.info.PrefixCacheBytes,
 		"usable_memory", fit.Memory.Usable(), "max_sequence_length", fit.MaxSequenceLength,
@@ -441,6 +447,11 @@ func runnerOptions(o Options) model.RunnerOptions {
 		prefill = o.ChunkSize
 	}
 	return model.RunnerOptions{MaxTokens: max(prefill, o.StallTokens) + o.BatchSize, MaxLogits: o.BatchSize}
+}
+
+// loadOptions are the model's load options among o.
+func (o Options) loadOptions() model.LoadOptions {
+	return model.LoadOptions{DType: o.DType, NoCodedWeights: o.NoCodedWeights}
 }
 
 func withDefaults(o Options) Options {

@@ -30,7 +30,10 @@ type Fit struct {
 	Threads        int    `json:"threads"`
 
 	Weights int64 `json:"weights_bytes"`
-	KVCache int64 `json:"kv_cache_bytes"`
+	// CodedWeights is the part of Weights that is the coded copy decode
+	// steps stream (Options.NoCodedWeights).
+	CodedWeights int64 `json:"coded_weights_bytes"`
+	KVCache      int64 `json:"kv_cache_bytes"`
 	// KVPerPosition is the KV cache of one position of one slot.
 	KVPerPosition int64 `json:"kv_bytes_per_position"`
 	// Scratch is the runner's activation, GEMM and attention buffers, the
@@ -83,7 +86,7 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 	if err != nil {
 		return nil, err
 	}
-	weights, err := model.WeightBytes(cfg, opts.DType)
+	weights, coded, err := model.WeightBytes(cfg, opts.loadOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +101,7 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 	f := &Fit{
 		Model: cfg.Name(), DType: opts.DType, KVDType: string(kvd), SequenceLength: opts.SequenceLength,
 		BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize, Threads: opts.Threads,
-		Weights: weights, KVPerPosition: kvPer,
+		Weights: weights, CodedWeights: coded, KVPerPosition: kvPer,
 		Memory: mem, Budget: int64(Headroom * float64(mem.Usable())), ContextLimit: ContextLimit(cfg),
 	}
 	// One sampler's size depends only on the vocabulary; it is small.

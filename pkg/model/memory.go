@@ -9,7 +9,7 @@ func (m *Model) WeightMemory() [][]byte {
 	add := func(ws ...*gemm.Weight) {
 		for _, w := range ws {
 			if w != nil {
-				out = append(out, w.Memory())
+				out = append(out, w.Memory()...)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -43,15 +44,18 @@ func runnerRows(opts RunnerOptions, slots, seqLen int) (rows, logits int) {
 	return min(opts.MaxTokens, slots*seqLen), logits
 }
 
-// WeightBytes estimates what Load commits for cfg's weights in dtype before
+// WeightBytes estimates what Load commits for cfg's weights with opts before
 // anything is read: modelcfg's per-tensor count, except that the embedding
-// table stays mapped as stored (bf16) whatever dtype, and a tied embedding
-// also gets a packed lm_head copy. Panel padding (up to 15 output rows per
-// packed matrix) is not counted.
-func WeightBytes(cfg *modelcfg.Config, dtype string) (int64, error) {
-	n, err := modelcfg.WeightBytes(cfg, dtype)
+// table stays mapped as stored (bf16) whatever dtype, a tied embedding also
+// gets a packed lm_head copy, and coded copies (LoadOptions.NoCodedWeights),
+// which coded also counts, take 1.5 bytes a linear weight and two flag
+// bytes per 512 weights. Panel padding (up to 15 output rows per packed
+// matrix) is not counted.
+func WeightBytes(cfg *modelcfg.Config, opts LoadOptions) (n, coded int64, err error) {
+	dtype := cmp.Or(opts.DType, "bf16")
+	n, err = modelcfg.WeightBytes(cfg, dtype)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	v, h := int64(cfg.VocabSize), int64(cfg.HiddenSize)
 	if dtype == "f32" {
@@ -67,5 +71,20 @@ func WeightBytes(cfg *modelcfg.Config, dtype string) (int64, error) {
 			n += 2 * v * h
 		}
 	}
-	return n, nil
+	if opts.codes() {
+		var linear int64
+		for _, t := range cfg.Tensors() {
+			switch t.Kind {
+			case modelcfg.KindAttention, modelcfg.KindDenseMLP, modelcfg.KindExperts, modelcfg.KindRouter, modelcfg.KindLMHead:
+				if len(t.Shape) == 2 {
+					linear += t.NumElements()
+				}
+			}
+		}
+		if cfg.TieWordEmbeddings {
+			linear += v * h
+		}
+		coded = linear*3/2 + linear/256
+	}
+	return n + coded, coded, nil
 }

@@ -32,13 +32,16 @@ func TestWeightBytesMatchesLoad(t *testing.T) {
 	for _, name := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
 		for _, dt := range []string{"bf16", "int8", "f32"} {
 			m := loadTiny(t, name, LoadOptions{DType: dt})
-			want, err := WeightBytes(m.Config, dt)
+			want, coded, err := WeightBytes(m.Config, LoadOptions{DType: dt})
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := m.WeightBytes()
 			if got < want || float64(got-want) > 0.02*float64(want) {
 				t.Errorf("%s %s: Load committed %d bytes, WeightBytes says %d", name, dt, got, want)
+			}
+			if c := m.CodedBytes(); c < coded || float64(c-coded) > 0.02*float64(coded) || (c > 0) != (dt == "bf16" && LoadOptions{}.codes()) {
+				t.Errorf("%s %s: Load coded %d bytes, WeightBytes says %d", name, dt, c, coded)
 			}
 		}
 	}

@@ -28,9 +28,11 @@ import (
 type binder struct {
 	ck    *safetensors.Checkpoint
 	dtype string
-	layer int // -1 outside the decoder layers (set by the caller)
+	layer int  // -1 outside the decoder layers (set by the caller)
+	code  bool // add the coded copies (LoadOptions.codes)
 	errs  []error
 	bytes int64
+	coded int64 // of bytes, the coded copies
 	jobs  []packJob
 }
 
@@ -192,7 +194,7 @@ type packJob struct {
 func (b *binder) packAll() {
 	jobs := make(chan *packJob)
 	var wg sync.WaitGroup
-	var bytes atomic.Int64
+	var bytes, coded atomic.Int64
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
@@ -200,6 +202,9 @@ func (b *binder) packAll() {
 			for j := range jobs {
 				bf, f := j.concat()
 				*j.dst = pack(bf, f, j.n, j.k, j.dtype)
+				if b.code {
+					coded.Add(int64((*j.dst).Code()))
+				}
 				bytes.Add(int64((*j.dst).Bytes()))
 				for _, s := range j.src {
 					dropPages(s)
@@ -213,6 +218,7 @@ func (b *binder) packAll() {
 	close(jobs)
 	wg.Wait()
 	b.bytes += bytes.Load()
+	b.coded += coded.Load()
 	b.jobs = nil
 	// Fused weights were concatenated into temporaries (one layer's q/k/v
 	// at a time per CPU); hand their memory back now rather than let it sit

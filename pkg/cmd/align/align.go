@@ -108,7 +108,7 @@ func alignRun(opts *Options) error {
 	results, err := ealign.Run(ealign.Options{
 		Kind: opts.Case, Ref: opts.Ref, ModelPath: opts.ModelPath, Path: path,
 		DType: opts.DType, KVDType: opts.KVDType, Positions: opts.Positions, Dump: opts.Dump, Threads: opts.Threads,
-		Attention: opts.Attention,
+		Attention: opts.Attention, NoCodedWeights: !opts.CodedWeights,
 	})
 	if err != nil {
 		return err

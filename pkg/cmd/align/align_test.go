@@ -12,7 +12,7 @@ import (
 )
 
 func TestNewCmdAlign(t *testing.T) {
-	auto := cmdutil.KernelFlags{Attention: "auto"}
+	auto := cmdutil.KernelFlags{Attention: "auto", CodedWeights: true}
 	tests := []struct {
 		argv    string
 		want    Options
@@ -20,7 +20,7 @@ func TestNewCmdAlign(t *testing.T) {
 	}{
 		{argv: "all", want: Options{Case: "all", Ref: DefaultRef, DType: "bf16", Positions: []int{4096, 32768}, KernelFlags: auto}},
 		{argv: "all --attention-kernel f32", want: Options{Case: "all", Ref: DefaultRef, DType: "bf16", Positions: []int{4096, 32768},
-			KernelFlags: cmdutil.KernelFlags{Attention: "f32"}}},
+			KernelFlags: cmdutil.KernelFlags{Attention: "f32", CodedWeights: true}}},
 		{
 			argv: "multi-token --ref /r --model-path /m --kernels generic --dtype int8 --json --dump /d --threads 2",
 			want: Options{Case: "multi-token", Ref: "/r", ModelPath: "/m", Kernels: "generic", DType: "int8", JSON: true, Dump: "/d", Threads: 2,

@@ -135,7 +135,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 		return nil, err
 	}
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}
-	eo := engine.Options{DType: c.DType, KVDType: c.KVDType, Threads: c.Threads, NoPin: !c.PinThreads,
+	eo := engine.Options{DType: c.DType, KVDType: c.KVDType, NoCodedWeights: !c.CodedWeights, Threads: c.Threads, NoPin: !c.PinThreads,
 		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk, AllowLongContext: c.AllowLongContext, NUMA: c.NUMA}
 	// Refuse what cannot fit before generating a synthetic checkpoint.
 	cfg, _, err := src.Config()
@@ -162,6 +162,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 		return nil, err
 	}
 	info := e.Info()
+	model.CodedWeights = info.CodedWeightBytes > 0
 	m := bench.DescribeMachine(info.Threads)
 	m.ThreadsWhy, m.PinnedCPUs = info.ThreadsWhy, info.PinnedCPUs
 	if !c.NoCeilings {

@@ -168,7 +168,7 @@ func buildReport(opts *Options) (*Report, error) {
 			r.Warnings = append(r.Warnings, "kernel calibration: "+kc.Note)
 		}
 	}
-	r.Kernels = cpu.KernelPaths(f, active, chosen)
+	r.Kernels = cpu.KernelPaths(f, active, chosen, opts.CodedWeights)
 	r.KernelPath = kernels.DescribePaths(active, func(op kernels.Op) kernels.Path {
 		if p, ok := chosen[op]; ok && f.Supports(p) {
 			return p
@@ -216,7 +216,7 @@ func (r *Report) size(opts *Options) error {
 	if err != nil {
 		r.Reasons = append(r.Reasons, "available memory is unknown: cannot check that the deployment fits ("+err.Error()+")")
 	}
-	fit, err := engine.CheckFit(cfg, engine.Options{Threads: r.Threads.N, DType: opts.DType, KVDType: opts.KVDType, SequenceLength: opts.SequenceLength,
+	fit, err := engine.CheckFit(cfg, engine.Options{Threads: r.Threads.N, DType: opts.DType, NoCodedWeights: !opts.CodedWeights, KVDType: opts.KVDType, SequenceLength: opts.SequenceLength,
 		BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize, AllowLongContext: opts.AllowLongContext}, mem)
 	if err != nil {
 		return err
@@ -323,6 +323,7 @@ func printReport(w io.Writer, r *Report) error {
 		t := newTable(w, "Memory", "Bytes", "Size")
 		rows := [][]string{
 			{"weights", fmt.Sprint(d.Weights), gib(d.Weights)},
+			{"  of which coded for decode", fmt.Sprint(d.CodedWeights), gib(d.CodedWeights)},
 			{"KV cache", fmt.Sprint(d.KVCache), gib(d.KVCache)},
 			{"scratch", fmt.Sprint(d.Scratch), gib(d.Scratch)},
 			{"total", fmt.Sprint(d.Total), gib(d.Total)},

@@ -1,0 +1,180 @@
+package gemm
+
+import (
+	"cmp"
+	"slices"
+	"unsafe"
+)
+
+// A decode step streams every weight from memory once, and on AMX the tile
+// unit multiplies far faster than memory delivers, so a step goes faster if
+// it reads fewer bytes and spends instructions to restore them. codedPairs is
+// a copy of a bf16 weight's pairs in 12 bits a weight, lossless: each bf16's
+// low byte (mantissa and the exponent's last bit) as it is, and its high
+// byte (sign and the exponent's top seven bits, which trained and random
+// weights alike spread over a few values) as a 4-bit code: codes 0-14 stand
+// for the weight's 15 most frequent high bytes, code 15 for one more of each
+// block's own (its escape, which catches the rare small or large weights).
+// A tile-step block of a panel (16 pairs × 16 channels, 1 KiB of pairs)
+// becomes 768 bytes: the 512 low bytes, a row's 32 after the row before's,
+// then the 256 bytes of codes, a pair of rows' 64 in 32 bytes (the first
+// row's in the low nibbles). Within a row, the bf16 are in the order
+// rowOrder, in which VPUNPCKLBW and VPUNPCKHBW interleave them with their
+// high bytes into the pairs' order. amxCodedPairs restores a step's blocks
+// into the worker's buffer and multiplies them on the tiles: the same bits
+// as the pairs themselves give. A block with two high bytes outside the table is
+// flagged and read from the pairs instead (raw); the pairs stay, for
+// products of many rows, which re-read their weights from cache and gain
+// nothing from the coding.
+type codedPairs struct {
+	panels, tsteps int
+	blocks         []uint32 // panel × tile step × codedBlock bytes
+	// flags holds two bytes a block, tile step by tile step (byte
+	// s·panels + p is block (p, s), so that one load reads four panels'):
+	// whether the block is raw, and from byte panels·tsteps on, its escape.
+	flags []byte
+	// lut holds the high byte of code c at bytes c and c+16, for VPSHUFB
+	// to look up in each 128-bit lane; the kernel puts each block's escape
+	// at 15 and 31.
+	lut [32]byte
+}
+
+// rowOrder is where the bf16 of a row are stored: VPUNPCKLBW of 32 bytes
+// interleaves bytes 0-7 and 16-23 with their high bytes into bf16 0-7 and
+// 8-15, VPUNPCKHBW bytes 8-15 and 24-31 into 16-23 and 24-31.
+var rowOrder = func() (o [32]int) {
+	for j := range o {
+		o[j] = j
+		switch j / 8 {
+		case 1:
+			o[j] = j + 8
+		case 2:
+			o[j] = j - 8
+		}
+	}
+	return o
+}()
+
+// codedBlock is the bytes of one coded block: 16 rows of 32 bf16, a byte
+// and a half each.
+const codedBlock = amxSteps * panelWidth * 2 * 3 / 2
+
+// Code adds a 12-bit coded copy of w's pairs (codedPairs), which the AMX
+// path streams for products of at most amxFewRows rows: 25 % fewer bytes a
+// decode step reads from memory, for 75 % more memory held (the pairs stay).
+// It does nothing for weights that are not bf16 or whose K is not a multiple
+// of a tile step's (they never run on tiles), and returns the bytes it added.
+func (w *Weight) Code() int {
+	if w.kind != kindBF16 || w.steps%amxSteps != 0 || w.coded != nil {
+		return 0
+	}
+	tsteps := w.steps / amxSteps
+	blocks := w.panels * tsteps
+	c := &codedPairs{
+		panels: w.panels,
+		tsteps: tsteps,
+		blocks: packed[uint32](blocks * codedBlock / 4),
+		flags:  make([]byte, 2*blocks),
+	}
+	c.lut = w.commonHighBytes()
+	var code [256]int8
+	for i := range code {
+		code[i] = -1
+	}
+	for i, b := range c.lut[:escapeCode] {
+		code[b] = int8(i)
+	}
+	parallelPanels(w.panels, func(p int) {
+		for s := range tsteps {
+			f := s*w.panels + p
+			esc, ok := codeBlock(w.block(p, s), c.block(p, s), &code)
+			c.flags[blocks+f] = esc
+			if !ok {
+				c.flags[f] = 1
+			}
+		}
+	})
+	settle(bytesOf(c.blocks))
+	w.coded = c
+	return c.Bytes()
+}
+
+// escapeCode is the code of a block's own high byte.
+const escapeCode = 15
+
+// Coded reports whether w has a coded copy (Code).
+func (w *Weight) Coded() bool { return w.coded != nil }
+
+// commonHighBytes is the table of w's 15 most frequent high bytes (ties to
+// the smaller byte), each repeated as codedPairs.lut wants it, with 0 for
+// the escape.
+func (w *Weight) commonHighBytes() [32]byte {
+	var count [256]int
+	for _, v := range w.pairs {
+		count[v>>8&0xff]++
+		count[v>>24]++
+	}
+	order := make([]int, 256)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(count[b], count[a]) })
+	var lut [32]byte
+	for i := range lut {
+		if i%16 != escapeCode {
+			lut[i] = byte(order[i%16])
+		}
+	}
+	return lut
+}
+
+// block is w's pairs of panel p, tile step s: 16 rows of 16 pairs.
+func (w *Weight) block(p, s int) []uint32 {
+	start := (p*w.steps + s*amxSteps) * panelWidth
+	return w.pairs[start : start+amxSteps*panelWidth]
+}
+
+// block is the coded bytes of panel p, tile step s.
+func (c *codedPairs) block(p, s int) []byte {
+	b := bytesOf(c.blocks)
+	start := (p*c.tsteps + s) * codedBlock
+	return b[start : start+codedBlock]
+}
+
+// codeBlock codes pairs into dst and returns the block's escape, if it
+// needs one; ok is false if two high bytes have no code (dst is then left
+// partly written and the block is read raw).
+func codeBlock(pairs []uint32, dst []byte, code *[256]int8) (esc byte, ok bool) {
+	low, codes := dst[:512], dst[512:]
+	escaped := false
+	codeOf := func(hi byte) byte {
+		if c := code[hi]; c >= 0 {
+			return byte(c)
+		}
+		if escaped && hi != esc {
+			ok = false
+		}
+		escaped, esc = true, hi
+		return escapeCode
+	}
+	ok = true
+	for r := range amxSteps {
+		row := pairs[r*panelWidth : (r+1)*panelWidth]
+		for j, e := range rowOrder {
+			v := uint16(row[e/2] >> (16 * (e % 2)))
+			low[32*r+j] = byte(v)
+			codes[16*(r&^1)+j] |= codeOf(byte(v>>8)) << (4 * (r % 2))
+		}
+		if !ok {
+			return 0, false
+		}
+	}
+	return esc, true
+}
+
+// Bytes is the memory the coded copy occupies (its blocks and flags).
+func (c *codedPairs) Bytes() int { return 4*len(c.blocks) + len(c.flags) }
+
+func bytesOf(u []uint32) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(u))), 4*len(u))
+}
