@@ -41,11 +41,18 @@ const amxFewRows = 8
 // consumes: 64 bytes of a row of A, 16 rows of a panel of B.
 const amxSteps = 16
 
-// amxAccBytes is the accumulator buffer of a worker's amxTile: four C tiles.
-const amxAccBytes = maxPanels * maxRows * panelWidth * 4
+// amxAccBytes is the buffer of a worker's amxTile: the four C tiles a
+// product stores, and amxCodedPairs's two buffers of amxRestoreBytes (a
+// step's four blocks restored), one restored while the tiles load the
+// other; aligned to its size, so that an XOR flips between the two. The C
+// tiles go to the first after the last step.
+const (
+	amxRestoreBytes = maxPanels * amxSteps * panelWidth * 4
+	amxAccBytes     = 2 * amxRestoreBytes
+)
 
 func newAMXTile() *amxTile {
-	t := &amxTile{acc: unsafe.Pointer(&alignedU32(amxAccBytes / 4)[0])}
+	t := &amxTile{acc: unsafe.Pointer(&aligned[uint32](amxAccBytes/4, amxAccBytes)[0])}
 	t.cfg[0] = 1 // palette 1
 	for i := range 8 {
 		t.cfg[16+2*i] = 64 // colsb, little-endian uint16

@@ -217,13 +217,15 @@ TEXT ·pairsOut(SB), NOSPLIT, $0-16
 	TILE_OUT(NOTHING, NOTHING)
 
 // The coded decode product (codedPairs): C[4][rows][16] = A · B over four
-// panels of a weight coded in 12 bits, for at most amxFewRows rows. Each
-// step restores the four panels' blocks (768 bytes each) into the acc
-// buffer (1 KiB each: the C tiles are stored there only after the last
-// step), copies a block flagged raw from the pairs over its restored one,
-// and multiplies as STEP_4 does. Registers: DI the amxTile, SI A, R8 lda,
-// BX R11 R12 R9 the panels' coded blocks, R10 = 64, CX the steps left, DX
-// the step's raw flags, R13 the step's offset in the pairs, R14 the
+// panels of a weight coded in 12 bits, for at most amxFewRows rows. A step
+// restores the four panels' blocks (768 bytes each) into one half of the
+// acc buffer (1 KiB each), copies a block flagged raw from the pairs over
+// its restored one, and multiplies as STEP_4 does; the next step restores
+// into the other half (XOR amxRestoreBytes), so that its stores do not wait
+// on the tile loads of this one. The C tiles are stored to the first half
+// after the last step. Registers: DI the amxTile, SI A, R8 lda, BX R11 R12
+// R9 the panels' coded blocks, R10 = 64, CX the steps left, DX the step's
+// raw flags, R13 the step's offset in the pairs, R14 this step's half of the
 // buffer, R15 the offset of the escapes, then a tile's address; Y31 the
 // high-byte table, Y28 0x0f bytes, K1 the escape's bytes of the table,
 // Y1-Y5 scratch (and Z0 in COPY_BLOCK).
@@ -355,7 +357,27 @@ TEXT ·amxCodedPairs(SB), NOSPLIT, $0-8
 	TILEZERO(2)
 	TILEZERO(3)
 
-coded_step:
+	JMP       coded_restore
+
+coded_multiply:
+	TILELOADD(4, 6, 8)
+	TILELOADD(5, 14, 10)
+	TDPBF16PS(0, 4, 5)
+	LEAQ      1024(R14), R15
+	TILELOADD(6, 15, 10)
+	TDPBF16PS(1, 4, 6)
+	LEAQ      2048(R14), R15
+	TILELOADD(7, 15, 10)
+	TDPBF16PS(2, 4, 7)
+	LEAQ      3072(R14), R15
+	TILELOADD(5, 15, 10)
+	TDPBF16PS(3, 4, 5)
+	ADDQ      $64, SI
+	DECQ      CX
+	JZ        coded_store
+	XORQ      $const_amxRestoreBytes, R14
+
+coded_restore:
 	PREFETCH_CODED(BX)
 	PREFETCH_CODED(R11)
 	PREFETCH_CODED(R12)
@@ -373,32 +395,19 @@ coded_step:
 	TESTL     AX, AX
 	JNZ       coded_raw
 
-coded_multiply:
-	TILELOADD(4, 6, 8)
-	TILELOADD(5, 14, 10)
-	TDPBF16PS(0, 4, 5)
-	LEAQ      1024(R14), R15
-	TILELOADD(6, 15, 10)
-	TDPBF16PS(1, 4, 6)
-	LEAQ      2048(R14), R15
-	TILELOADD(7, 15, 10)
-	TDPBF16PS(2, 4, 7)
-	LEAQ      3072(R14), R15
-	TILELOADD(5, 15, 10)
-	TDPBF16PS(3, 4, 5)
-	ADDQ      $64, SI
+coded_next:
 	ADDQ      $const_codedBlock, BX
 	ADDQ      $const_codedBlock, R11
 	ADDQ      $const_codedBlock, R12
 	ADDQ      $const_codedBlock, R9
 	ADDQ      amxTile_panels(DI), DX
 	ADDQ      $1024, R13
-	DECQ      CX
-	JNZ       coded_step
+	JMP       coded_multiply
 
+coded_store:
 	MOVQ      amxTile_rows(DI), AX
 	SHLQ      $6, AX
-	MOVQ      R14, DX
+	MOVQ      amxTile_acc(DI), DX
 	TILESTORED(2, 10, 0)
 	ADDQ      AX, DX
 	TILESTORED(2, 10, 1)
@@ -419,4 +428,4 @@ raw2:
 raw3:
 	RAW_BLOCK(3, raw4)
 raw4:
-	JMP       coded_multiply
+	JMP       coded_next

@@ -288,7 +288,12 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkPack(b *testing.B) {
 	const n, k = 8192, 1024
 	raw := randBF16(n, k, 5)
-	for name, pack := range map[string]func([]uint16, int, int) *Weight{"FromBF16": FromBF16, "QuantizeInt8": QuantizeInt8} {
+	coded := func(raw []uint16, n, k int) *Weight {
+		w := FromBF16(raw, n, k)
+		w.Code()
+		return w
+	}
+	for name, pack := range map[string]func([]uint16, int, int) *Weight{"FromBF16": FromBF16, "FromBF16+Code": coded, "QuantizeInt8": QuantizeInt8} {
 		b.Run(name, func(b *testing.B) {
 			b.SetBytes(int64(2 * n * k))
 			cpu := ceiling.CPUTime()

@@ -143,30 +143,33 @@ func (c *codedPairs) block(p, s int) []byte {
 
 // codeBlock codes pairs into dst and returns the block's escape, if it
 // needs one; ok is false if two high bytes have no code (dst is then left
-// partly written and the block is read raw).
+// partly written and the block is read raw). A pair of rows at a time: its
+// codes share bytes.
 func codeBlock(pairs []uint32, dst []byte, code *[256]int8) (esc byte, ok bool) {
 	low, codes := dst[:512], dst[512:]
 	escaped := false
-	codeOf := func(hi byte) byte {
-		if c := code[hi]; c >= 0 {
-			return byte(c)
-		}
-		if escaped && hi != esc {
-			ok = false
-		}
-		escaped, esc = true, hi
-		return escapeCode
-	}
-	ok = true
-	for r := range amxSteps {
-		row := pairs[r*panelWidth : (r+1)*panelWidth]
+	for r := 0; r < amxSteps; r += 2 {
+		a, b := pairs[r*panelWidth:(r+1)*panelWidth], pairs[(r+1)*panelWidth:(r+2)*panelWidth]
 		for j, e := range rowOrder {
-			v := uint16(row[e/2] >> (16 * (e % 2)))
-			low[32*r+j] = byte(v)
-			codes[16*(r&^1)+j] |= codeOf(byte(v>>8)) << (4 * (r % 2))
-		}
-		if !ok {
-			return 0, false
+			shift := 16 * uint(e&1)
+			va, vb := uint16(a[e>>1]>>shift), uint16(b[e>>1]>>shift)
+			low[32*r+j], low[32*r+32+j] = byte(va), byte(vb)
+			ca, cb := code[va>>8], code[vb>>8]
+			if ca < 0 || cb < 0 {
+				for _, hc := range [2]struct {
+					hi byte
+					c  *int8
+				}{{byte(va >> 8), &ca}, {byte(vb >> 8), &cb}} {
+					if *hc.c >= 0 {
+						continue
+					}
+					if escaped && hc.hi != esc {
+						return 0, false
+					}
+					escaped, esc, *hc.c = true, hc.hi, escapeCode
+				}
+			}
+			codes[16*r+j] = byte(ca) | byte(cb)<<4
 		}
 	}
 	return esc, true
