@@ -38,8 +38,8 @@
 // step's TPOT −1 to −5 %). Taller products re-read their weights from L2,
 // and the same prefetches cost them up to 11 % (int8 at 2048 rows).
 
-// PREFETCH_STEP(r): the next step's 1 KiB of the panel at r, into L1.
-#define PREFETCH_STEP(r) \
+// PREFETCH_512(r): the 512 bytes at 1024(r), into L1.
+#define PREFETCH_512(r) \
 	PREFETCHT0 1024(r); \
 	PREFETCHT0 1088(r); \
 	PREFETCHT0 1152(r); \
@@ -47,7 +47,11 @@
 	PREFETCHT0 1280(r); \
 	PREFETCHT0 1344(r); \
 	PREFETCHT0 1408(r); \
-	PREFETCHT0 1472(r); \
+	PREFETCHT0 1472(r)
+
+// PREFETCH_STEP(r): the next step's 1 KiB of the panel at r, into L1.
+#define PREFETCH_STEP(r) \
+	PREFETCH_512(r); \
 	PREFETCHT0 1536(r); \
 	PREFETCHT0 1600(r); \
 	PREFETCHT0 1664(r); \
@@ -321,14 +325,7 @@ TEXT ·pairsOut(SB), NOSPLIT, $0-16
 	PREFETCHT0 832(r); \
 	PREFETCHT0 896(r); \
 	PREFETCHT0 960(r); \
-	PREFETCHT0 1024(r); \
-	PREFETCHT0 1088(r); \
-	PREFETCHT0 1152(r); \
-	PREFETCHT0 1216(r); \
-	PREFETCHT0 1280(r); \
-	PREFETCHT0 1344(r); \
-	PREFETCHT0 1408(r); \
-	PREFETCHT0 1472(r)
+	PREFETCH_512(r)
 
 // func amxCodedPairs(t *amxTile)
 TEXT ·amxCodedPairs(SB), NOSPLIT, $0-8
