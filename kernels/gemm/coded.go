@@ -64,6 +64,7 @@ const codedBlock = amxSteps * panelWidth * 2 * 3 / 2
 // decode step reads from memory, for 75 % more memory held (the pairs stay).
 // It does nothing for weights that are not bf16 or whose K is not a multiple
 // of a tile step's (they never run on tiles), and returns the bytes it added.
+// Call it before any product with w: products read w.coded unsynchronised.
 func (w *Weight) Code() int {
 	if w.kind != kindBF16 || w.steps%amxSteps != 0 || w.coded != nil {
 		return 0
