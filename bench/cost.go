@@ -1,6 +1,9 @@
 package bench
 
-import "github.com/ellm-dev/ellm/pkg/modelcfg"
+import (
+	"github.com/ellm-dev/ellm/kernels/gemm"
+	"github.com/ellm-dev/ellm/pkg/modelcfg"
+)
 
 // Cost model: what a forward pass must compute and read, the numerators of
 // peak_fraction and bandwidth_fraction.
@@ -32,9 +35,8 @@ func PrefillFLOPs(c *modelcfg.Config, n, past int) float64 {
 	return lin + attn + head
 }
 
-// BytesPerWeight is what a decode step reads of a linear weight in dtype:
-// 1.5 bytes and two flag bytes per 512 for bf16 weights coded for decode
-// (gemm.Weight.Code).
+// BytesPerWeight is what a decode step reads of a linear weight in dtype,
+// bf16 weights coded for decode (gemm.Weight.Code) included.
 func BytesPerWeight(dtype string, coded bool) float64 {
 	switch {
 	case dtype == "int8":
@@ -42,7 +44,7 @@ func BytesPerWeight(dtype string, coded bool) float64 {
 	case dtype == "f32":
 		return 4
 	case coded:
-		return 1.5 + 2.0/512
+		return gemm.CodedBytesPerWeight
 	}
 	return 2
 }

@@ -59,6 +59,10 @@ var rowOrder = func() (o [32]int) {
 // and a half each.
 const codedBlock = amxSteps * panelWidth * 2 * 3 / 2
 
+// CodedBytesPerWeight is the memory a coded copy takes, and a decode step
+// reads, per weight: its block's share and the block's two flag bytes.
+const CodedBytesPerWeight = float64(codedBlock+2) / (amxSteps * panelWidth * 2)
+
 // Code adds a 12-bit coded copy of w's pairs (codedPairs), which the AMX
 // path streams for products of at most amxFewRows rows: 25 % fewer bytes a
 // decode step reads from memory, for 75 % more memory held (the pairs stay).

@@ -48,9 +48,8 @@ func runnerRows(opts RunnerOptions, slots, seqLen int) (rows, logits int) {
 // anything is read: modelcfg's per-tensor count, except that the embedding
 // table stays mapped as stored (bf16) whatever dtype, a tied embedding also
 // gets a packed lm_head copy, and coded copies (LoadOptions.NoCodedWeights),
-// which coded also counts, take 1.5 bytes a linear weight and two flag
-// bytes per 512 weights. Panel padding (up to 15 output rows per packed
-// matrix) is not counted.
+// which coded also counts, take gemm.CodedBytesPerWeight a linear weight.
+// Panel padding (up to 15 output rows per packed matrix) is not counted.
 func WeightBytes(cfg *modelcfg.Config, opts LoadOptions) (n, coded int64, err error) {
 	dtype := cmp.Or(opts.DType, "bf16")
 	n, err = modelcfg.WeightBytes(cfg, dtype)
@@ -84,7 +83,7 @@ func WeightBytes(cfg *modelcfg.Config, opts LoadOptions) (n, coded int64, err er
 		if cfg.TieWordEmbeddings {
 			linear += v * h
 		}
-		coded = linear*3/2 + linear/256
+		coded = int64(float64(linear) * gemm.CodedBytesPerWeight)
 	}
 	return n + coded, coded, nil
 }
