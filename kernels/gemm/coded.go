@@ -152,32 +152,41 @@ func (c *codedPairs) block(p, s int) []byte {
 // codes share bytes.
 func codeBlock(pairs []uint32, dst []byte, code *[256]int8) (esc byte, ok bool) {
 	low, codes := dst[:512], dst[512:]
-	escaped := false
+	var e escape
 	for r := 0; r < amxSteps; r += 2 {
 		a, b := pairs[r*panelWidth:(r+1)*panelWidth], pairs[(r+1)*panelWidth:(r+2)*panelWidth]
-		for j, e := range rowOrder {
-			shift := 16 * uint(e&1)
-			va, vb := uint16(a[e>>1]>>shift), uint16(b[e>>1]>>shift)
+		for j, el := range rowOrder {
+			shift := 16 * uint(el&1)
+			va, vb := uint16(a[el>>1]>>shift), uint16(b[el>>1]>>shift)
 			low[32*r+j], low[32*r+32+j] = byte(va), byte(vb)
-			ca, cb := code[va>>8], code[vb>>8]
-			if ca < 0 || cb < 0 {
-				for _, hc := range [2]struct {
-					hi byte
-					c  *int8
-				}{{byte(va >> 8), &ca}, {byte(vb >> 8), &cb}} {
-					if *hc.c >= 0 {
-						continue
-					}
-					if escaped && hc.hi != esc {
-						return 0, false
-					}
-					escaped, esc, *hc.c = true, hc.hi, escapeCode
-				}
+			ca, okA := e.code(code, byte(va>>8))
+			cb, okB := e.code(code, byte(vb>>8))
+			if !okA || !okB {
+				return 0, false
 			}
-			codes[16*r+j] = byte(ca) | byte(cb)<<4
+			codes[16*r+j] = ca | cb<<4
 		}
 	}
-	return esc, true
+	return e.hi, true
+}
+
+// escape is a block's own high byte, once one without a code is met.
+type escape struct {
+	hi  byte
+	set bool
+}
+
+// code is hi's code: its table code, else escapeCode if hi is the block's
+// escape or becomes it; ok is false for a second high byte without a code.
+func (e *escape) code(code *[256]int8, hi byte) (c byte, ok bool) {
+	if c := code[hi]; c >= 0 {
+		return byte(c), true
+	}
+	if e.set && hi != e.hi {
+		return 0, false
+	}
+	e.hi, e.set = hi, true
+	return escapeCode, true
 }
 
 // Bytes is the memory the coded copy occupies (its blocks and flags).
