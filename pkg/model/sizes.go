@@ -73,11 +73,8 @@ func WeightBytes(cfg *modelcfg.Config, opts LoadOptions) (n, coded int64, err er
 	if opts.codes() {
 		var linear int64
 		for _, t := range cfg.Tensors() {
-			switch t.Kind {
-			case modelcfg.KindAttention, modelcfg.KindDenseMLP, modelcfg.KindExperts, modelcfg.KindRouter, modelcfg.KindLMHead:
-				if len(t.Shape) == 2 {
-					linear += t.NumElements()
-				}
+			if t.Kind.Linear() && len(t.Shape) == 2 {
+				linear += t.NumElements()
 			}
 		}
 		if cfg.TieWordEmbeddings {
