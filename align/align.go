@@ -236,7 +236,8 @@ func (s *session) model(dir string) (*model.Model, error) {
 	if m, ok := s.models[dir]; ok {
 		return m, nil
 	}
-	m, err := model.Load(dir, model.LoadOptions{DType: s.opts.DType, NoCodedWeights: s.opts.NoCodedWeights})
+	// Alignment compares every logit: a logits screen would only take memory.
+	m, err := model.Load(dir, model.LoadOptions{DType: s.opts.DType, NoCodedWeights: s.opts.NoCodedWeights, NoLogitScreen: true})
 	if err != nil {
 		return nil, err
 	}

@@ -96,9 +96,9 @@ type CompareOptions struct {
 	Tokens int // decode steps timed per measurement
 	Seed   uint64
 	DType  string
-	// Coded says ellm's bf16 weights are coded for decode (BytesPerWeight);
-	// llama.cpp reads them as stored.
-	Coded bool
+	// Coded says ellm's bf16 weights are coded for decode, Screened that it
+	// screens the logits (DecodeReads); llama.cpp reads them as stored.
+	Coded, Screened bool
 	// KVBytes is ellm's KV cache bytes per position
 	// (modelcfg.KVBytesPerPosition; both engines are charged it).
 	KVBytes int64
@@ -161,8 +161,8 @@ func compareResult(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, ce
 		r := &rounds[i]
 		ellm, llama = append(ellm, r.Ellm), append(llama, r.Llama)
 		if r.Ceiling > 0 {
-			r.EllmFraction = peakFraction(cfg, p, opts, BytesPerWeight(opts.DType, opts.Coded), r.Ellm, r.Ceiling)
-			r.LlamaFraction = peakFraction(cfg, p, opts, BytesPerWeight(opts.DType, false), r.Llama, r.Ceiling)
+			r.EllmFraction = peakFraction(cfg, p, opts, DecodeReads(opts.DType, opts.Coded, opts.Screened), r.Ellm, r.Ceiling)
+			r.LlamaFraction = peakFraction(cfg, p, opts, DecodeReads(opts.DType, false, false), r.Llama, r.Ceiling)
 			ellmFrac, llamaFrac = append(ellmFrac, r.EllmFraction), append(llamaFrac, r.LlamaFraction)
 		}
 	}
@@ -186,7 +186,7 @@ func ellmRate(ctx context.Context, g Generator, cfg *modelcfg.Config, p CompareP
 		return res[0].TokensPerSecond, nil
 	}
 	res, err := RunDecode(ctx, g, cfg, DecodeOptions{Depths: []int{p.Depth}, Batches: []int{p.Batch}, Tokens: opts.Tokens,
-		Warmup: CompareDecodeWarmup, Repeat: 1, Seed: seed, DType: opts.DType, Coded: opts.Coded, KVBytes: opts.KVBytes, Scale: 1}, nil)
+		Warmup: CompareDecodeWarmup, Repeat: 1, Seed: seed, DType: opts.DType, Coded: opts.Coded, Screened: opts.Screened, KVBytes: opts.KVBytes, Scale: 1}, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -206,7 +206,7 @@ func llamaRate(ctx context.Context, l *LlamaCpp, p ComparePoint, opts CompareOpt
 
 // peakFraction is the work tokensPerSecond does per second over ceiling
 // (FLOP/s, or bytes/s with per bytes a weight).
-func peakFraction(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, per, tokensPerSecond, ceiling float64) float64 {
+func peakFraction(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, per Reads, tokensPerSecond, ceiling float64) float64 {
 	if p.Prefill > 0 {
 		return PrefillFLOPs(cfg, p.Prefill, 0) * tokensPerSecond / float64(p.Prefill) / ceiling
 	}

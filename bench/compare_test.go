@@ -189,7 +189,7 @@ func TestCompareResultFractionsPerRound(t *testing.T) {
 	c := preset(t, "qwen3-0.6b")
 	opts := CompareOptions{DType: "bf16", KVBytes: 114688}
 	decode := ComparePoint{Depth: 0, Batch: 1}
-	bytesPerToken := DecodeBytes(c, BytesPerWeight("bf16", false), 114688, 0, 1)
+	bytesPerToken := DecodeBytes(c, DecodeReads("bf16", false, false), 114688, 0, 1)
 	// ellm reads at 80 % of each round's DRAM ceiling, llama.cpp at 60 %.
 	var rounds []CompareRound
 	for _, dram := range []float64{60e9, 30e9, 45e9} {
@@ -213,7 +213,7 @@ func TestCompareResultFractionsPerRound(t *testing.T) {
 	// Coded weights: ellm is charged the bytes it reads, llama.cpp the bf16.
 	opts.Coded = true
 	coded := compareResult(c, decode, opts, Ceiling{Name: "DRAM read", Unit: "B"}, rounds)
-	if want := 0.8 * DecodeBytes(c, BytesPerWeight("bf16", true), 114688, 0, 1) / bytesPerToken; math.Abs(coded.EllmFraction-want) > 1e-9 || math.Abs(coded.LlamaFraction-0.6) > 1e-9 {
+	if want := 0.8 * DecodeBytes(c, DecodeReads("bf16", true, false), 114688, 0, 1) / bytesPerToken; math.Abs(coded.EllmFraction-want) > 1e-9 || math.Abs(coded.LlamaFraction-0.6) > 1e-9 {
 		t.Errorf("coded fractions %v, %v: want %v, 0.6", coded.EllmFraction, coded.LlamaFraction, want)
 	}
 	opts.Coded = false

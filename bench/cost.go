@@ -35,39 +35,54 @@ func PrefillFLOPs(c *modelcfg.Config, n, past int) float64 {
 	return lin + attn + head
 }
 
-// BytesPerWeight is what a decode step reads of a linear weight in dtype,
-// bf16 weights coded for decode (gemm.Weight.Code) included.
-func BytesPerWeight(dtype string, coded bool) float64 {
+// Reads is what a decode step reads a weight: of the linear weights, and of
+// lm_head.
+type Reads struct{ Linear, Head float64 }
+
+// DecodeReads are a decode step's reads a weight in dtype, bf16 weights
+// coded for decode (gemm.Weight.Code) and logits screened by lm_head's int8
+// copy (gemm.Screen, one byte a weight; the few panels refined after it are
+// not counted) included.
+func DecodeReads(dtype string, coded, screened bool) Reads {
+	var r Reads
 	switch {
 	case dtype == "int8":
-		return 1
+		r.Linear = 1
 	case dtype == "f32":
-		return 4
+		r.Linear = 4
 	case coded:
-		return gemm.CodedBytesPerWeight
+		r.Linear = gemm.CodedBytesPerWeight
+	default:
+		r.Linear = 2
 	}
-	return 2
+	r.Head = r.Linear
+	if screened {
+		r.Head = 1
+	}
+	return r
 }
 
 // DecodeBytes is the DRAM traffic of one decode step for batch sequences at
-// context depth: every dense weight once at per bytes (BytesPerWeight), the
-// experts the batch selects (expected number under uniform routing), the
-// lm_head, and each sequence's K and V at kvPerPosition bytes a position
-// (modelcfg.KVBytesPerPosition).
-func DecodeBytes(c *modelcfg.Config, per float64, kvPerPosition int64, depth, batch int) float64 {
-	var dense, expert float64
+// context depth: every dense weight once and the experts the batch selects
+// (expected number under uniform routing) at per.Linear bytes, the lm_head
+// at per.Head, and each sequence's K and V at kvPerPosition bytes a
+// position (modelcfg.KVBytesPerPosition).
+func DecodeBytes(c *modelcfg.Config, per Reads, kvPerPosition int64, depth, batch int) float64 {
+	var dense, expert, head float64
 	for _, t := range c.Tensors() {
 		switch t.Kind {
-		case modelcfg.KindAttention, modelcfg.KindDenseMLP, modelcfg.KindRouter, modelcfg.KindLMHead:
+		case modelcfg.KindAttention, modelcfg.KindDenseMLP, modelcfg.KindRouter:
 			if len(t.Shape) == 2 {
 				dense += float64(t.NumElements())
 			}
+		case modelcfg.KindLMHead:
+			head += float64(t.NumElements())
 		case modelcfg.KindExperts:
 			expert += float64(t.NumElements())
 		}
 	}
 	if c.TieWordEmbeddings {
-		dense += float64(c.VocabSize) * float64(c.HiddenSize)
+		head += float64(c.VocabSize) * float64(c.HiddenSize)
 	}
 	if c.NumExperts > 0 {
 		// Probability that a given expert is picked by at least one of batch tokens.
@@ -78,5 +93,5 @@ func DecodeBytes(c *modelcfg.Config, per float64, kvPerPosition int64, depth, ba
 		expert *= 1 - pMiss
 	}
 	kv := float64(batch) * float64(depth) * float64(kvPerPosition)
-	return (dense+expert)*per + kv
+	return (dense+expert)*per.Linear + head*per.Head + kv
 }

@@ -50,8 +50,9 @@ type DecodeOptions struct {
 	Repeat  int
 	Seed    uint64
 	DType   string
-	// Coded says the bf16 weights are coded for decode (BytesPerWeight).
-	Coded bool
+	// Coded says the bf16 weights are coded for decode, Screened that the
+	// logits are screened (DecodeReads).
+	Coded, Screened bool
 	// KVBytes is the KV cache's bytes per position (modelcfg.KVBytesPerPosition).
 	KVBytes int64
 	// DRAM is the read-bandwidth ceiling in bytes/s (0: no fraction).
@@ -88,7 +89,7 @@ func RunDecode(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Deco
 			s := Summarize(tpots)
 			r := DecodeResult{Depth: depth, Batch: batch, TPOTms: s.Median, TPOT: s}
 			r.TokensPerSecond = float64(batch) / (s.Median / 1e3)
-			r.GBps = DecodeBytes(cfg, BytesPerWeight(opts.DType, opts.Coded), opts.KVBytes, depth, batch) * opts.Scale / (s.Median / 1e3) / 1e9
+			r.GBps = DecodeBytes(cfg, DecodeReads(opts.DType, opts.Coded, opts.Screened), opts.KVBytes, depth, batch) * opts.Scale / (s.Median / 1e3) / 1e9
 			if opts.DRAM > 0 {
 				r.BandwidthFraction = r.GBps * 1e9 / opts.DRAM
 			}

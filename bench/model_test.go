@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/pkg/engine"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
@@ -47,26 +48,32 @@ func TestLinearParamsCountOnlyActiveExperts(t *testing.T) {
 func TestDecodeBytesGrowsWithDepthAndBatch(t *testing.T) {
 	c := preset(t, "qwen3-0.6b")
 	kvPerToken := int64(2 * 28 * 8 * 128 * 2)
-	w := DecodeBytes(c, BytesPerWeight("bf16", false), kvPerToken, 0, 1)
+	w := DecodeBytes(c, DecodeReads("bf16", false, false), kvPerToken, 0, 1)
 	// bf16 weights of a 0.6B model with a tied 151936×1024 head: about 1.2 GB read per step.
 	if w < 1.1e9 || w > 1.3e9 {
 		t.Errorf("decode bytes at depth 0: %.3g", w)
 	}
-	if got := DecodeBytes(c, BytesPerWeight("bf16", false), kvPerToken, 1000, 1) - w; math.Abs(got-1000*float64(kvPerToken)) > 1 {
+	if got := DecodeBytes(c, DecodeReads("bf16", false, false), kvPerToken, 1000, 1) - w; math.Abs(got-1000*float64(kvPerToken)) > 1 {
 		t.Errorf("KV bytes at depth 1000: %g, want %d", got, 1000*kvPerToken)
 	}
-	if DecodeBytes(c, BytesPerWeight("int8", false), kvPerToken, 0, 1) >= w {
+	if DecodeBytes(c, DecodeReads("int8", false, false), kvPerToken, 0, 1) >= w {
 		t.Error("int8 weights should read fewer bytes than bf16")
 	}
 	// Coded bf16: 12 bits a weight and two flag bytes per 512.
-	if coded := DecodeBytes(c, BytesPerWeight("bf16", true), kvPerToken, 0, 1); math.Abs(coded/w-(0.75+1.0/512)) > 1e-9 {
+	coded := DecodeBytes(c, DecodeReads("bf16", true, false), kvPerToken, 0, 1)
+	if math.Abs(coded/w-(0.75+1.0/512)) > 1e-9 {
 		t.Errorf("coded bf16 weights read %.4f of the bf16 bytes, want 0.7520", coded/w)
 	}
-	if BytesPerWeight("int8", true) != 1 || BytesPerWeight("f32", true) != 4 {
+	// Screened logits: lm_head read as its int8 copy, a byte a weight.
+	head := 151936.0 * 1024
+	if screened := DecodeBytes(c, DecodeReads("bf16", true, true), kvPerToken, 0, 1); math.Abs(screened-(coded-head*(gemm.CodedBytesPerWeight-1))) > 1 {
+		t.Errorf("screened logits: %g bytes, want %g", screened, coded-head*(gemm.CodedBytesPerWeight-1))
+	}
+	if DecodeReads("int8", true, false).Linear != 1 || DecodeReads("f32", true, false).Linear != 4 {
 		t.Error("only bf16 weights are coded")
 	}
 	moe := preset(t, "qwen3-30b-a3b")
-	if b1, b4 := DecodeBytes(moe, BytesPerWeight("bf16", false), kvPerToken, 0, 1), DecodeBytes(moe, BytesPerWeight("bf16", false), kvPerToken, 0, 4); b4 <= b1 {
+	if b1, b4 := DecodeBytes(moe, DecodeReads("bf16", false, false), kvPerToken, 0, 1), DecodeBytes(moe, DecodeReads("bf16", false, false), kvPerToken, 0, 4); b4 <= b1 {
 		t.Errorf("a batch of 4 should touch more experts than 1: %g vs %g", b4, b1)
 	}
 }

@@ -146,9 +146,11 @@ type Model struct {
 	Hidden     int    `json:"hidden_size"`
 	Params     int64  `json:"params"`
 	DType      string `json:"dtype"`
-	// CodedWeights: the bf16 weights are coded for decode (BytesPerWeight).
-	CodedWeights bool   `json:"coded_weights,omitempty"`
-	KVDType      string `json:"kv_dtype"`
+	// CodedWeights: the bf16 weights are coded for decode; ScreenedLogits:
+	// lm_head has an int8 screen (DecodeReads).
+	CodedWeights   bool   `json:"coded_weights,omitempty"`
+	ScreenedLogits bool   `json:"screened_logits,omitempty"`
+	KVDType        string `json:"kv_dtype"`
 	// Scaled is true when results were scaled from a layer-truncated model
 	// to the full depth (see Scale).
 	Scaled bool `json:"scaled,omitempty"`
@@ -212,8 +214,13 @@ func Write(w io.Writer, r Report, f Format) error {
 	}
 	if r.Model != nil {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)
-		if r.Model.CodedWeights {
+		switch {
+		case r.Model.CodedWeights && r.Model.ScreenedLogits:
+			fmt.Fprint(w, " (coded for decode, logits screened)")
+		case r.Model.CodedWeights:
 			fmt.Fprint(w, " (coded for decode)")
+		case r.Model.ScreenedLogits:
+			fmt.Fprint(w, " (logits screened)")
 		}
 		if r.Model.KVDType != "" {
 			fmt.Fprintf(w, ", KV cache %s", r.Model.KVDType)

@@ -304,3 +304,45 @@ func BenchmarkPack(b *testing.B) {
 }
 
 var prefillRows = []int{512, 2048}
+
+// BenchmarkScreen is a decode step's logits for m rows of Qwen3-0.6B's
+// lm_head (151936×1024, coded where the path has tiles) computed in full,
+// against screened: the int8 product of the 2m split rows, then Interval
+// for each row on one thread, and Interval alone.
+func BenchmarkScreen(b *testing.B) {
+	pool, _ := benchEnv(b)
+	const n, k = 151936, 1024
+	lm := fromBF16Coded(randBF16(n, k, 4), n, k)
+	screen := lm.Screen()
+	for _, m := range []int{1, 4} {
+		x := randX(m * k)
+		y, ends, split := make([]float32, m*n), make([]float32, 2*m*n), make([]float32, 2*m*k)
+		c := NewContext(pool, 2*m, k)
+		intervals := func() {
+			for i := range m {
+				screen.Interval(ends[2*i*n:(2*i+1)*n], ends[(2*i+1)*n:(2*i+2)*n], split[2*i*k:], 0, n)
+			}
+		}
+		for _, tc := range []struct {
+			name string
+			run  func()
+		}{
+			{"full", func() { c.MatMul(y, x, m, lm) }},
+			{"screened", func() {
+				for i := range m {
+					screen.Split(split[2*i*k:], x[i*k:(i+1)*k], c.RoundsActivations(m, lm))
+				}
+				c.MatMul(ends, split, 2*m, screen.Weight())
+				intervals()
+			}},
+			{"intervals", intervals},
+		} {
+			b.Run(fmt.Sprintf("m%d/%s", m, tc.name), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					tc.run()
+				}
+			})
+		}
+	}
+}

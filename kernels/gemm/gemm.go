@@ -320,6 +320,14 @@ func (c *Context) Outputs(worker, lo, hi int) {
 	t.panels(&c.worker[worker], t.w, unsafe.Pointer(&t.y[lo]), uintptr(n*4), 0, t.m, p0, p1, false)
 }
 
+// RoundsActivations reports whether a product of m rows with w rounds its
+// activations to bf16 (the bf16 kernels of the avx512bf16 and AMX paths).
+func (c *Context) RoundsActivations(m int, w *Weight) bool {
+	var t task
+	c.form(&t, m, w)
+	return t.form == formBF16 || t.form == formBF16Rows
+}
+
 // Done ends a product begun by Prepare.
 func (c *Context) Done() { c.task.release() }
 

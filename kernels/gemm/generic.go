@@ -195,6 +195,19 @@ func dot4(u, s uint32) int32 {
 		int32(uint8(u>>16))*int32(int8(s>>16)) + int32(uint8(u>>24))*int32(int8(s>>24))
 }
 
+// rowScale is the int8 scale of a row whose largest |x| has the bits amax,
+// and its inverse (0 for an all-zero row).
+func rowScale(amax uint32) (s, inv float32) {
+	s = math.Float32frombits(amax) / 127
+	if math.IsNaN(float64(s)) || isInf32(s) {
+		s = float32(math.NaN())
+	}
+	if s > 0 {
+		inv = 1 / s
+	}
+	return s, inv
+}
+
 // quantizeRow quantizes a row of activations symmetrically to u8 quads
 // (q+128, q in [-127, 127]) into dst[0], dst[stride]…, and returns its
 // scale. A row with Inf or NaN gets a NaN scale, so its outputs are NaN
@@ -211,14 +224,7 @@ func quantizeRow(dst []uint32, stride int, x []float32, simd *prepFuncs) float32
 	for _, v := range x[n:] {
 		bits = max(bits, math.Float32bits(v)&0x7fffffff)
 	}
-	s := math.Float32frombits(bits) / 127
-	if math.IsNaN(float64(s)) || isInf32(s) {
-		s = float32(math.NaN())
-	}
-	inv := float32(0)
-	if s > 0 {
-		inv = 1 / s
-	}
+	s, inv := rowScale(bits)
 	if n > 0 {
 		simd.quads(&dst[0], stride*4, x[:n], inv)
 	}

@@ -123,40 +123,52 @@ func FromF32(w []float32, n, k int) *Weight {
 // q = round(w/s) in [-127, 127] with s = max|w|/127.
 func QuantizeInt8(w []uint16, n, k int) *Weight {
 	checkShape("QuantizeInt8", len(w), n, k)
-	p := &Weight{N: n, K: k, kind: kindInt8, panels: ceilDiv(n, panelWidth), steps: ceilDiv(k, 4)}
-	p.quads = packed[uint32](p.panels * p.steps * panelWidth)
-	p.scale = make([]float32, p.panels*panelWidth)
-	p.corr = make([]int32, p.panels*panelWidth)
+	p := newInt8(n, k)
 	parallelPanels(p.panels, func(panel int) {
-		dst := p.quads[panel*p.steps*panelWidth : (panel+1)*p.steps*panelWidth]
 		for c := range min(panelWidth, n-panel*panelWidth) {
 			ch := panel*panelWidth + c
-			row := w[ch*k : ch*k+k]
-			var amax uint16 // largest |w| as bits: the integer order is the float order, NaN above Inf
-			for _, b := range row {
-				amax = max(amax, b&0x7fff)
-			}
-			s := bf16ToF32(amax) / 127
-			inv := float32(0)
-			if s > 0 && !isInf32(s) {
-				inv = 1 / s
-			}
-			var sum int32
-			for q := range ceilDiv(k, 4) {
-				var quad uint32
-				for b, v := range row[4*q : min(4*q+4, k)] {
-					qv := quantize(bf16ToF32(v), inv)
-					sum += qv
-					quad |= uint32(uint8(int8(qv))) << (8 * b)
-				}
-				dst[q*panelWidth+c] = quad
-			}
-			p.scale[ch] = s
-			p.corr[ch] = 128 * sum
+			p.quantizeChannel(ch, w[ch*k:ch*k+k])
 		}
 	})
 	settle(p.panelMemory())
 	return p
+}
+
+// newInt8 allocates an int8 weight [n, k] for quantizeChannel to fill.
+func newInt8(n, k int) *Weight {
+	p := &Weight{N: n, K: k, kind: kindInt8, panels: ceilDiv(n, panelWidth), steps: ceilDiv(k, 4)}
+	p.quads = packed[uint32](p.panels * p.steps * panelWidth)
+	p.scale = make([]float32, p.panels*panelWidth)
+	p.corr = make([]int32, p.panels*panelWidth)
+	return p
+}
+
+// quantizeChannel quantizes output channel ch of int8 weight p from its bf16
+// row.
+func (p *Weight) quantizeChannel(ch int, row []uint16) {
+	var amax uint16 // largest |w| as bits: the integer order is the float order, NaN above Inf
+	for _, b := range row {
+		amax = max(amax, b&0x7fff)
+	}
+	s := bf16ToF32(amax) / 127
+	inv := float32(0)
+	if s > 0 && !isInf32(s) {
+		inv = 1 / s
+	}
+	panel, c := ch/panelWidth, ch%panelWidth
+	dst := p.quads[panel*p.steps*panelWidth : (panel+1)*p.steps*panelWidth]
+	var sum int32
+	for q := range ceilDiv(p.K, 4) {
+		var quad uint32
+		for b, v := range row[4*q : min(4*q+4, p.K)] {
+			qv := quantize(bf16ToF32(v), inv)
+			sum += qv
+			quad |= uint32(uint8(int8(qv))) << (8 * b)
+		}
+		dst[q*panelWidth+c] = quad
+	}
+	p.scale[ch] = s
+	p.corr[ch] = 128 * sum
 }
 
 // parallelPanels runs pack(panel) for every panel, spread over the CPUs:

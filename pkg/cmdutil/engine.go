@@ -27,6 +27,8 @@ type EngineFlags struct {
 	AllowLongContext bool
 	// NUMA is the placement over NUMA nodes: auto or off.
 	NUMA string
+	// ScreenLogits is engine.Options.NoLogitScreen negated.
+	ScreenLogits bool
 	// PrefixCacheBytes sizes the prefix store's memory; PrefixCacheDir adds
 	// its disk tier, bounded by PrefixCacheDiskBytes.
 	PrefixCacheBytes     ByteLimit
@@ -49,6 +51,7 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	fl.StringVar(&e.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	e.ThreadFlags.AddFlags(fl)
 	e.KernelFlags.AddFlags(fl)
+	AddScreenLogitsFlag(fl, &e.ScreenLogits)
 	fl.IntVar(&e.SequenceLength, "sequence-length", seqLen, seqHelp)
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
@@ -93,10 +96,17 @@ func OpenModel(path string, log *slog.Logger) (*modeldir.Model, error) {
 
 // Options are the engine options these flags set; the caller adds the rest.
 func (e *EngineFlags) Options() engine.Options {
-	return engine.Options{DType: e.DType, KVDType: e.KVDType, NoCodedWeights: !e.CodedWeights, Threads: e.Threads, NoPin: !e.PinThreads,
+	return engine.Options{DType: e.DType, KVDType: e.KVDType, NoCodedWeights: !e.CodedWeights, NoLogitScreen: !e.ScreenLogits, Threads: e.Threads, NoPin: !e.PinThreads,
 		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize,
 		PrefixCacheBytes: e.PrefixCacheBytes.Bytes(), PrefixCacheDir: e.PrefixCacheDir, PrefixCacheDiskBytes: e.PrefixCacheDiskBytes.Bytes(),
 		AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
+}
+
+// AddScreenLogitsFlag defines --screen-logits (engine.Options.NoLogitScreen
+// negated) on fl; serve, run and bench share it.
+func AddScreenLogitsFlag(fl *pflag.FlagSet, screen *bool) {
+	fl.BoolVar(screen, "screen-logits", true, "for greedy and top-k draws without logprobs, bound every logit with an int8 copy of a bf16 lm_head "+
+		"and compute exactly only those of the tokens that can be drawn (the same tokens; fewer bytes read per token; memory: 1 byte more per lm_head weight)")
 }
 
 // KernelFlags override the kernel choices the calibration makes; serve,

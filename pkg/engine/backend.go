@@ -32,6 +32,17 @@ type backend interface {
 	loadPositions(buf []byte, capacity, at, slot, from, n int) error
 }
 
+// screener is a backend that can screen the logits of the rows whose draws
+// depend only on their largest few (model.Runner.Screened): after a forward
+// pass that screened, interval(i) holds row i's logits between two ends,
+// and refine computes the panels of gemm.PanelWidth tokens that the draws
+// can choose from.
+type screener interface {
+	screened() bool
+	interval(i int) (lo, hi []float32)
+	refine(panels []int32)
+}
+
 // modelBackend runs the real model over the static cache.
 type modelBackend struct {
 	runner *model.Runner
@@ -41,6 +52,9 @@ type modelBackend struct {
 
 func (b *modelBackend) forward(segs []model.Segment) error { return b.runner.Forward(segs) }
 func (b *modelBackend) logits(i int) []float32             { return b.runner.Logits(i) }
+func (b *modelBackend) screened() bool                     { return b.runner.Screened() }
+func (b *modelBackend) interval(i int) (lo, hi []float32)  { return b.runner.Interval(i) }
+func (b *modelBackend) refine(panels []int32)              { b.runner.Refine(panels) }
 func (b *modelBackend) exportSlot(w io.Writer, slot, n int) error {
 	return b.cache.Export(w, slot, n)
 }

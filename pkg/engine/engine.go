@@ -21,6 +21,7 @@ import (
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/attn"
+	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
@@ -38,6 +39,9 @@ type Options struct {
 	// NoCodedWeights skips the coded copy of the bf16 weights that decode
 	// steps stream on AMX (model.LoadOptions.NoCodedWeights).
 	NoCodedWeights bool
+	// NoLogitScreen skips the int8 copy of lm_head that screens the logits
+	// of greedy and top-k draws (model.LoadOptions.NoLogitScreen).
+	NoLogitScreen bool
 	// KVDType of the cache: "bf16" (default), "int8" or "f32".
 	KVDType string
 	// Threads of the kernel pool; 0 = cpu.DefaultThreads: one per physical
@@ -123,6 +127,9 @@ type Info struct {
 	// CodedWeightBytes is the part of WeightBytes that is the coded copy
 	// decode steps stream (model.Model.CodedBytes).
 	CodedWeightBytes int64
+	// ScreenBytes is the part of WeightBytes that is lm_head's int8 screen
+	// (model.Model.ScreenBytes).
+	ScreenBytes int64
 	// Fit is the start-up fit check the engine passed.
 	Fit *Fit
 	// NUMA is the placement over several nodes (nil on one node).
@@ -174,17 +181,20 @@ type Stats struct {
 	PrefilledTokens                     int64 // prompt tokens computed
 	GeneratedTokens                     int64
 	Steps                               int64 // forward passes
-	Sessions                            int   // sessions held in slots
-	SessionsStored                      int   // sessions in the session store
-	SessionStoreBytes                   int64 // files in the session store's directory
-	SessionStoreMaxBytes                int64
-	SessionsDropped                     int64 // stored sessions evicted to keep within SessionStoreMaxBytes
-	SessionsExpired                     int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
-	SessionsEvicted                     int64 // sessions moved out of a slot (to the store when there is one)
-	SessionsRestored                    int64 // sessions read back from the store
-	SessionsRecomputed                  int64 // stored sessions found unusable (corrupt, other model) and recomputed
-	LastStepDuration                    time.Duration
-	MaxDecodeStepLatency                time.Duration // longest step that advanced a decoding slot
+	// Logits rows screened (Options.NoLogitScreen) and, of their
+	// vocabularies, the tokens whose logits were then computed.
+	ScreenedRows, ScreenedTokens int64
+	Sessions                     int   // sessions held in slots
+	SessionsStored               int   // sessions in the session store
+	SessionStoreBytes            int64 // files in the session store's directory
+	SessionStoreMaxBytes         int64
+	SessionsDropped              int64 // stored sessions evicted to keep within SessionStoreMaxBytes
+	SessionsExpired              int64 // sessions deleted after SessionTTL (from a slot and from the store count apart)
+	SessionsEvicted              int64 // sessions moved out of a slot (to the store when there is one)
+	SessionsRestored             int64 // sessions read back from the store
+	SessionsRecomputed           int64 // stored sessions found unusable (corrupt, other model) and recomputed
+	LastStepDuration             time.Duration
+	MaxDecodeStepLatency         time.Duration // longest step that advanced a decoding slot
 }
 
 // Request is one generation.
@@ -287,6 +297,10 @@ type Engine struct {
 	prefillMx int // prompt tokens per step when nothing decodes
 	masks     *maskWorker
 	prep      []*sample.Sampler // the samplers handed to masks, scratch of step
+	// Scratch of refine: which panels of gemm.PanelWidth tokens some
+	// screened row's draw can choose from, and their list.
+	panelSeen []bool
+	panels    []int32
 }
 
 // slot is one sequence of the KV cache and what it holds.
@@ -381,7 +395,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 		KernelPath: kernels.Describe(), Attention: attentionOf(runner.AttentionMode(), kvd), DType: m.DType, KVDType: string(kvd),
 		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
-		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
+		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), ScreenBytes: m.ScreenBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
 		Fit: fit, NUMA: placement, SessionStore: opts.SessionStore,
 	}
 	be := &modelBackend{runner: runner, cache: cache, pool: pool}
@@ -406,7 +420,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	}
 	e.log.Info("engine ready",
 		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,
-		"weights", info.DType, "weight_bytes", info.WeightBytes, "coded_weight_bytes", info.CodedWeightBytes,
+		"weights", info.DType, "weight_bytes", info.WeightBytes, "coded_weight_bytes", info.CodedWeightBytes, "logit_screen_bytes", info.ScreenBytes,
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
 		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes, "prefix_cache_bytes", e.info.PrefixCacheBytes,
 		"usable_memory", fit.Memory.Usable(), "max_sequence_length", fit.MaxSequenceLength,
@@ -451,7 +465,7 @@ func runnerOptions(o Options) model.RunnerOptions {
 
 // loadOptions are the model's load options among o.
 func (o Options) loadOptions() model.LoadOptions {
-	return model.LoadOptions{DType: o.DType, NoCodedWeights: o.NoCodedWeights}
+	return model.LoadOptions{DType: o.DType, NoCodedWeights: o.NoCodedWeights, NoLogitScreen: o.NoLogitScreen}
 }
 
 func withDefaults(o Options) Options {
@@ -505,6 +519,10 @@ func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, stor
 		segs: make([]model.Segment, 0, opts.BatchSize), segSlot: make([]*slot, 0, opts.BatchSize),
 		active: make([]*slot, 0, opts.BatchSize),
 		rng:    rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0)),
+	}
+	if _, ok := be.(screener); ok {
+		panels := (vocab + gemm.PanelWidth - 1) / gemm.PanelWidth
+		e.panelSeen, e.panels = make([]bool, panels), make([]int32, 0, panels)
 	}
 	e.prefillMx = opts.SequenceLength * opts.BatchSize
 	if opts.ChunkSize > 0 {

@@ -110,7 +110,7 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 		o := opts
 		o.SequenceLength = seq
 		kv = kvPer * int64(o.BatchSize) * int64(seq)
-		scratch = model.ScratchBytes(cfg, o.BatchSize, seq, runnerOptions(o), o.Threads, kernels.PathFor(kernels.MatMulBF16))
+		scratch = model.ScratchBytes(cfg, o.BatchSize, seq, runnerOptions(o), o.loadOptions(), o.Threads, kernels.PathFor(kernels.MatMulBF16))
 		// each slot's transcript holds up to seq tokens
 		scratch += int64(o.BatchSize) * (sampler + 4*int64(seq))
 		return kv, scratch

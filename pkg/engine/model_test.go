@@ -13,6 +13,7 @@ import (
 	"github.com/ellm-dev/ellm/pkg/model"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/modeldir"
+	"github.com/ellm-dev/ellm/pkg/sample"
 	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
@@ -288,5 +289,63 @@ func TestModelEnginePrefixSharingMatchesScratch(t *testing.T) {
 	}
 	if !slices.Equal(got.tokens, wantA2.tokens) || !slices.Equal(got.logprobs, wantA2.logprobs) {
 		t.Errorf("restored from the prefix store: %v %v, from scratch: %v %v", got.tokens, got.logprobs, wantA2.tokens, wantA2.logprobs)
+	}
+}
+
+// Draws screened by the int8 copy of lm_head choose the tokens the full
+// logits choose, batched: greedy, sampled with top-k (Qwen3's defaults),
+// with penalties and bias, and beside a request for logprobs (which needs
+// every logit, so it is not screened, nor are the rows batched with it).
+func TestModelScreenedDrawsMatch(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	on := newModelEngine(t, dir, Options{BatchSize: 4})
+	off := newModelEngine(t, dir, Options{BatchSize: 4, NoLogitScreen: true})
+	tok := on.Model().Tokenizer
+	seed := uint64(5)
+	reqs := []Request{
+		{Tokens: tok.Encode("The quick brown fox")},
+		{Tokens: tok.Encode("Once upon a time"), Sampling: sample.Params{Temperature: 0.6, TopK: 20, TopP: 0.95, Seed: &seed}},
+		{Tokens: tok.Encode("1, 2, 3, 4"), Sampling: sample.Params{RepetitionPenalty: 1.2, PresencePenalty: 0.4,
+			LogitBias: []sample.TokenBias{{Token: 11, Bias: 3}}}},
+		{Tokens: tok.Encode("In a galaxy far away"), Sampling: sample.Params{Temperature: 1, TopK: 5, Seed: &seed}},
+	}
+	run := func(e *Engine, reqs []Request) [][]int32 {
+		var wg sync.WaitGroup
+		got := make([][]int32, len(reqs))
+		for i, r := range reqs {
+			r.MaxTokens, r.StopTokens = 16, []int32{}
+			wg.Go(func() {
+				if _, err := e.Generate(context.Background(), r, func(ev Event) error {
+					got[i] = append(got[i], ev.Token)
+					return nil
+				}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		return got
+	}
+	check := func(what string, reqs []Request) {
+		want, got := run(off, reqs), run(on, reqs)
+		for i := range reqs {
+			if !slices.Equal(got[i], want[i]) || len(got[i]) != 16 {
+				t.Errorf("%s, request %d: screened %v, full %v", what, i, got[i], want[i])
+			}
+		}
+	}
+	check("screened", reqs)
+	st := on.Stats()
+	if st.ScreenedRows < 16 || st.ScreenedTokens <= 0 || st.ScreenedTokens >= st.ScreenedRows*int64(on.Model().Config.VocabSize)/2 {
+		t.Errorf("screened %d rows computing %d of their tokens' logits: the screen did not run or kept too many", st.ScreenedRows, st.ScreenedTokens)
+	}
+	if n := off.Stats().ScreenedRows; n != 0 {
+		t.Errorf("NoLogitScreen screened %d rows", n)
+	}
+	before := st.ScreenedRows
+	withLogprobs := append(slices.Clone(reqs[:3]), Request{Tokens: reqs[3].Tokens, Sampling: reqs[3].Sampling, Logprobs: true, TopLogprobs: 3})
+	check("beside logprobs", withLogprobs)
+	if n := on.Stats().ScreenedRows - before; n >= 4*16 {
+		t.Errorf("%d rows screened in passes beside a request for logprobs", n)
 	}
 }

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"time"
 
+	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/pkg/model"
 )
 
@@ -93,7 +95,7 @@ func (e *Engine) step() {
 	e.segs, e.segSlot = e.segs[:0], e.segSlot[:0]
 	for _, s := range e.active {
 		if s.kv == len(s.tokens)-1 && s.job.generated > 0 {
-			e.segs = append(e.segs, model.Segment{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+1], Logits: model.LogitsLast})
+			e.segs = append(e.segs, model.Segment{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+1], Logits: model.LogitsLast, Screen: s.screens()})
 			e.segSlot = append(e.segSlot, s)
 		}
 	}
@@ -115,7 +117,7 @@ func (e *Engine) step() {
 		if s.kv+n == prompt {
 			logits = model.LogitsLast
 		}
-		e.segs = append(e.segs, model.Segment{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+n], Logits: logits})
+		e.segs = append(e.segs, model.Segment{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+n], Logits: logits, Screen: s.screens()})
 		e.segSlot = append(e.segSlot, s)
 	}
 
@@ -157,6 +159,7 @@ func (e *Engine) step() {
 		}
 		return
 	}
+	e.refine()
 	prefilled, li := 0, 0
 	for i, seg := range e.segs {
 		s := e.segSlot[i]
@@ -181,6 +184,50 @@ func (e *Engine) step() {
 	}
 	e.mu.Unlock()
 }
+
+// screens reports whether the draw from s's next logits depends only on a
+// few of the largest: a greedy or top-k draw, without logprobs.
+func (s *slot) screens() bool {
+	return s.sampler.ScreenK() > 0 && !s.job.req.Logprobs && s.job.req.TopLogprobs == 0
+}
+
+// refine ends a forward pass that screened its logits (every row with logits
+// asked to): each row's sampler says which tokens its draw can choose from,
+// and the backend computes the logits of their panels, −Inf elsewhere.
+func (e *Engine) refine() {
+	sc, ok := e.be.(screener)
+	if !ok || !sc.screened() {
+		return
+	}
+	clear(e.panelSeen)
+	li := 0
+	for i, seg := range e.segs {
+		if seg.Logits == model.LogitsNone {
+			continue
+		}
+		lo, hi := sc.interval(li)
+		li++
+		tau := e.segSlot[i].sampler.Threshold(lo, hi)
+		for t, h := range hi {
+			if h >= tau && h > negInf {
+				e.panelSeen[t/gemm.PanelWidth] = true
+			}
+		}
+	}
+	e.panels = e.panels[:0]
+	for p, seen := range e.panelSeen {
+		if seen {
+			e.panels = append(e.panels, int32(p))
+		}
+	}
+	sc.refine(e.panels)
+	e.mu.Lock()
+	e.stats.ScreenedRows += int64(li)
+	e.stats.ScreenedTokens += int64(li * len(e.panels) * gemm.PanelWidth)
+	e.mu.Unlock()
+}
+
+var negInf = float32(math.Inf(-1))
 
 // emit samples the next token of s's job from its logits row.
 func (e *Engine) emit(s *slot, row []float32) {

@@ -84,7 +84,8 @@ func TestLoadNamesMissingTensors(t *testing.T) {
 
 // TestWeightDTypes loads the dense tiny model in each dtype: f32 weights
 // reproduce the bf16 ones exactly (widening is exact), int8 stays close, and
-// the sizes order as the dtypes do.
+// the sizes order as the dtypes do (less the bf16 weights' coded copies and
+// logits screen).
 func TestWeightDTypes(t *testing.T) {
 	ref := refTensors(t, "tiny-qwen3-a", "one_token")
 	ids, want := i32(t, ref, "token_ids"), f32(t, ref, "logits")
@@ -95,7 +96,7 @@ func TestWeightDTypes(t *testing.T) {
 	}{{"bf16", 2e-3}, {"f32", 2e-3}, {"int8", 0.5}} {
 		t.Run(tt.dtype, func(t *testing.T) {
 			m := loadTiny(t, "tiny-qwen3-a", LoadOptions{DType: tt.dtype})
-			bytes[tt.dtype] = m.WeightBytes()
+			bytes[tt.dtype] = m.WeightBytes() - m.CodedBytes() - m.ScreenBytes() // the dtype's own bytes
 			r := newRunner(t, m, kvcache.F32, 1, 8, RunnerOptions{MaxTokens: 8})
 			if err := r.Forward([]Segment{{Tokens: ids, Logits: LogitsLast}}); err != nil {
 				t.Fatal(err)

@@ -290,6 +290,25 @@ func decodeAllocs(t *testing.T, r *Runner) {
 	if allocs != 0 {
 		t.Errorf("%s cache: decode step allocates %.1f times", r.cache.DType, allocs)
 	}
+	if r.m.lmScreen == nil {
+		return
+	}
+	for i := range segs {
+		segs[i].Screen = true
+	}
+	panels := []int32{0, 3}
+	allocs = testing.AllocsPerRun(10, func() {
+		if err := r.Forward(segs); err != nil {
+			t.Fatal(err)
+		}
+		if !r.Screened() {
+			t.Fatal("a decode step that asked was not screened")
+		}
+		r.Refine(panels)
+	})
+	if allocs != 0 {
+		t.Errorf("%s cache: screened decode step allocates %.1f times", r.cache.DType, allocs)
+	}
 }
 
 // TestFusedAttentionBitIdentical runs the same decode steps (one sequence,

@@ -14,6 +14,9 @@ func (m *Model) WeightMemory() [][]byte {
 		}
 	}
 	add(m.lmHead)
+	if m.lmScreen != nil {
+		out = append(out, m.lmScreen.Memory()...)
+	}
 	for i := range m.layers {
 		l := &m.layers[i]
 		add(l.qkv, l.o, l.gate, l.up, l.down, l.router)

@@ -32,6 +32,16 @@ type LoadOptions struct {
 	// stream where the products run on AMX tiles (gemm.Weight.Code): it
 	// saves 3/4 of the bf16 weights' memory and reads 1/3 more bytes a step.
 	NoCodedWeights bool
+	// NoLogitScreen skips the int8 copy of a bf16 lm_head that screens the
+	// logits of greedy and top-k draws (gemm.Screen, Runner.Screened): it
+	// saves half a byte a weight of lm_head and reads more bytes a step.
+	NoLogitScreen bool
+}
+
+// ScreensLogits reports whether models loaded with o screen their logits:
+// a bf16 lm_head, unless NoLogitScreen.
+func (o LoadOptions) ScreensLogits() bool {
+	return (o.DType == "" || o.DType == "bf16") && !o.NoLogitScreen
 }
 
 // codes reports whether weights loaded with o get coded copies: bf16
@@ -52,10 +62,12 @@ type Model struct {
 	layers    []layer   // model.layers.*
 	finalNorm []float32 // model.norm.weight [hidden]
 	lmHead    *gemm.Weight
+	lmScreen  *gemm.Screen // nil unless LoadOptions.ScreensLogits
 
 	ck          *safetensors.Checkpoint // mapped files the bf16 views point into
 	weightBytes int64
 	codedBytes  int64
+	screenBytes int64
 }
 
 // layer is one decoder layer's weights. Shapes are [out, in] as in safetensors.
@@ -168,7 +180,12 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 	if !m.lmHead.Coded() {
 		m.lmHead.SetFewRows()
 	}
-	m.weightBytes, m.codedBytes = b.bytes, b.coded
+	if opts.ScreensLogits() {
+		if m.lmScreen = m.lmHead.Screen(); m.lmScreen != nil {
+			m.screenBytes = int64(m.lmScreen.Bytes())
+		}
+	}
+	m.weightBytes, m.codedBytes = b.bytes+m.screenBytes, b.coded
 	m.LoadTime = time.Since(start)
 	return m, nil
 }
@@ -214,6 +231,10 @@ func (m *Model) WeightBytes() int64 { return m.weightBytes }
 // CodedBytes is the part of WeightBytes that is coded copies of the bf16
 // weights for decode steps (LoadOptions.NoCodedWeights).
 func (m *Model) CodedBytes() int64 { return m.codedBytes }
+
+// ScreenBytes is the part of WeightBytes that is the int8 copy of lm_head
+// that screens the logits (LoadOptions.NoLogitScreen).
+func (m *Model) ScreenBytes() int64 { return m.screenBytes }
 
 // Close unmaps the checkpoint; the model and its runners must not be used afterwards.
 func (m *Model) Close() error {

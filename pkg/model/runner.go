@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
@@ -34,6 +36,10 @@ type Segment struct {
 	Slot, Start int
 	Tokens      []int32
 	Logits      LogitsMode
+	// Screen says that the draw from this LogitsLast segment's logits
+	// depends only on a few of the largest: the Forward may then screen
+	// them (Runner.Screened).
+	Screen bool
 }
 
 // RunnerOptions size a Runner.
@@ -99,6 +105,15 @@ type Runner struct {
 	logits  []float32 // [MaxLogits, V]
 	nLogits int
 	base    []int // first logits row of each segment of the current Forward
+
+	// The logits screen (Screened): each logits row's two rows for the
+	// int8 product [2·maxScreen, H], and their outputs, then the ends of
+	// the logits' intervals [2·maxScreen, V]; the rows screened by the last
+	// Forward (0: none), and the task that refines them.
+	screenIn, screenOut []float32
+	maxScreen, screened int
+	intervals           intervalTask
+	refine              refineTask
 }
 
 // Row identifies a row of a pass: token Index of segment Seg of the Forward call.
@@ -153,7 +168,13 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 	r.lmIn = make([]float32, min(r.maxLogits, M)*H)
 	r.logits = make([]float32, r.maxLogits*cfg.VocabSize)
 	r.base = make([]int, 0, cache.Slots)
-	commit(r.x, r.xn, r.y, r.qkv, r.h, r.aoFused, r.lmIn, r.logits, r.moe.gathered, r.moe.outRows)
+	if m.lmScreen != nil {
+		r.maxScreen = screenRows(M, r.maxLogits)
+		r.screenIn, r.screenOut = make([]float32, 2*r.maxScreen*H), make([]float32, 2*r.maxScreen*cfg.VocabSize)
+		r.intervals = intervalTask{r: r, refused: make([]bool, r.pool.Size())}
+		r.refine.r = r
+	}
+	commit(r.x, r.xn, r.y, r.qkv, r.h, r.aoFused, r.lmIn, r.logits, r.moe.gathered, r.moe.outRows, r.screenIn, r.screenOut)
 	return r, nil
 }
 
@@ -227,7 +248,7 @@ func (r *Runner) AttentionMode() attn.Mode { return r.att.Mode() }
 // anything is allocated.
 func (r *Runner) ScratchBytes() int64 {
 	n := len(r.x) + len(r.xn) + len(r.y) + len(r.qkv) + len(r.h) + len(r.aoFused) +
-		len(r.lmIn) + len(r.logits) + r.moe.floats()
+		len(r.lmIn) + len(r.logits) + r.moe.floats() + len(r.screenIn) + len(r.screenOut)
 	rows := int64(4*(len(r.pos)+len(r.slot)+len(r.ids))) + int64(len(r.row))*int64(unsafe.Sizeof(Row{}))
 	return int64(4*n) + rows + r.rope.Bytes() + r.mm.ScratchBytes() + r.att.ScratchBytes()
 }
@@ -281,7 +302,7 @@ func (r *Runner) Forward(segs []Segment) error {
 func (r *Runner) check(segs []Segment) error {
 	cfg := r.m.Config
 	r.base = r.base[:0]
-	r.nLogits = 0
+	r.nLogits, r.screened = 0, 0
 	for i := range segs {
 		s := &segs[i]
 		switch {
@@ -384,20 +405,21 @@ func (r *Runner) pass(segs []Segment, m int) error {
 }
 
 // lmHead computes logits = self.lm_head(hidden_states) for the rows that
-// asked. Logits rows are numbered in segment order, so the rows of one pass
-// that need logits fill consecutive logits rows.
+// asked, or screens them (Screened) when every logits row of the Forward is
+// in this pass and asked for it. Logits rows are numbered in segment order,
+// so the rows of one pass that need logits fill consecutive logits rows.
 func (r *Runner) lmHead(segs []Segment, m int) {
 	H, V := r.m.Config.HiddenSize, r.m.Config.VocabSize
-	n, first := 0, 0
+	n, first, screen := 0, 0, r.maxScreen > 0
 	for i := range m {
 		rw := r.row[i]
 		s := &segs[rw.Seg]
 		var out int
 		switch {
 		case s.Logits == LogitsAll:
-			out = r.base[rw.Seg] + rw.Index
+			out, screen = r.base[rw.Seg]+rw.Index, false
 		case s.Logits == LogitsLast && rw.Index == len(s.Tokens)-1:
-			out = r.base[rw.Seg]
+			out, screen = r.base[rw.Seg], screen && s.Screen
 		default:
 			continue
 		}
@@ -406,12 +428,143 @@ func (r *Runner) lmHead(segs []Segment, m int) {
 		}
 		copy(r.lmIn[n*H:(n+1)*H], r.xn[i*H:(i+1)*H])
 		if n++; n*H == len(r.lmIn) {
-			r.mm.MatMul(r.logits[first*V:], r.lmIn, n, r.m.lmHead)
+			if screen = screen && n == r.nLogits && r.screen(n); !screen {
+				r.mm.MatMul(r.logits[first*V:], r.lmIn, n, r.m.lmHead)
+			}
 			n = 0
 		}
 	}
 	if n > 0 {
-		r.mm.MatMul(r.logits[first*V:], r.lmIn[:n*H], n, r.m.lmHead)
+		if screen = screen && n == r.nLogits && r.screen(n); !screen {
+			r.mm.MatMul(r.logits[first*V:], r.lmIn[:n*H], n, r.m.lmHead)
+		}
+	}
+}
+
+// screenRows is the most logits rows a pass of m rows screens: two rows of
+// the int8 product each.
+func screenRows(m, logits int) int { return min(logits, m/2) }
+
+// screen bounds the logits of the n rows of lmIn (all the Forward's) with
+// the int8 screen, or reports false when it cannot (too many rows, or
+// activations that are not finite).
+func (r *Runner) screen(n int) bool {
+	H := r.m.Config.HiddenSize
+	if n > r.maxScreen {
+		return false
+	}
+	s := r.m.lmScreen
+	round := r.mm.RoundsActivations(n, r.m.lmHead)
+	for i := range n {
+		s.Split(r.screenIn[2*i*H:], r.lmIn[i*H:(i+1)*H], round)
+	}
+	r.mm.MatMul(r.screenOut, r.screenIn[:2*n*H], 2*n, s.Weight())
+	r.intervals.rows = n
+	r.pool.Run(&r.intervals)
+	if slices.Contains(r.intervals.refused, true) {
+		clear(r.intervals.refused)
+		return false
+	}
+	r.screened = n
+	return true
+}
+
+// Screened reports whether the last Forward screened its logits instead of
+// computing them: its segments all asked (Segment.Screen), and the model has
+// a screen (LoadOptions.NoLogitScreen). Each logits row then has an
+// interval per token that holds its logit (Interval), and Refine computes
+// the logits that matter; until then Logits holds nothing of this Forward.
+func (r *Runner) Screened() bool { return r.screened > 0 }
+
+// Interval returns the lower and upper ends of logits row i's intervals
+// (Screened): lo[t] ≤ logit t ≤ hi[t]. The caller may change them; they are
+// overwritten by the next Forward.
+func (r *Runner) Interval(i int) (lo, hi []float32) {
+	if i < 0 || i >= r.screened {
+		panic(fmt.Sprintf("model: Interval(%d) of %d screened rows", i, r.screened))
+	}
+	v := r.m.Config.VocabSize
+	return r.screenOut[2*i*v : (2*i+1)*v], r.screenOut[(2*i+1)*v : (2*i+2)*v]
+}
+
+// Refine ends a screened Forward: every logits row gets the logits of the
+// tokens in panels (indices of gemm.PanelWidth consecutive token ids, in
+// increasing order), the same bits as an unscreened Forward computes, and
+// −Inf for every other token.
+func (r *Runner) Refine(panels []int32) {
+	n, V := r.screened, r.m.Config.VocabSize
+	if n == 0 {
+		panic("model: Refine without a screened Forward")
+	}
+	r.screened = 0
+	rows := r.logits[:n*V]
+	if len(panels) > 0 {
+		r.mm.Prepare(rows, r.lmIn[:n*r.m.Config.HiddenSize], n, r.m.lmHead)
+		r.refine.panels = panels
+		r.refine.next.Store(0)
+		r.pool.Run(&r.refine)
+		r.refine.panels = nil
+		r.mm.Done()
+	}
+	negInf := float32(math.Inf(-1))
+	for i := range n {
+		row, from := rows[i*V:(i+1)*V], 0
+		for _, p := range panels {
+			fill(row[from:int(p)*gemm.PanelWidth], negInf)
+			from = int(p+1) * gemm.PanelWidth
+		}
+		fill(row[min(from, V):], negInf)
+	}
+}
+
+func fill(s []float32, v float32) {
+	for i := range s {
+		s[i] = v
+	}
+}
+
+// intervalTask turns the screen's outputs into intervals, each worker a
+// range of every row's tokens: the pass streams two factors a token beside
+// the outputs, a memory-bound loop that both cores shorten.
+type intervalTask struct {
+	r       *Runner
+	rows    int
+	refused []bool // per worker: a row's activations were not finite
+}
+
+func (t *intervalTask) Run(worker, workers int) {
+	r := t.r
+	H, V := r.m.Config.HiddenSize, r.m.Config.VocabSize
+	from, to := threads.Split(V, gemm.PanelWidth, worker, workers)
+	for i := range t.rows {
+		if !r.m.lmScreen.Interval(r.screenOut[2*i*V:(2*i+1)*V], r.screenOut[(2*i+1)*V:(2*i+2)*V], r.screenIn[2*i*H:], from, to) {
+			t.refused[worker] = true
+		}
+	}
+}
+
+// refineTask computes the screened logits' panels, claimed a few at a time.
+type refineTask struct {
+	r      *Runner
+	panels []int32
+	next   atomic.Int64
+}
+
+// refineClaim is the panels a worker claims at once: a few microseconds of
+// work, so that claims are cheap against it and the workers stay even.
+const refineClaim = 4
+
+func (t *refineTask) Run(worker, _ int) {
+	V := t.r.m.Config.VocabSize
+	for {
+		i := int(t.next.Add(refineClaim)) - refineClaim
+		if i >= len(t.panels) {
+			return
+		}
+		for _, p := range t.panels[i:min(i+refineClaim, len(t.panels))] {
+			lo := int(p) * gemm.PanelWidth
+			t.r.mm.Outputs(worker, lo, min(lo+gemm.PanelWidth, V))
+		}
 	}
 }
 

@@ -11,13 +11,13 @@ import (
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
-// ScratchBytes is the memory NewRunner allocates for cfg over a cache of
-// slots × seqLen positions with opts, on a pool of workers workers, with
+// ScratchBytes is the memory NewRunner allocates for cfg (loaded with load)
+// over a cache of slots × seqLen positions with opts, on a pool of workers workers, with
 // bf16 GEMMs on kernel path p: activation buffers, row indices, the RoPE
 // table, and the GEMM and attention scratch. It lets a deployment be sized
 // before anything is allocated; Runner.ScratchBytes reports the same figure
 // from the buffers themselves.
-func ScratchBytes(cfg *modelcfg.Config, slots, seqLen int, opts RunnerOptions, workers int, p kernels.Path) int64 {
+func ScratchBytes(cfg *modelcfg.Config, slots, seqLen int, opts RunnerOptions, load LoadOptions, workers int, p kernels.Path) int64 {
 	m, logits := runnerRows(opts, slots, seqLen)
 	M := int64(m)
 	H, qd, kvd := int64(cfg.HiddenSize), int64(cfg.QDim()), int64(cfg.KVDim())
@@ -25,6 +25,9 @@ func ScratchBytes(cfg *modelcfg.Config, slots, seqLen int, opts RunnerOptions, w
 	// x, xn, y; q/k/v (then the attention output); the MLP hidden (first the queries)
 	floats := M*(3*H+qd+2*kvd+max(inter, qd)) + int64(min(m, fusedRows))*qd + // the fused decode path's attention output
 		int64(min(logits, m))*H + int64(logits)*int64(cfg.VocabSize)
+	if load.ScreensLogits() {
+		floats += 2 * int64(screenRows(m, logits)) * (H + int64(cfg.VocabSize)) // the screen's rows and intervals
+	}
 	if cfg.IsMoE() {
 		E, k := int64(cfg.NumExperts), int64(cfg.NumExpertsPerTok)
 		floats += M*E + E + 3*M*k + 2*M*H // router logits, probs, top-k weights, ids and order, expert rows in and out
@@ -47,8 +50,9 @@ func runnerRows(opts RunnerOptions, slots, seqLen int) (rows, logits int) {
 // WeightBytes estimates what Load commits for cfg's weights with opts before
 // anything is read: modelcfg's per-tensor count, except that the embedding
 // table stays mapped as stored (bf16) whatever dtype, a tied embedding also
-// gets a packed lm_head copy, and coded copies (LoadOptions.NoCodedWeights),
-// which coded also counts, take gemm.CodedBytesPerWeight a linear weight.
+// gets a packed lm_head copy, coded copies (LoadOptions.NoCodedWeights),
+// which coded also counts, take gemm.CodedBytesPerWeight a linear weight,
+// and lm_head's screen gemm.ScreenBytes (LoadOptions.NoLogitScreen).
 // Panel padding (up to 15 output rows per packed matrix) is not counted.
 func WeightBytes(cfg *modelcfg.Config, opts LoadOptions) (n, coded int64, err error) {
 	dtype := cmp.Or(opts.DType, "bf16")
@@ -81,6 +85,9 @@ func WeightBytes(cfg *modelcfg.Config, opts LoadOptions) (n, coded int64, err er
 			linear += v * h
 		}
 		coded = int64(float64(linear) * gemm.CodedBytesPerWeight)
+	}
+	if opts.ScreensLogits() {
+		n += gemm.ScreenBytes(cfg.VocabSize, cfg.HiddenSize)
 	}
 	return n + coded, coded, nil
 }

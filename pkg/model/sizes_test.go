@@ -18,7 +18,7 @@ func TestScratchBytesMatchesRunner(t *testing.T) {
 		} {
 			pool := threads.New(c.workers, false)
 			r := newRunner(t, m, kvcache.BF16, c.slots, c.seq, RunnerOptions{MaxTokens: c.maxTokens, MaxLogits: c.logits, Pool: pool})
-			want := ScratchBytes(m.Config, c.slots, c.seq, RunnerOptions{MaxTokens: c.maxTokens, MaxLogits: c.logits}, c.workers, kernels.Active())
+			want := ScratchBytes(m.Config, c.slots, c.seq, RunnerOptions{MaxTokens: c.maxTokens, MaxLogits: c.logits}, LoadOptions{}, c.workers, kernels.Active())
 			if got := r.ScratchBytes(); got != want || got <= 0 {
 				t.Errorf("%s %+v: runner holds %d bytes, ScratchBytes says %d", name, c, got, want)
 			}
@@ -48,7 +48,8 @@ func TestWeightBytesMatchesLoad(t *testing.T) {
 }
 
 // WeightMemory covers every packed weight: its bytes add up to what Load
-// reports minus the embedding table (mapped) and the per-channel scales.
+// reports minus the embedding table (mapped) and the per-channel scales and
+// factors.
 func TestWeightMemoryCoversThePackedWeights(t *testing.T) {
 	for _, name := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
 		m := loadTiny(t, name, LoadOptions{DType: "bf16"})
@@ -65,7 +66,14 @@ func TestWeightMemoryCoversThePackedWeights(t *testing.T) {
 			norms += 4 * int64(len(l.inputNorm)+len(l.postNorm)+len(l.qNorm)+len(l.kNorm)+len(l.qkvBias)+len(l.oBias))
 		}
 		norms += 4 * int64(len(m.finalNorm))
-		if want := m.WeightBytes() - table - norms; n != want {
+		// The screen's per-channel scales and bound factors are not placed either.
+		screenSmall := m.ScreenBytes()
+		if m.lmScreen != nil {
+			for _, b := range m.lmScreen.Memory() {
+				screenSmall -= int64(len(b))
+			}
+		}
+		if want := m.WeightBytes() - table - norms - screenSmall; n != want {
 			t.Errorf("%s: weight buffers hold %d bytes, want %d", name, n, want)
 		}
 	}

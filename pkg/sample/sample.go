@@ -137,6 +137,7 @@ type Sampler struct {
 	outIDs []int32
 
 	allowed []uint64
+	masked  bool // allowed is the next draw's already (Threshold)
 	cand    []cand
 	// Single-pass top-k buffers, for small k.
 	topIdx []int32
@@ -202,7 +203,7 @@ func (s *Sampler) Reset(p Params, prompt []int32, c Constraint, seed uint64) {
 			s.markSeen(id)
 		}
 	}
-	s.logits = nil
+	s.logits, s.masked = nil, false
 }
 
 func (s *Sampler) markSeen(id int32) {
@@ -271,12 +272,36 @@ func (s *Sampler) Sample(logits []float32) (int32, error) {
 // process applies the mask and the penalties, and records the log-softmax
 // normaliser.
 func (s *Sampler) process(logits []float32) error {
-	negInf := float32(math.Inf(-1))
+	if !s.masked {
+		s.mask()
+	}
+	s.masked = false
+	s.adjust(logits)
+	best := s.ops.Argmax(logits)
+	if best < 0 || math.IsInf(float64(logits[best]), -1) {
+		return ErrNoToken
+	}
+	s.logits, s.best, s.maxL, s.normed = logits, int32(best), logits[best], false
+	return nil
+}
+
+// mask works out the constraint's allowed tokens for the next draw.
+func (s *Sampler) mask() {
 	if s.cons != nil {
 		for i := range s.allowed {
 			s.allowed[i] = ^uint64(0)
 		}
 		s.cons.Mask(s.allowed)
+	}
+}
+
+// adjust applies the mask (worked out by mask), the logit bias and the
+// penalties to a row of logits. Each changes a logit by a function that
+// does not decrease with it, so it maps the ends of an interval that holds
+// a logit to the ends of one that holds the adjusted logit (Threshold).
+func (s *Sampler) adjust(logits []float32) {
+	negInf := float32(math.Inf(-1))
+	if s.cons != nil {
 		for w, word := range s.allowed {
 			base := w * 64
 			for m := ^word; m != 0; m &= m - 1 {
@@ -305,12 +330,44 @@ func (s *Sampler) process(logits []float32) error {
 			logits[id] -= pp + fp*float32(s.counts[id])
 		}
 	}
-	best := s.ops.Argmax(logits)
-	if best < 0 || math.IsInf(float64(logits[best]), -1) {
-		return ErrNoToken
+}
+
+// ScreenK is how many of the largest adjusted logits the next draw depends
+// on: 1 for greedy decoding, TopK when set (up to 64); 0 when it depends on
+// all of them. Logprobs depend on all of them too: the caller knows whether
+// it wants them.
+func (s *Sampler) ScreenK() int {
+	switch p := s.params; {
+	case p.Temperature == 0:
+		return 1
+	case p.TopK > 0 && p.TopK <= smallTopK:
+		return p.TopK
 	}
-	s.logits, s.best, s.maxL, s.normed = logits, int32(best), logits[best], false
-	return nil
+	return 0
+}
+
+// Threshold screens the next draw (ScreenK > 0) from intervals that hold
+// its logits, lo[t] ≤ logit t ≤ hi[t]: it applies the mask, the bias and
+// the penalties to both ends, and returns the ScreenK-th largest adjusted
+// lower end. A token whose adjusted upper end is below it, or −Inf, is
+// below the ScreenK-th largest adjusted logit (or not allowed), so Sample
+// chooses the same token from logits in which every such token's is −Inf.
+// The mask is worked out once, for this call and the next Sample.
+func (s *Sampler) Threshold(lo, hi []float32) float32 {
+	k := s.ScreenK()
+	if k == 0 || len(lo) != s.vocab || len(hi) != s.vocab {
+		panic(fmt.Sprintf("sample: Threshold of %d and %d bounds, vocabulary %d, k = %d", len(lo), len(hi), s.vocab, k))
+	}
+	s.mask()
+	s.masked = true
+	s.adjust(lo)
+	s.adjust(hi)
+	if k == 1 {
+		return lo[max(s.ops.Argmax(lo), 0)]
+	}
+	idx, vals := s.topIdx[:k], s.topVal[:k]
+	ops.TopK(idx, vals, lo)
+	return vals[k-1]
 }
 
 // draw samples from the temperature-scaled, truncated distribution.

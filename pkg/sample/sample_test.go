@@ -490,3 +490,95 @@ func BenchmarkSample(b *testing.B) {
 		})
 	}
 }
+
+// A draw screened from intervals around its logits (Threshold, then the
+// logits of the tokens that pass and −Inf for the rest) chooses what the
+// draw from all the logits chooses, step after step, with ties, penalties,
+// bias and a constraint; and the screen keeps few tokens when the
+// intervals are narrow.
+func TestScreenedDrawsMatch(t *testing.T) {
+	const vocab = 1000
+	rng := rand.New(rand.NewPCG(21, 22))
+	bias := []TokenBias{{Token: 3, Bias: 4}, {Token: 998, Bias: -2}}
+	for _, tt := range []struct {
+		p    Params
+		cons func() Constraint
+		k    int
+	}{
+		{Params{}, nil, 1},
+		{Params{RepetitionPenalty: 1.3, PresencePenalty: 0.5, LogitBias: bias}, nil, 1},
+		{Params{Temperature: 0.8, TopK: 20, TopP: 0.95}, nil, 20},
+		{Params{Temperature: 1, TopK: 1}, nil, 1},
+		{Params{Temperature: 1.2, TopK: 64, MinP: 0.05, FrequencyPenalty: 0.3, RepetitionPenalty: 0.9}, nil, 64},
+		{Params{Temperature: 0.7, TopK: 5}, func() Constraint { return &oddOnly{} }, 5},
+		{Params{}, func() Constraint { return &oddOnly{} }, 1},
+	} {
+		var ca, cb Constraint
+		if tt.cons != nil {
+			ca, cb = tt.cons(), tt.cons()
+		}
+		a, b := New(vocab), New(vocab)
+		prompt := []int32{5, 7, 9, 3}
+		a.Reset(tt.p, prompt, ca, 77)
+		b.Reset(tt.p, prompt, cb, 77)
+		if k := b.ScreenK(); k != tt.k {
+			t.Fatalf("%+v: ScreenK = %d, want %d", tt.p, k, tt.k)
+		}
+		kept := 0
+		for step := range 100 {
+			logits, lo, hi := make([]float32, vocab), make([]float32, vocab), make([]float32, vocab)
+			for i := range logits {
+				logits[i] = float32(math.Round(rng.NormFloat64()*8) / 2) // ties
+				w := float32(rng.Float64() * 0.5)
+				if rng.IntN(10) == 0 {
+					w = 0
+				}
+				lo[i], hi[i] = logits[i]-w*float32(rng.Float64()), logits[i]+w*float32(rng.Float64())
+			}
+			want, errA := a.Sample(slices.Clone(logits))
+			tau := b.Threshold(lo, hi)
+			row := make([]float32, vocab)
+			for i := range row {
+				row[i] = float32(math.Inf(-1))
+				if hi[i] >= tau && !math.IsInf(float64(hi[i]), -1) {
+					row[i] = logits[i]
+					kept++
+				}
+			}
+			got, errB := b.Sample(row)
+			if got != want || (errA == nil) != (errB == nil) {
+				t.Fatalf("%+v step %d: screened draw %d (%v), full draw %d (%v)", tt.p, step, got, errB, want, errA)
+			}
+			if err := a.Accept(want); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Accept(got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if kept > 100*vocab/4 {
+			t.Errorf("%+v: the screen kept %d of %d tokens", tt.p, kept, 100*vocab)
+		}
+	}
+	for _, p := range []Params{{Temperature: 1}, {Temperature: 1, TopK: 65}, {Temperature: 1, TopP: 0.9}} {
+		s := New(vocab)
+		s.Reset(p, nil, nil, 0)
+		if k := s.ScreenK(); k != 0 {
+			t.Errorf("%+v: ScreenK = %d, want 0 (the draw needs every logit)", p, k)
+		}
+	}
+	// A constraint that allows nothing: no token passes, and Sample reports it.
+	s := New(vocab)
+	s.Reset(Params{}, nil, none{}, 0)
+	lo, hi := make([]float32, vocab), make([]float32, vocab)
+	if tau := s.Threshold(lo, hi); !math.IsInf(float64(tau), -1) || !math.IsInf(float64(hi[0]), -1) {
+		t.Fatalf("empty mask: threshold %g, hi[0] %g, want −Inf", tau, hi[0])
+	}
+	row := make([]float32, vocab)
+	for i := range row {
+		row[i] = float32(math.Inf(-1))
+	}
+	if _, err := s.Sample(row); !errors.Is(err, ErrNoToken) {
+		t.Errorf("empty mask: err %v, want ErrNoToken", err)
+	}
+}

@@ -68,6 +68,8 @@ func newMetrics(eng Engine) *metrics {
 	cfunc("sessions_deleted_total", "Sessions deleted by DELETE /v1/sessions/{id}.", func(s engine.Stats) float64 { return float64(s.SessionsDeleted) })
 	cfunc("prefix_store_purged_blocks_total", "Prefix blocks removed from memory because the only sessions that produced them were deleted.", func(s engine.Stats) float64 { return float64(s.PrefixStorePurged) })
 	cfunc("prefix_disk_purged_blocks_total", "Prefix block files deleted because the only sessions that produced them were deleted.", func(s engine.Stats) float64 { return float64(s.PrefixDiskPurged) })
+	cfunc("logits_screened_rows_total", "Logits rows of greedy and top-k draws screened by the int8 copy of lm_head (--screen-logits).", func(s engine.Stats) float64 { return float64(s.ScreenedRows) })
+	cfunc("logits_screened_tokens_total", "Tokens of screened logits rows whose logits were then computed.", func(s engine.Stats) float64 { return float64(s.ScreenedTokens) })
 	cfunc("prefix_cache_hits_total", "Requests that reused a cached prefix.", func(s engine.Stats) float64 { return float64(s.PrefixHits) })
 	cfunc("prefix_cache_misses_total", "Requests that reused nothing.", func(s engine.Stats) float64 { return float64(s.PrefixMisses) })
 	cfunc("prefix_cache_reused_tokens_total", "Prompt tokens reused by the engine's prefix cache.", func(s engine.Stats) float64 { return float64(s.ReusedTokens) })

@@ -36,6 +36,8 @@ type Common struct {
 	AllowLongContext bool
 	// NUMA is the engine's placement over NUMA nodes: auto or off.
 	NUMA string
+	// ScreenLogits is engine.Options.NoLogitScreen negated.
+	ScreenLogits bool
 	// NoCeilings skips measuring the machine's peaks (fractions are then 0).
 	NoCeilings bool
 	// PrefixCacheBytes is engine.Options.PrefixCacheBytes: auto unless the
@@ -66,6 +68,7 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	fl.IntVar(&c.Layers, "layers", 0, "with --preset: keep only the first N layers (results scaled to full depth)")
 	c.ThreadFlags.AddFlags(fl)
 	c.KernelFlags.AddFlags(fl)
+	cmdutil.AddScreenLogitsFlag(fl, &c.ScreenLogits)
 	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	cmdutil.AddAllowLongContextFlag(fl, &c.AllowLongContext)
@@ -135,7 +138,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 		return nil, err
 	}
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}
-	eo := engine.Options{DType: c.DType, KVDType: c.KVDType, NoCodedWeights: !c.CodedWeights, Threads: c.Threads, NoPin: !c.PinThreads,
+	eo := engine.Options{DType: c.DType, KVDType: c.KVDType, NoCodedWeights: !c.CodedWeights, NoLogitScreen: !c.ScreenLogits, Threads: c.Threads, NoPin: !c.PinThreads,
 		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk, AllowLongContext: c.AllowLongContext, NUMA: c.NUMA}
 	// Refuse what cannot fit before generating a synthetic checkpoint.
 	cfg, _, err := src.Config()
@@ -162,7 +165,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 		return nil, err
 	}
 	info := e.Info()
-	model.CodedWeights = info.CodedWeightBytes > 0
+	model.CodedWeights, model.ScreenedLogits = info.CodedWeightBytes > 0, info.ScreenBytes > 0
 	m := bench.DescribeMachine(info.Threads)
 	m.ThreadsWhy, m.PinnedCPUs = info.ThreadsWhy, info.PinnedCPUs
 	if !c.NoCeilings {

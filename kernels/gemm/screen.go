@@ -1,0 +1,207 @@
+package gemm
+
+import (
+	"fmt"
+	"math"
+)
+
+// Screen is an int8 copy of a bf16 weight that bounds its products: for a
+// row x, Interval gives each output of MatMul on the bf16 weight an
+// interval that holds it, from an int8 product that reads half the bytes of
+// the bf16 pairs (two thirds of their coded copy). A caller that needs only
+// the largest outputs (a greedy or top-k draw from a row of logits) then
+// computes exactly, with Context.Prepare and Outputs, only the channels
+// whose upper end reaches the k-th largest lower end: the same outputs
+// where they matter, for fewer bytes.
+//
+// The int8 product runs on two rows for each row x (Split): x as the bf16
+// product sees it (rounded to bf16 on the paths whose kernels take bf16
+// activations, Context.RoundsActivations), and what quantizing that to int8
+// leaves over, r = x − s_x·u, so that the activations' quantization is r's
+// (a 254th of x's) and the weights' own dominates. For output n of a weight
+// row w (K inputs, scale s_w, int8 row q, quantization error e), the bound
+// adds up:
+//   - the weights' quantization: min(max|e|·‖x‖₁, ‖e‖₂·‖x‖₂) (Cauchy–Schwarz
+//     is the tighter one unless x has a few huge values);
+//   - the bf16 product's sums in f32: (K+2)·2⁻²³·max|w|·‖x‖₁ (twice the
+//     worst case), which is at most √K times as much with ‖x‖₂;
+//   - r's quantization (to nearest, up to f32 rounding) and its product's
+//     epilogue: s_w·Σ|q|·s_r·(1/2 + 2⁻⁹);
+//   - the rounding of s_x·u in r (r = x − fl(s_x·u) is exact by Sterbenz)
+//     and the epilogue of x's product (three roundings of at most
+//     s_w·s_x·Σ|q|·127): under s_w·Σ|q|·s_x·2⁻¹⁴. With |r| ≤ s_x·(1/2 +
+//     2⁻¹⁵) and s_x ≤ max|x|/127·(1 + 2⁻²³), these two terms are at most
+//     s_w·Σ|q|·scaleBound·‖x‖₂ (and so ‖x‖₁);
+//   - what flushing subnormal inputs and outputs to zero loses: under
+//     K·(max|w| + 1)·2⁻¹¹⁰, with the largest |w| of all channels.
+//
+// So the bound is min(‖x‖₁·A_n, ‖x‖₂·B_n) + C, two factors a channel and
+// one for all: Interval costs two multiplies and a min an output, and
+// streams two factors beside the two outputs it turns into the ends.
+type Screen struct {
+	q       *Weight
+	byNorm1 []float32 // A_n
+	byNorm2 []float32 // B_n
+	floor   float32   // C
+}
+
+// scaleBound bounds s_r·(1/2 + 2⁻⁹) + s_x·2⁻¹⁴ by a multiple of ‖x‖₂:
+// (1/2 + 2⁻¹⁵)/254·(1/2 + 2⁻⁹) + 2⁻¹⁴ times s_x's 1/127, with a margin.
+const scaleBound = 1.61e-5
+
+// Screen returns w's screen, or nil when w is not a bf16 weight or holds a
+// weight that is not finite (no bound would hold).
+func (w *Weight) Screen() *Screen {
+	if w.kind != kindBF16 {
+		return nil
+	}
+	n, k := w.N, w.K
+	s := &Screen{q: newInt8(n, k), byNorm1: make([]float32, n), byNorm2: make([]float32, n)}
+	maxW := make([]float64, w.panels) // the panels' largest |w|; NaN if one is not finite
+	parallelPanels(w.panels, func(panel int) {
+		row := make([]uint16, k)
+		for c := range min(panelWidth, n-panel*panelWidth) {
+			ch := panel*panelWidth + c
+			w.bf16Row(ch, row)
+			s.q.quantizeChannel(ch, row)
+			maxW[panel] = max(maxW[panel], s.bound(ch, row))
+		}
+	})
+	var all float64
+	for _, m := range maxW {
+		if math.IsNaN(m) {
+			return nil
+		}
+		all = max(all, m)
+	}
+	s.floor = roundUp(float64(k) * (all + 1) * 0x1p-110)
+	settle(s.q.panelMemory())
+	return s
+}
+
+// bf16Row copies output channel ch of bf16 weight w into row.
+func (w *Weight) bf16Row(ch int, row []uint16) {
+	panel, c := ch/panelWidth, ch%panelWidth
+	pairs := w.pairs[panel*w.steps*panelWidth : (panel+1)*w.steps*panelWidth]
+	for q := range w.steps {
+		p := pairs[q*panelWidth+c]
+		row[2*q] = uint16(p)
+		if 2*q+1 < w.K {
+			row[2*q+1] = uint16(p >> 16)
+		}
+	}
+}
+
+// roundUp makes a bound computed in float64 a float32 no smaller.
+func roundUp(v float64) float32 {
+	f := float32(v)
+	if float64(f) < v {
+		f = math.Nextafter32(f, float32(math.Inf(1)))
+	}
+	return f
+}
+
+// bound sets channel ch's factors from its bf16 row (quantized already) and
+// returns its largest |w|, NaN if the row is not finite.
+func (s *Screen) bound(ch int, row []uint16) float64 {
+	q, k := s.q, s.q.K
+	panel, c := ch/panelWidth, ch%panelWidth
+	quads := q.quads[panel*q.steps*panelWidth:]
+	sw := float64(q.scale[ch])
+	var maxW, maxErr, sqErr, sumQ float64
+	for i, b := range row {
+		v := float64(bf16ToF32(b))
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return math.NaN()
+		}
+		qv := float64(int8(quads[(i/4)*panelWidth+c] >> (8 * (i % 4))))
+		e := math.Abs(v - sw*qv)
+		maxW, maxErr = max(maxW, math.Abs(v)), max(maxErr, e)
+		sqErr += e * e
+		sumQ += math.Abs(qv)
+	}
+	sums := float64(k+2) * 0x1p-23 * maxW
+	scales := scaleBound * sw * sumQ
+	s.byNorm1[ch] = roundUp(maxErr + sums + scales)
+	s.byNorm2[ch] = roundUp(math.Sqrt(sqErr)*(1+0x1p-40) + math.Sqrt(float64(k))*sums + scales)
+	return maxW
+}
+
+// Weight is the int8 copy, for MatMul.
+func (s *Screen) Weight() *Weight { return s.q }
+
+// ScreenBytes is the memory the screen of an n×k weight holds, less the
+// padding of its last panel.
+func ScreenBytes(n, k int) int64 { return int64(n) * int64(ceilDiv(k, 4)*4+8+4*2) }
+
+// Bytes is the memory the screen holds.
+func (s *Screen) Bytes() int {
+	return s.q.Bytes() + 4*(len(s.byNorm1)+len(s.byNorm2))
+}
+
+// Memory is the screen's buffers, for placing their pages (pkg/numa).
+func (s *Screen) Memory() [][]byte { return s.q.Memory() }
+
+// Split writes the two rows the int8 product takes for the row x into dst
+// (2·K elements): x as the bf16 product sees it (rounded to bf16 if round,
+// Context.RoundsActivations), and what quantizing that leaves over.
+func (s *Screen) Split(dst, x []float32, round bool) {
+	k := s.q.K
+	if len(x) != k || len(dst) < 2*k {
+		panic(fmt.Sprintf("gemm.Screen.Split: %d inputs into %d for K = %d", len(x), len(dst), k))
+	}
+	copy(dst, x)
+	if round {
+		for i, v := range dst[:k] {
+			dst[i] = bf16ToF32(toBF16(v))
+		}
+	}
+	sx, inv := rowScale(absMax(dst[:k]))
+	for i, v := range dst[:k] {
+		dst[k+i] = v - sx*float32(quantize(v, inv))
+	}
+}
+
+// absMax is the largest |x| as bits (NaN above Inf).
+func absMax(x []float32) uint32 {
+	var bits uint32
+	for _, v := range x {
+		bits = max(bits, math.Float32bits(v)&0x7fffffff)
+	}
+	return bits
+}
+
+// Interval turns y0 and y1, outputs [from, to) of MatMul with the int8
+// copy for the two rows Split made of a row x (split), into the ends of
+// intervals that hold MatMul's outputs for x with the bf16 weight: y0[n] ≤
+// y_n ≤ y1[n]. It returns false, changing nothing, when x is not finite (no
+// bound holds). Calls for disjoint ranges may run at once.
+func (s *Screen) Interval(y0, y1, split []float32, from, to int) bool {
+	n, k := s.q.N, s.q.K
+	if len(split) < 2*k || from < 0 || from > to || to > n || len(y0) < to || len(y1) < to {
+		panic(fmt.Sprintf("gemm.Screen.Interval: %d split inputs, outputs [%d, %d) of %d and %d for a %d×%d weight",
+			len(split), from, to, len(y0), len(y1), n, k))
+	}
+	var norm1, sq float64
+	for _, v := range split[:k] {
+		norm1 += math.Abs(float64(v))
+		sq += float64(v) * float64(v)
+	}
+	if math.IsNaN(norm1) || math.IsInf(norm1, 0) || math.IsInf(sq, 0) {
+		return false
+	}
+	// The norms, summed in float64, are rounded far below the 2⁻¹² margin,
+	// which also covers the float32 arithmetic of each bound; the rounding
+	// of ŷ ± bound is covered by widening each end by 2⁻²¹·|ŷ|, twice its
+	// worst case.
+	const margin = 1 + 0x1p-12
+	n1, n2 := float32(norm1*margin*margin), float32(math.Sqrt(sq)*margin*margin)
+	a, b := s.byNorm1[from:to], s.byNorm2[from:to]
+	lo, hi := y0[from:to], y1[from:to]
+	for i := range lo {
+		y := lo[i] + hi[i]
+		d := min(n1*a[i], n2*b[i]) + s.floor + math.Float32frombits(math.Float32bits(y)&0x7fffffff)*0x1p-21
+		lo[i], hi[i] = y-d, y+d
+	}
+	return true
+}
