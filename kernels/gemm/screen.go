@@ -190,17 +190,22 @@ func (s *Screen) Interval(y0, y1, split []float32, from, to int) bool {
 	if math.IsNaN(norm1) || math.IsInf(norm1, 0) || math.IsInf(sq, 0) {
 		return false
 	}
-	// The norms, summed in float64, are rounded far below the 2⁻¹² margin,
-	// which also covers the float32 arithmetic of each bound; the rounding
-	// of ŷ ± bound is covered by widening each end by 2⁻²¹·|ŷ|, twice its
-	// worst case.
+	// Two margins of 2⁻¹²: one for the norms' rounding (summed in float64,
+	// then rounded to float32), one for the float32 arithmetic of each
+	// bound; the rounding of ŷ ± bound is covered by widening each end by
+	// 2⁻²¹·|ŷ|, twice its worst case.
 	const margin = 1 + 0x1p-12
 	n1, n2 := float32(norm1*margin*margin), float32(math.Sqrt(sq)*margin*margin)
 	a, b := s.byNorm1[from:to], s.byNorm2[from:to]
 	lo, hi := y0[from:to], y1[from:to]
+	inf := float32(math.Inf(1))
 	for i := range lo {
 		y := lo[i] + hi[i]
 		d := min(n1*a[i], n2*b[i]) + s.floor + math.Float32frombits(math.Float32bits(y)&0x7fffffff)*0x1p-21
+		if !(d < inf) { // an output that overflowed (or NaN): bound nothing
+			lo[i], hi[i] = -inf, inf
+			continue
+		}
 		lo[i], hi[i] = y-d, y+d
 	}
 	return true
