@@ -145,6 +145,7 @@ func TestScreenIntervalsAreNarrow(t *testing.T) {
 	}
 	sd := math.Sqrt(sq/n - (sum/n)*(sum/n))
 	slices.Sort(widths)
+	t.Logf("median interval width %.3g deviations", widths[n/2]/sd)
 	if med := widths[n/2]; !(med < 0.6*sd) {
 		t.Errorf("median interval width %.3g against a standard deviation of %.3g: the screen would keep too many", med, sd)
 	}

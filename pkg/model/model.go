@@ -34,7 +34,7 @@ type LoadOptions struct {
 	NoCodedWeights bool
 	// NoLogitScreen skips the int8 copy of a bf16 lm_head that screens the
 	// logits of greedy and top-k draws (gemm.Screen, Runner.Screened): it
-	// saves half a byte a weight of lm_head and reads more bytes a step.
+	// saves a byte a lm_head weight, and decode steps read lm_head whole.
 	NoLogitScreen bool
 }
 
