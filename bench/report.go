@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/klauspost/cpuid/v2"
@@ -214,13 +215,15 @@ func Write(w io.Writer, r Report, f Format) error {
 	}
 	if r.Model != nil {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)
-		switch {
-		case r.Model.CodedWeights && r.Model.ScreenedLogits:
-			fmt.Fprint(w, " (coded for decode, logits screened)")
-		case r.Model.CodedWeights:
-			fmt.Fprint(w, " (coded for decode)")
-		case r.Model.ScreenedLogits:
-			fmt.Fprint(w, " (logits screened)")
+		var notes []string
+		if r.Model.CodedWeights {
+			notes = append(notes, "coded for decode")
+		}
+		if r.Model.ScreenedLogits {
+			notes = append(notes, "logits screened")
+		}
+		if len(notes) > 0 {
+			fmt.Fprintf(w, " (%s)", strings.Join(notes, ", "))
 		}
 		if r.Model.KVDType != "" {
 			fmt.Fprintf(w, ", KV cache %s", r.Model.KVDType)

@@ -323,9 +323,15 @@ func (c *Context) Outputs(worker, lo, hi int) {
 // RoundsActivations reports whether a product of m rows with w rounds its
 // activations to bf16 (the bf16 kernels of the avx512bf16 and AMX paths).
 func (c *Context) RoundsActivations(m int, w *Weight) bool {
+	f := c.formOf(m, w)
+	return f == formBF16 || f == formBF16Rows
+}
+
+// formOf is the form a product of m rows with w reads its activations in.
+func (c *Context) formOf(m int, w *Weight) form {
 	var t task
 	c.form(&t, m, w)
-	return t.form == formBF16 || t.form == formBF16Rows
+	return t.form
 }
 
 // Done ends a product begun by Prepare.

@@ -655,10 +655,3 @@ func TestBF16UnderflowEdges(t *testing.T) {
 		}
 	})
 }
-
-// formOf is the form a product of m rows with w reads its activations in.
-func (c *Context) formOf(m int, w *Weight) form {
-	var t task
-	c.form(&t, m, w)
-	return t.form
-}

@@ -221,10 +221,7 @@ func quantizeRow(dst []uint32, stride int, x []float32, simd *prepFuncs) float32
 		n = len(x) &^ 15
 		bits = simd.absMaxBits(x[:n])
 	}
-	for _, v := range x[n:] {
-		bits = max(bits, math.Float32bits(v)&0x7fffffff)
-	}
-	s, inv := rowScale(bits)
+	s, inv := rowScale(max(bits, absMax(x[n:])))
 	if n > 0 {
 		simd.quads(&dst[0], stride*4, x[:n], inv)
 	}

@@ -409,7 +409,7 @@ func (r *Runner) pass(segs []Segment, m int) error {
 // in this pass and asked for it. Logits rows are numbered in segment order,
 // so the rows of one pass that need logits fill consecutive logits rows.
 func (r *Runner) lmHead(segs []Segment, m int) {
-	H, V := r.m.Config.HiddenSize, r.m.Config.VocabSize
+	H := r.m.Config.HiddenSize
 	n, first, screen := 0, 0, r.maxScreen > 0
 	for i := range m {
 		rw := r.row[i]
@@ -428,17 +428,25 @@ func (r *Runner) lmHead(segs []Segment, m int) {
 		}
 		copy(r.lmIn[n*H:(n+1)*H], r.xn[i*H:(i+1)*H])
 		if n++; n*H == len(r.lmIn) {
-			if screen = screen && n == r.nLogits && r.screen(n); !screen {
-				r.mm.MatMul(r.logits[first*V:], r.lmIn, n, r.m.lmHead)
-			}
+			screen = r.lmRows(first, n, screen)
 			n = 0
 		}
 	}
 	if n > 0 {
-		if screen = screen && n == r.nLogits && r.screen(n); !screen {
-			r.mm.MatMul(r.logits[first*V:], r.lmIn[:n*H], n, r.m.lmHead)
-		}
+		r.lmRows(first, n, screen)
 	}
+}
+
+// lmRows computes the logits of lmIn's first n rows into logits rows first…,
+// or screens them when it may (every logits row of the Forward is among
+// them, and all asked) and can; it reports whether it screened.
+func (r *Runner) lmRows(first, n int, may bool) bool {
+	if may && n == r.nLogits && r.screen(n) {
+		return true
+	}
+	H, V := r.m.Config.HiddenSize, r.m.Config.VocabSize
+	r.mm.MatMul(r.logits[first*V:], r.lmIn[:n*H], n, r.m.lmHead)
+	return false
 }
 
 // screenRows is the most logits rows a pass of m rows screens: two rows of
