@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/ceiling"
 	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/kernels/tune"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/synth"
@@ -44,6 +46,22 @@ func benchModel(b *testing.B, preset string, layers, vocab, experts int) *Model 
 	}
 	b.Cleanup(func() { m.Close() })
 	return m
+}
+
+// cliKernels takes each operation's kernel path as `ellm` does at start-up
+// (kernels/tune: this machine's cached calibration, else a measurement), so
+// that a whole checkpoint is measured on the kernels the CLI runs. Without
+// it a test takes the active path for everything, which on the Xeon of
+// docs/performance.md puts decode attention on the VDPBF16PS kernels, 15 %
+// slower there than the f32 ones the calibration picks. The paths are
+// restored after b.
+func cliKernels(b *testing.B) {
+	r, err := tune.Apply(tune.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { kernels.Force(kernels.Active()) })
+	b.Logf("kernel paths (%s): %s", r.Source, kernels.Describe())
 }
 
 // BenchmarkForward measures a prefill of 128 tokens and a decode step of 4
@@ -104,9 +122,10 @@ func BenchmarkForward(b *testing.B) {
 // directory `ellm bench --preset qwen3-0.6b` generates under
 // ~/.cache/ellm/bench) in the dtype ELLM_BENCH_DTYPE (default bf16): a
 // prefill of 512 tokens in one pass and a decode step of one and of four
-// sequences. Besides wall time it reports the process's user+sys CPU time
-// per op, which a shared machine distorts less. It is what docs/performance.md
-// profiles (-cpuprofile). ELLM_BENCH_TOKENS sets the prefill's length;
+// sequences, on the kernel paths the CLI takes (cliKernels). Besides wall
+// time it reports the process's user+sys CPU time per op, which a shared
+// machine distorts less. It is what docs/performance.md profiles
+// (-cpuprofile). ELLM_BENCH_TOKENS sets the prefill's length;
 // prefill<N>/steps reports each step's wall and idle milliseconds per
 // prefill (StepTimes), and the log the first prefill's time (page faults of
 // the scratch and the KV cache included).
@@ -115,6 +134,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 	if dir == "" {
 		b.Skip("ELLM_BENCH_MODEL is not set")
 	}
+	cliKernels(b)
 	m, err := Load(dir, LoadOptions{DType: os.Getenv("ELLM_BENCH_DTYPE")})
 	if err != nil {
 		b.Fatal(err)
@@ -268,8 +288,9 @@ func switches() int64 {
 	return ru.Nvcsw
 }
 
-// BenchmarkDecodeVsDRAM alternates, round by round on one pinned pool (as
-// the engine runs it, the caller being worker 0), a decode step of the
+// BenchmarkDecodeVsDRAM alternates, round by round on one pinned pool and
+// the CLI's kernel paths (as the engine runs it, the caller being worker 0),
+// a decode step of the
 // checkpoint in ELLM_BENCH_MODEL with bf16 weights, one with int8 weights,
 // and kernels/ceiling's DRAM read loop over 1 GiB. Each round's decode rates
 // (packed weight bytes per step over its wall time) are divided by the same
@@ -286,6 +307,7 @@ func BenchmarkDecodeVsDRAM(b *testing.B) {
 	if dir == "" {
 		b.Skip("ELLM_BENCH_MODEL is not set")
 	}
+	cliKernels(b)
 	pool := threads.New(0, true)
 	defer pool.Close()
 	defer pool.PinCaller()()
