@@ -52,9 +52,9 @@ func benchModel(b *testing.B, preset string, layers, vocab, experts int) *Model 
 // (kernels/tune: this machine's cached calibration, else a measurement), so
 // that a whole checkpoint is measured on the kernels the CLI runs. Without
 // it a test takes the active path for everything, which on the Xeon of
-// docs/performance.md puts decode attention on the VDPBF16PS kernels, 15 %
-// slower there than the f32 ones the calibration picks. The paths are
-// restored after b.
+// docs/performance.md puts decode attention on the VDPBF16PS kernels: they
+// take about a sixth more time there than the f32 ones the calibration
+// picks. The paths are restored after b.
 func cliKernels(b *testing.B) {
 	r, err := tune.Apply(tune.Options{})
 	if err != nil {
@@ -290,9 +290,8 @@ func switches() int64 {
 
 // BenchmarkDecodeVsDRAM alternates, round by round on one pinned pool and
 // the CLI's kernel paths (as the engine runs it, the caller being worker 0),
-// a decode step of the
-// checkpoint in ELLM_BENCH_MODEL with bf16 weights, one with int8 weights,
-// and kernels/ceiling's DRAM read loop over 1 GiB. Each round's decode rates
+// a decode step of the checkpoint in ELLM_BENCH_MODEL with bf16 weights, one
+// with int8 weights, and kernels/ceiling's DRAM read loop over 1 GiB. Each round's decode rates
 // (packed weight bytes per step over its wall time) are divided by the same
 // round's read rate: on a shared machine or VM the absolute rates drift
 // with other tenants, the ratios less, which is how docs/performance.md
