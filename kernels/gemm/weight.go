@@ -144,17 +144,14 @@ func newInt8(n, k int) *Weight {
 }
 
 // quantizeChannel quantizes output channel ch of int8 weight p from its bf16
-// row.
+// row, with the scale of an activation row (rowScale): a channel with Inf or
+// NaN gets a NaN scale and zeros, so its outputs are NaN.
 func (p *Weight) quantizeChannel(ch int, row []uint16) {
 	var amax uint16 // largest |w| as bits: the integer order is the float order, NaN above Inf
 	for _, b := range row {
 		amax = max(amax, b&0x7fff)
 	}
-	s := bf16ToF32(amax) / 127
-	inv := float32(0)
-	if s > 0 && !isInf32(s) {
-		inv = 1 / s
-	}
+	s, inv := rowScale(uint32(amax) << 16)
 	panel, c := ch/panelWidth, ch%panelWidth
 	dst := p.quads[panel*p.steps*panelWidth : (panel+1)*p.steps*panelWidth]
 	var sum int32

@@ -12,9 +12,9 @@ import (
 )
 
 // ScratchBytes is the memory NewRunner allocates for cfg (loaded with load)
-// over a cache of slots × seqLen positions with opts, on a pool of workers workers, with
-// bf16 GEMMs on kernel path p: activation buffers, row indices, the RoPE
-// table, and the GEMM and attention scratch. It lets a deployment be sized
+// over a cache of slots × seqLen positions with opts, on a pool of workers
+// workers, with bf16 GEMMs on kernel path p: activation buffers, row
+// indices, the RoPE table, and the GEMM and attention scratch. It lets a deployment be sized
 // before anything is allocated; Runner.ScratchBytes reports the same figure
 // from the buffers themselves.
 func ScratchBytes(cfg *modelcfg.Config, slots, seqLen int, opts RunnerOptions, load LoadOptions, workers int, p kernels.Path) int64 {

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 )
@@ -66,12 +67,12 @@ func TestWeightMemoryCoversThePackedWeights(t *testing.T) {
 			norms += 4 * int64(len(l.inputNorm)+len(l.postNorm)+len(l.qNorm)+len(l.kNorm)+len(l.qkvBias)+len(l.oBias))
 		}
 		norms += 4 * int64(len(m.finalNorm))
-		// The screen's per-channel scales and bound factors are not placed either.
-		screenSmall := m.ScreenBytes()
+		// Nor are the screen's four floats a channel (scale, correction and
+		// two bound factors; scale and correction for whole panels).
+		var screenSmall int64
 		if m.lmScreen != nil {
-			for _, b := range m.lmScreen.Memory() {
-				screenSmall -= int64(len(b))
-			}
+			v := int64(m.Config.VocabSize)
+			screenSmall = 4 * (2*((v+gemm.PanelWidth-1)/gemm.PanelWidth*gemm.PanelWidth) + 2*v)
 		}
 		if want := m.WeightBytes() - table - norms - screenSmall; n != want {
 			t.Errorf("%s: weight buffers hold %d bytes, want %d", name, n, want)
