@@ -7,7 +7,9 @@ import "unsafe"
 // amx_amd64.s (keep the field order), and the worker's buffer for the
 // accumulator tiles. AMX computes a tile of up to 16 rows × 16 channels
 // per instruction, from rows stored one after the other (formBF16Rows,
-// formQuadRows).
+// formQuadRows). The coded kernels of the AVX-512 paths use it too: they
+// read a call's coded operands from it and restore into its buffer
+// (coded_amd64.h).
 type amxTile struct {
 	cfg   [64]byte       // LDTILECFG: palette 1; tiles 0–3 (C) and 4 (A) rows × 64 bytes, 5–7 (B) 16 × 64
 	x     unsafe.Pointer // A: the tile's first row of activations

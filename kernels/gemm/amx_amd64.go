@@ -24,13 +24,36 @@ func amxTable(k kernel) (t [maxRows + 1][maxPanels + 1]kernel) {
 
 func pairsAMX(a *kargs) {
 	t := a.amx.set(a)
-	if c := a.coded; c != nil && a.p == maxPanels && a.r <= amxFewRows {
-		t.setCoded(c, a.pi)
-		amxCodedPairs(t)
-	} else {
-		amxDotPairs(t)
-	}
+	amxDotPairs(t)
 	pairsOut(a, t.acc)
+}
+
+// amxCodedKernels are the tile kernels of a coded weight (kernelSet.tileCoded).
+var amxCodedKernels = func() (t [maxRows + 1]kernel) {
+	for r := 1; r <= amxFewRows; r++ {
+		t[r] = func(a *kargs) {
+			tile := a.amx.setCoded(a)
+			amxCodedPairs(tile)
+			pairsOut(a, tile.acc)
+		}
+	}
+	return t
+}()
+
+// withCoded gives the register kernels of a coded weight (kernelSet.coded)
+// their operands: coded_amd64.h reads them from the worker's amxTile, and
+// restores into its buffer.
+func withCoded(ks *[maxRows + 1]kernel) *[maxRows + 1]kernel {
+	var t [maxRows + 1]kernel
+	for r, k := range ks {
+		if k != nil {
+			t[r] = func(a *kargs) {
+				a.amx.setCoded(a)
+				k(a)
+			}
+		}
+	}
+	return &t
 }
 
 func quadsAMX(a *kargs) {
@@ -49,14 +72,18 @@ func (t *amxTile) set(a *kargs) *amxTile {
 //go:noescape
 func amxDotQuads(t *amxTile)
 
-// setCoded points the coded product at c's blocks from panel p on.
-func (t *amxTile) setCoded(c *codedPairs, p int) {
+// setCoded points the coded product at call a, whose weight's coded copy
+// is a.coded and first panel a.pi.
+func (t *amxTile) setCoded(a *kargs) *amxTile {
+	t.set(a)
+	c, p := a.coded, a.pi
 	t.coded = unsafe.Pointer(&c.block(p, 0)[0])
 	t.cps = uintptr(c.tsteps * codedBlock)
 	t.raw = unsafe.Pointer(&c.flags[p])
 	t.panels = uintptr(c.panels)
 	t.escOff = uintptr(len(c.flags) / 2)
 	t.lut = unsafe.Pointer(&c.lut)
+	return t
 }
 
 //go:noescape

@@ -3,6 +3,7 @@
 #include "textflag.h"
 #include "amx_amd64.h"
 #include "go_asm.h"
+#include "coded_amd64.h"
 
 // The tile products of the AMX kernels: C[np][rows][16] = A · B for np = 1,
 // 2 or 4 panels, one tile instruction (DOT) per panel and 64 bytes of K.
@@ -37,17 +38,6 @@
 // it multiplies this one (BenchmarkDecode/layers/bf16/amx +1.5 %, a decode
 // step's TPOT −1 to −5 %). Taller products re-read their weights from L2,
 // and the same prefetches cost them up to 11 % (int8 at 2048 rows).
-
-// PREFETCH_512(r): the 512 bytes at 1024(r), into L1.
-#define PREFETCH_512(r) \
-	PREFETCHT0 1024(r); \
-	PREFETCHT0 1088(r); \
-	PREFETCHT0 1152(r); \
-	PREFETCHT0 1216(r); \
-	PREFETCHT0 1280(r); \
-	PREFETCHT0 1344(r); \
-	PREFETCHT0 1408(r); \
-	PREFETCHT0 1472(r)
 
 // PREFETCH_STEP(r): the next step's 1 KiB of the panel at r, into L1.
 #define PREFETCH_STEP(r) \
@@ -222,110 +212,12 @@ TEXT ·pairsOut(SB), NOSPLIT, $0-16
 
 // The coded decode product (codedPairs): C[4][rows][16] = A · B over four
 // panels of a weight coded in 12 bits, for at most amxFewRows rows. A step
-// restores the four panels' blocks (768 bytes each) into one half of the
-// acc buffer (1 KiB each), copies a block flagged raw from the pairs over
-// its restored one, and multiplies as STEP_4 does; the next step restores
-// into the other half (XOR amxRestoreBytes), so that its stores do not wait
-// on the tile loads of this one. The C tiles are stored to the first half
-// after the last step. Registers: DI the amxTile, SI A, R8 lda, BX R11 R12
-// R9 the panels' coded blocks, R10 = 64, CX the steps left, DX the step's
-// raw flags, R13 the step's offset in the pairs, R14 this step's half of the
-// buffer, R15 the offset of the escapes, then a tile's address; Y31 the
-// high-byte table, Y28 0x0f bytes, K1 the escape's bytes of the table,
-// Y1-Y5 scratch (and Z0 in COPY_BLOCK).
-
-// RESTORE_ROWS(src, low, code, dst): two rows' 64 bf16 from their 64 low
-// bytes at low(src) and their 64 codes at code(src) (the first row's in the
-// low nibbles), to dst(R14): VPSHUFB looks the high bytes up, VPUNPCKLBW
-// and VPUNPCKHBW interleave each row's with its low bytes (in rowOrder).
-#define RESTORE_ROWS(src, low, code, dst) \
-	VMOVDQU    code(src), Y1; \
-	VPSRLW     $4, Y1, Y2; \
-	VPANDD     Y28, Y1, Y1; \
-	VPANDD     Y28, Y2, Y2; \
-	VPSHUFB    Y1, Y31, Y1; \
-	VPSHUFB    Y2, Y31, Y2; \
-	VMOVDQU    low(src), Y3; \
-	VPUNPCKLBW Y1, Y3, Y4; \
-	VPUNPCKHBW Y1, Y3, Y5; \
-	VMOVDQU    Y4, dst(R14); \
-	VMOVDQU    Y5, dst+32(R14); \
-	VMOVDQU    low+32(src), Y3; \
-	VPUNPCKLBW Y2, Y3, Y4; \
-	VPUNPCKHBW Y2, Y3, Y5; \
-	VMOVDQU    Y4, dst+64(R14); \
-	VMOVDQU    Y5, dst+96(R14)
-
-// RESTORE_BLOCK(src, dst): the block at src, to dst(R14).
-#define RESTORE_BLOCK(src, dst) \
-	RESTORE_ROWS(src, 0, 512, dst+0); \
-	RESTORE_ROWS(src, 64, 544, dst+128); \
-	RESTORE_ROWS(src, 128, 576, dst+256); \
-	RESTORE_ROWS(src, 192, 608, dst+384); \
-	RESTORE_ROWS(src, 256, 640, dst+512); \
-	RESTORE_ROWS(src, 320, 672, dst+640); \
-	RESTORE_ROWS(src, 384, 704, dst+768); \
-	RESTORE_ROWS(src, 448, 736, dst+896)
-
-// COPY_BLOCK(src, dst): the 1 KiB of pairs at src, to dst(R14).
-#define COPY_BLOCK(src, dst) \
-	VMOVDQU64 0(src), Z0; \
-	VMOVDQU64 Z0, dst+0(R14); \
-	VMOVDQU64 64(src), Z0; \
-	VMOVDQU64 Z0, dst+64(R14); \
-	VMOVDQU64 128(src), Z0; \
-	VMOVDQU64 Z0, dst+128(R14); \
-	VMOVDQU64 192(src), Z0; \
-	VMOVDQU64 Z0, dst+192(R14); \
-	VMOVDQU64 256(src), Z0; \
-	VMOVDQU64 Z0, dst+256(R14); \
-	VMOVDQU64 320(src), Z0; \
-	VMOVDQU64 Z0, dst+320(R14); \
-	VMOVDQU64 384(src), Z0; \
-	VMOVDQU64 Z0, dst+384(R14); \
-	VMOVDQU64 448(src), Z0; \
-	VMOVDQU64 Z0, dst+448(R14); \
-	VMOVDQU64 512(src), Z0; \
-	VMOVDQU64 Z0, dst+512(R14); \
-	VMOVDQU64 576(src), Z0; \
-	VMOVDQU64 Z0, dst+576(R14); \
-	VMOVDQU64 640(src), Z0; \
-	VMOVDQU64 Z0, dst+640(R14); \
-	VMOVDQU64 704(src), Z0; \
-	VMOVDQU64 Z0, dst+704(R14); \
-	VMOVDQU64 768(src), Z0; \
-	VMOVDQU64 Z0, dst+768(R14); \
-	VMOVDQU64 832(src), Z0; \
-	VMOVDQU64 Z0, dst+832(R14); \
-	VMOVDQU64 896(src), Z0; \
-	VMOVDQU64 Z0, dst+896(R14); \
-	VMOVDQU64 960(src), Z0; \
-	VMOVDQU64 Z0, dst+960(R14)
-
-// RAW_BLOCK(j, skip): if byte j of AX flags panel j's block of this step
-// raw, its pairs (at w + j·ps + R13) over the restored block; the caller
-// puts the label skip after it.
-#define RAW_BLOCK(j, skip) \
-	TESTL    $(0xff<<(8*(j))), AX; \
-	JZ       skip; \
-	IMUL3Q   $(j), amxTile_ps(DI), R15; \
-	ADDQ     amxTile_w(DI), R15; \
-	ADDQ     R13, R15; \
-	COPY_BLOCK(R15, 1024*(j))
-
-// ESCAPE(j): panel j's escape at this step (R15 bytes after its raw flag)
-// as code 15 of the table (K1: bytes 15 and 31).
-#define ESCAPE(j) \
-	VPBROADCASTB j(DX)(R15*1), Y3; \
-	VMOVDQU8     Y3, K1, Y31
-
-// PREFETCH_CODED(r): the next step's 768 bytes of the panel at r, into L1.
-#define PREFETCH_CODED(r) \
-	PREFETCHT0 768(r); \
-	PREFETCHT0 832(r); \
-	PREFETCHT0 896(r); \
-	PREFETCHT0 960(r); \
-	PREFETCH_512(r)
+// restores the four panels' blocks into one half of the acc buffer
+// (RESTORE_STEP, coded_amd64.h) and multiplies as STEP_4 does; the next
+// step restores into the other half (XOR amxRestoreBytes), so that its
+// stores do not wait on the tile loads of this one. The C tiles are stored
+// to the first half after the last step. Registers as in coded_amd64.h,
+// and SI A, R8 lda, R10 = 64, R15 a tile's address.
 
 // func amxCodedPairs(t *amxTile)
 TEXT ·amxCodedPairs(SB), NOSPLIT, $0-8
@@ -333,30 +225,15 @@ TEXT ·amxCodedPairs(SB), NOSPLIT, $0-8
 	LDTILECFG(7)
 	MOVQ      amxTile_x(DI), SI
 	MOVQ      amxTile_lda(DI), R8
-	MOVQ      amxTile_coded(DI), BX
-	MOVQ      amxTile_cps(DI), R9
-	MOVQ      amxTile_steps(DI), CX
-	MOVQ      amxTile_raw(DI), DX
-	MOVQ      amxTile_acc(DI), R14
-	MOVQ      amxTile_lut(DI), AX
-	VMOVDQU64 (AX), Y31
-	MOVL      $0x0f0f0f0f, AX
-	VPBROADCASTD AX, Y28
-	MOVL      $0x80008000, AX
-	KMOVQ     AX, K1
+	CODED_SETUP
 	MOVQ      $64, R10
-	XORQ      R13, R13
-	LEAQ      (BX)(R9*1), R11
-	LEAQ      (R11)(R9*1), R12
-	LEAQ      (R12)(R9*1), R9
 	TILEZERO(0)
 	TILEZERO(1)
 	TILEZERO(2)
 	TILEZERO(3)
 
-	JMP       coded_restore
-
-coded_multiply:
+coded_step:
+	RESTORE_STEP
 	TILELOADD(4, 6, 8)
 	TILELOADD(5, 14, 10)
 	TDPBF16PS(0, 4, 5)
@@ -370,38 +247,10 @@ coded_multiply:
 	TILELOADD(5, 15, 10)
 	TDPBF16PS(3, 4, 5)
 	ADDQ      $64, SI
-	DECQ      CX
-	JZ        coded_store
 	XORQ      $const_amxRestoreBytes, R14
+	DECQ      CX
+	JNZ       coded_step
 
-coded_restore:
-	MOVQ      amxTile_escOff(DI), R15
-	PREFETCH_CODED(BX)
-	ESCAPE(0)
-	RESTORE_BLOCK(BX, 0)
-	PREFETCH_CODED(R11)
-	ESCAPE(1)
-	RESTORE_BLOCK(R11, 1024)
-	PREFETCH_CODED(R12)
-	ESCAPE(2)
-	RESTORE_BLOCK(R12, 2048)
-	PREFETCH_CODED(R9)
-	ESCAPE(3)
-	RESTORE_BLOCK(R9, 3072)
-	MOVL      (DX), AX
-	TESTL     AX, AX
-	JNZ       coded_raw
-
-coded_next:
-	ADDQ      $const_codedBlock, BX
-	ADDQ      $const_codedBlock, R11
-	ADDQ      $const_codedBlock, R12
-	ADDQ      $const_codedBlock, R9
-	ADDQ      amxTile_panels(DI), DX
-	ADDQ      $1024, R13
-	JMP       coded_multiply
-
-coded_store:
 	MOVQ      amxTile_rows(DI), AX
 	SHLQ      $6, AX
 	MOVQ      amxTile_acc(DI), DX
@@ -415,14 +264,3 @@ coded_store:
 	TILERELEASE
 	VZEROUPPER
 	RET
-
-coded_raw:
-	RAW_BLOCK(0, raw1)
-raw1:
-	RAW_BLOCK(1, raw2)
-raw2:
-	RAW_BLOCK(2, raw3)
-raw3:
-	RAW_BLOCK(3, raw4)
-raw4:
-	JMP       coded_next

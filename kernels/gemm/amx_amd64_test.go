@@ -25,7 +25,13 @@ func forAMX(t *testing.T, f func(pools []*threads.Pool)) {
 	if !kernels.CPU().Supports(kernels.AMX) {
 		t.Skip("no AMX tiles on this CPU, or the OS does not grant them")
 	}
-	prev, err := kernels.Force(kernels.AMX)
+	forPath(t, kernels.AMX, f)
+}
+
+// forPath runs f on path p (which the CPU must support) with pools of 1, 2
+// and 3 threads.
+func forPath(t *testing.T, p kernels.Path, f func(pools []*threads.Pool)) {
+	prev, err := kernels.Force(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,12 +59,12 @@ func ops3(c *Context, x, base []float32, m, group int, g, u *Weight) (y, add, h 
 	return y, add, h
 }
 
-// assertGroupings checks that ops3 on c in calls of 1, 3, 16, 17 and all
+// assertGroupings checks that ops3 on c in calls of 1, 3, 4, 16, 17 and all
 // rows gives want, wantAdd and wantH bit for bit.
 func assertGroupings(t *testing.T, what string, c *Context, x, base []float32, g, u *Weight, want, wantAdd, wantH []float32) {
 	t.Helper()
 	m, n := len(want)/g.N, g.N
-	for _, group := range []int{1, 3, 16, 17, m} {
+	for _, group := range []int{1, 3, 4, 16, 17, m} {
 		y, add, h := ops3(c, x, base, m, group, g, u)
 		w := fmt.Sprintf("%s, groups of %d", what, group)
 		assertBits(t, w+", MatMul", y, want, n)
@@ -193,29 +199,65 @@ func randomRows(rng *rand.Rand, n int) []float32 {
 	return v
 }
 
-// TestAMXCoded: products of up to amxFewRows rows with a coded weight
-// (Weight.Code) read the coded copy on four panels at a time, and give the
-// bits of the same weight uncoded, for every op, on 1–3 threads, in any
-// grouping of rows (the groupings of 1 and 3 rows go through the coded
-// kernel, the taller ones through the pairs), with blocks coded and raw.
-func TestAMXCoded(t *testing.T) {
-	forAMX(t, func(pools []*threads.Pool) {
-		rng := rand.New(rand.NewPCG(25, 26))
-		for _, s := range amxShapes {
-			m, n, k := s[0], s[1], s[2]
-			pr := newProblem(rng, m, n, k)
-			gw, uw := codedWeights(rng, n, k), codedWeights(rng, n, k)
-			g, u := FromBF16(gw, n, k), FromBF16(uw, n, k)
-			base := randomRows(rng, m*n)
-			want, wantAdd, wantH := ops3(NewContext(pools[1], m, k), pr.x, base, m, m, g, u)
-			g.Code()
-			u.Code()
-			if n*k >= 100_000 {
-				assertBlockKinds(t, fmt.Sprint(s), g)
-			}
-			for _, pool := range pools {
-				assertGroupings(t, fmt.Sprintf("coded %v, %d threads", s, pool.Size()), NewContext(pool, m, k), pr.x, base, g, u, want, wantAdd, wantH)
+// TestCoded: products of up to amxFewRows rows with a coded weight
+// (Weight.Code) read the coded copy four panels a call, on every path with
+// coded kernels (AMX tiles; on avx512 and avx512bf16 the register kernels of
+// a few rows), and give the bits of the same weight uncoded, for every op, on
+// 1-3 threads, in any grouping of rows (the groupings of a few rows go
+// through the coded kernels, the taller ones through the pairs), with blocks
+// coded and raw. With the copy's low bytes spoilt, one row's products
+// change: they do read it.
+func TestCoded(t *testing.T) {
+	for _, p := range kernels.Available() {
+		if !ReadsCoded(p) {
+			continue
+		}
+		t.Run(p.String(), func(t *testing.T) {
+			forPath(t, p, func(pools []*threads.Pool) {
+				rng := rand.New(rand.NewPCG(25, 26))
+				for _, s := range amxShapes {
+					m, n, k := s[0], s[1], s[2]
+					pr := newProblem(rng, m, n, k)
+					gw, uw := codedWeights(rng, n, k), codedWeights(rng, n, k)
+					g, u := FromBF16(gw, n, k), FromBF16(uw, n, k)
+					base := randomRows(rng, m*n)
+					want, wantAdd, wantH := ops3(NewContext(pools[1], m, k), pr.x, base, m, m, g, u)
+					g.Code()
+					u.Code()
+					if n*k >= 100_000 {
+						assertBlockKinds(t, fmt.Sprint(s), g)
+					}
+					for _, pool := range pools {
+						assertGroupings(t, fmt.Sprintf("coded %v, %d threads", s, pool.Size()), NewContext(pool, m, k), pr.x, base, g, u, want, wantAdd, wantH)
+					}
+					if n >= maxPanels*panelWidth {
+						assertReadsCopy(t, fmt.Sprint(s), NewContext(pools[0], 1, k), pr.x[:k], g, want[:n])
+					}
+				}
+			})
+		})
+	}
+}
+
+// assertReadsCopy fails if a one-row product of x with coded weight w still
+// gives want with the low bytes of w's coded copy spoilt.
+func assertReadsCopy(t *testing.T, what string, c *Context, x []float32, w *Weight, want []float32) {
+	t.Helper()
+	spoil := func() {
+		for p := range w.panels {
+			for s := range w.coded.tsteps {
+				low := w.coded.block(p, s)[:codedBlock*2/3]
+				for i := range low {
+					low[i] ^= 1
+				}
 			}
 		}
-	})
+	}
+	spoil()
+	defer spoil()
+	y := make([]float32, w.N)
+	c.MatMul(y, x, 1, w)
+	if slices.EqualFunc(y, want, sameBits) {
+		t.Fatalf("%s: a one-row product with the coded copy spoilt gives the same bits: it does not read the copy", what)
+	}
 }

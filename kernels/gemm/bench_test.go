@@ -257,8 +257,8 @@ func BenchmarkDecode(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("%s/%s", tc.name, kind.name), func(b *testing.B) {
 				forPaths(b, func(b *testing.B, p kernels.Path) {
-					if lm.coded != nil && p != kernels.AMX {
-						b.Skip("only the amx path reads coded weights")
+					if lm.coded != nil && !ReadsCoded(p) {
+						b.Skip("this path does not read coded weights")
 					}
 					c := NewContext(pool, 1, 3072)
 					run := func() {

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"slices"
 	"unsafe"
+
+	"github.com/ellm-dev/ellm/kernels"
 )
 
 // A decode step streams every weight from memory once, and on AMX the tile
@@ -21,8 +23,10 @@ import (
 // row's in the low nibbles). Within a row, the bf16 are in the order
 // rowOrder, in which VPUNPCKLBW and VPUNPCKHBW interleave them with their
 // high bytes into the pairs' order. amxCodedPairs restores a step's blocks
-// into the worker's buffer and multiplies them on the tiles: the same bits
-// as the pairs themselves give. A block with two high bytes outside the table is
+// into the worker's buffer and multiplies them on the tiles, and the
+// AVX-512 kernels of a few rows (gen_asm.go, codedLoop) restore the same way
+// and multiply with the instructions of their uncoded twins, in the same
+// order: the same bits as the pairs themselves give. A block with two high bytes outside the table is
 // flagged and read from the pairs instead (raw); the pairs stay, for
 // products of many rows, which re-read their weights from cache and gain
 // nothing from the coding.
@@ -63,11 +67,11 @@ const codedBlock = amxSteps * panelWidth * 2 * 3 / 2
 // reads, per weight: its block's share and the block's two flag bytes.
 const CodedBytesPerWeight = float64(codedBlock+2) / (amxSteps * panelWidth * 2)
 
-// Code adds a 12-bit coded copy of w's pairs (codedPairs), which the AMX
-// path streams for products of at most amxFewRows rows: 25 % fewer bytes a
-// decode step reads from memory, for 75 % more memory held (the pairs stay).
-// It does nothing for weights that are not bf16 or whose K is not a multiple
-// of a tile step's (they never run on tiles), and returns the bytes it added.
+// Code adds a 12-bit coded copy of w's pairs (codedPairs), which the paths
+// that ReadsCoded stream for products of at most amxFewRows rows: 25 % fewer
+// bytes a decode step reads from memory, for 75 % more memory held (the
+// pairs stay). It does nothing for weights that are not bf16 or whose K is
+// not a multiple of a tile step's, and returns the bytes it added.
 // Call it before any product with w: products read w.coded unsynchronised.
 func (w *Weight) Code() int {
 	if w.kind != kindBF16 || w.steps%amxSteps != 0 || w.coded != nil {
@@ -102,6 +106,13 @@ func (w *Weight) Code() int {
 	settle(bytesOf(c.blocks))
 	w.coded = c
 	return c.Bytes()
+}
+
+// ReadsCoded reports whether products on path p read a weight's coded copy
+// (Code): the AMX path's tiles, and the AVX-512 paths' register kernels.
+func ReadsCoded(p kernels.Path) bool {
+	s := kernelsFor(p)
+	return s.coded != nil || s.tileCoded != nil
 }
 
 // escapeCode is the code of a block's own high byte.

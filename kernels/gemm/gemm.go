@@ -39,6 +39,11 @@ type kernelSet struct {
 	// unless the weight is marked Weight.SetFewRows, and every int8 product
 	// of more rows than one VNNI tile (same bits).
 	tilePairs, tileQuads *[maxRows + 1][maxPanels + 1]kernel
+	// coded and tileCoded, if set, are the pairs and tilePairs kernels of a
+	// weight with a coded copy (Weight.Code), by rows, four panels a call:
+	// a product of at most amxFewRows rows reads the copy, a quarter fewer
+	// bytes, and gets the bits the pairs give.
+	coded, tileCoded *[maxRows + 1]kernel
 	// widen, if set, widens bf16 pairs to f32 panel steps (two per pair), so
 	// that a GEMM of more than one row tile can widen each block of panels
 	// once and run the f32 kernels over it: the same FMAs in the same order
@@ -54,6 +59,12 @@ const (
 	// while every row tile passes over them.
 	blockPanels = 8
 )
+
+// usesTile reports whether the set's kernels need a worker's amxTile: the
+// tile kernels, and the coded kernels, which restore into its buffer.
+func (s *kernelSet) usesTile() bool {
+	return s.tilePairs != nil || s.tileQuads != nil || s.coded != nil || s.tileCoded != nil
+}
 
 // int8Rows is the tallest int8 register tile.
 func (s *kernelSet) int8Rows() int { return cmp.Or(s.quadRows, s.rows) }
@@ -146,7 +157,7 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 	c.worker = make([]workerState, pool.Size())
 	for i := range c.worker {
 		c.worker[i].up = alignedF32(maxM * swigluChunk * panelWidth)
-		if c.set.tilePairs != nil || c.set.tileQuads != nil {
+		if c.set.usesTile() {
 			c.worker[i].a.amx = newAMXTile()
 		}
 		if c.set.widen != nil && maxM > c.set.rows {
@@ -271,8 +282,9 @@ type task struct {
 	rows    int            // rows of the tallest tile kernel for this weight kind
 	widen   bool           // bf16 weights widened block by block for the f32 kernels
 	kernels *[maxRows + 1][maxPanels + 1]kernel
-	prep    threads.Claims // phase 0: rows, four row tiles a claim
-	next    atomic.Int64   // phase 1: the first (group of rows, panel) pair not yet claimed
+	coded   *[maxRows + 1]kernel // the kernels' coded twins, if any (kernelSet.coded)
+	prep    threads.Claims       // phase 0: rows, four row tiles a claim
+	next    atomic.Int64         // phase 1: the first (group of rows, panel) pair not yet claimed
 }
 
 // form is how the kernels read activations: a tile of R rows is stored
@@ -393,6 +405,14 @@ func (c *Context) form(t *task, m int, w *Weight) {
 		t.form, t.kernels, t.xs, t.rowSize = formPairs, &c.set.pairs, unsafe.Pointer(&c.xf[0]), uintptr(w.steps*8)
 	}
 	t.widen = w.kind == kindBF16 && t.form == formF32
+	t.coded = nil
+	switch {
+	case w.coded == nil || m > amxFewRows:
+	case t.form == formBF16Rows:
+		t.coded = c.set.tileCoded
+	case t.form == formBF16 || t.form == formPairs:
+		t.coded = c.set.coded
+	}
 	switch {
 	case t.form == formBF16Rows || t.form == formQuadRows:
 		t.rows = maxRows
@@ -570,7 +590,7 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 		a.sx = unsafe.Pointer(&t.c.sx[0])
 	}
 	a.coded = nil
-	if t.form == formBF16Rows {
+	if t.coded != nil {
 		a.coded = w.coded
 	}
 	full := p1 // panels [p0, full) have 16 real channels
@@ -605,7 +625,11 @@ func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr,
 				a.y = unsafe.Add(y, uintptr(r0)*ldy+uintptr((p-p0)*panelWidth*4))
 				t.setInt8(a, w, r0, p)
 				a.r, a.p, a.pi = rows, np, p
-				t.kernels[rows][np](a)
+				k := t.kernels[rows][np]
+				if a.coded != nil && np == maxPanels && t.coded[rows] != nil {
+					k = t.coded[rows]
+				}
+				k(a)
 				p += np
 			}
 		}

@@ -25,6 +25,11 @@ type family struct {
 	xstep int  // activation bytes per K step
 	body  func(g *gen)
 	tiles [][2]int // R, P
+	// codedRows, if not 0, asks for coded kernels (codedLoop) of four
+	// panels and 1 to codedRows rows: the decode products of a weight with
+	// a coded copy (coded.go) on the family's path; taller ones read the
+	// pairs.
+	codedRows int
 }
 
 func tiles(maxR4P4 bool, rows int, extra ...[2]int) [][2]int {
@@ -42,20 +47,25 @@ func tiles(maxR4P4 bool, rows int, extra ...[2]int) [][2]int {
 }
 
 var families = []family{
-	{"pairs512", true, 8, pairsF32, tiles(true, 8)},
-	{"f32x512", true, 4, singleF32, tiles(true, 8)},
-	{"bf16x512", true, 4, dotBF16, tiles(true, 8)},
-	{"vnni512", true, 4, dotVNNI, tiles(true, 8)},
-	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2})},
-	{"f32x256", false, 4, singleF32, tiles(false, 4, [2]int{1, 2}, [2]int{2, 2})},
-	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2})},
+	{"pairs512", true, 8, pairsF32, tiles(true, 8), 4},
+	{"f32x512", true, 4, singleF32, tiles(true, 8), 0},
+	// Coded kernels of 3 and 4 rows on VDPBF16PS were slower than the
+	// plain ones on an Intel Xeon where it runs at half the FMA rate
+	// (docs/performance.md, "The coded weights on AVX-512").
+	{"bf16x512", true, 4, dotBF16, tiles(true, 8), 2},
+	{"vnni512", true, 4, dotVNNI, tiles(true, 8), 0},
+	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2}), 0},
+	{"f32x256", false, 4, singleF32, tiles(false, 4, [2]int{1, 2}, [2]int{2, 2}), 0},
+	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2}), 0},
 }
 
 type gen struct {
 	f    family
 	r, p int
-	buf  emit.File
-	vecs int // vector registers in use by accumulators
+	// coded kernels multiply from the restore buffer of a coded weight
+	// (coded_amd64.h) instead of the panels.
+	coded bool
+	buf   emit.File
 }
 
 func (g *gen) in(format string, args ...any) { g.buf.I(format, args...) }
@@ -87,10 +97,13 @@ func (g *gen) top() int {
 }
 
 // reg hands out scratch register i (0 = top) and checks it does not collide
-// with an accumulator.
+// with an accumulator, or in a coded kernel with the restore's table and
+// mask (Z16, Z17), which live across the steps and leave 16 registers to
+// the accumulators. (The restore's own scratch, Z18-Z22, is dead between
+// restores, and the kernels' only constant, pairsF32's mask, is Z31.)
 func (g *gen) reg(i int) int {
 	n := g.top() - i
-	if n < g.r*g.p*g.halves() {
+	if n < g.r*g.p*g.halves() || g.coded && (n < codedLive || g.r*g.p > 16) {
 		log.Fatalf("%s R%dP%d: out of vector registers", g.f.name, g.r, g.p)
 	}
 	return n
@@ -113,8 +126,13 @@ func y(r, off int) string {
 	return fmt.Sprintf("%d(%s)(DX*%d)", off, b, r%3)
 }
 
-// panel is the address of panel j's current step at byte off.
-func panel(j, off int) string {
+// panel is the address of panel j's current step at byte off: in a coded
+// kernel, R8 walks the restore buffer, whose panels are a step's 1 KiB
+// apart.
+func (g *gen) panel(j, off int) string {
+	if g.coded {
+		return fmt.Sprintf("%d(R8)", j*codedPanelBytes+off)
+	}
 	b := []string{"BX", "R9"}[j/3]
 	if j%3 == 0 {
 		return fmt.Sprintf("%d(%s)", off, b)
@@ -131,7 +149,7 @@ func pairsF32(g *gen) {
 	hi := func(j, h int) int { return g.reg(4 + 2*(j*g.halves()+h)) }
 	for j := range g.p {
 		for h := range g.halves() {
-			g.in("%s %s, %s", g.load(), panel(j, 32*h), g.v(hi(j, h)))
+			g.in("%s %s, %s", g.load(), g.panel(j, 32*h), g.v(hi(j, h)))
 			g.in("VPSLLD $16, %s, %s", g.v(hi(j, h)), g.v(lo(j, h)))
 			g.in("%s %s, %s, %s", g.and(), g.v(mask), g.v(hi(j, h)), g.v(hi(j, h)))
 		}
@@ -148,7 +166,7 @@ func pairsF32(g *gen) {
 func singleF32(g *gen) {
 	x := g.reg(1)
 	w := func(j, h int) int { return g.reg(3 + j*g.halves() + h) }
-	g.each(func(j, h int) { g.in("VMOVUPS %s, %s", panel(j, 32*h), g.v(w(j, h))) })
+	g.each(func(j, h int) { g.in("VMOVUPS %s, %s", g.panel(j, 32*h), g.v(w(j, h))) })
 	for r := range g.r {
 		g.in("VBROADCASTSS %s, %s", g.x(r, 0), g.v(x))
 		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(w(j, h)), g.v(x), g.v(g.acc(r, j, h))) })
@@ -160,7 +178,7 @@ func dotBF16(g *gen) {
 	x := g.reg(1)
 	w := func(j int) int { return g.reg(3 + j) }
 	for j := range g.p {
-		g.in("VMOVDQU32 %s, %s", panel(j, 0), g.v(w(j)))
+		g.in("VMOVDQU32 %s, %s", g.panel(j, 0), g.v(w(j)))
 	}
 	for r := range g.r {
 		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
@@ -175,7 +193,7 @@ func dotVNNI(g *gen) {
 	x := g.reg(1)
 	w := func(j int) int { return g.reg(3 + j) }
 	for j := range g.p {
-		g.in("VMOVDQU32 %s, %s", panel(j, 0), g.v(w(j)))
+		g.in("VMOVDQU32 %s, %s", g.panel(j, 0), g.v(w(j)))
 	}
 	for r := range g.r {
 		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
@@ -196,7 +214,7 @@ func dotI8AVX2(g *gen) {
 	w := func(j, h int) int { return g.reg(4 + 2*(j*2+h)) }
 	aw := func(j, h int) int { return g.reg(5 + 2*(j*2+h)) }
 	g.each(func(j, h int) {
-		g.in("VMOVDQU %s, %s", panel(j, 32*h), g.v(w(j, h)))
+		g.in("VMOVDQU %s, %s", g.panel(j, 32*h), g.v(w(j, h)))
 		g.in("VPABSB %s, %s", g.v(w(j, h)), g.v(aw(j, h)))
 	})
 	for r := range g.r {
@@ -233,7 +251,21 @@ func (g *gen) and() string {
 	return "VPAND"
 }
 
-func (g *gen) name() string { return fmt.Sprintf("%sR%dP%d", g.f.name, g.r, g.p) }
+func (g *gen) name() string {
+	if g.coded {
+		return fmt.Sprintf("%sCodedR%d", g.f.name, g.r)
+	}
+	return fmt.Sprintf("%sR%dP%d", g.f.name, g.r, g.p)
+}
+
+// The restore buffer of a coded kernel holds a step of 16 pairs
+// (codedSteps) of four panels, codedPanelBytes each; the restore keeps
+// the vector registers from Z16 to below codedLive across the steps.
+const (
+	codedSteps      = 16
+	codedPanelBytes = codedSteps * 64
+	codedLive       = 18
+)
 
 // kargs offsets (generic.go).
 const (
@@ -261,12 +293,17 @@ func (g *gen) kernel() {
 	fmt.Fprintf(&g.buf, "\n// func %s(a *kargs)\nTEXT ·%s(SB), NOSPLIT, $0-8\n", g.name(), g.name())
 	g.in("MOVQ a+0(FP), AX")
 	g.in("MOVQ %d(AX), SI", offX)
-	g.in("MOVQ %d(AX), BX", offW)
-	g.in("MOVQ %d(AX), R10", offPs)
-	g.in("MOVQ %d(AX), CX", offKs)
-	if g.p > 3 {
-		g.in("LEAQ (BX)(R10*2), R9")
-		g.in("ADDQ R10, R9")
+	if g.coded {
+		g.in("MOVQ kargs_amx(AX), DI")
+		g.in("CODED_SETUP")
+	} else {
+		g.in("MOVQ %d(AX), BX", offW)
+		g.in("MOVQ %d(AX), R10", offPs)
+		g.in("MOVQ %d(AX), CX", offKs)
+		if g.p > 3 {
+			g.in("LEAQ (BX)(R10*2), R9")
+			g.in("ADDQ R10, R9")
+		}
 	}
 	for r := range g.r {
 		g.each(func(j, h int) {
@@ -295,21 +332,11 @@ func (g *gen) kernel() {
 		g.in("VMOVD R12, %s", strings.Replace(m80, "Y", "X", 1))
 		g.in("VPBROADCASTD %s, %s", strings.Replace(m80, "Y", "X", 1), m80)
 	}
-	fmt.Fprintf(&g.buf, "loop:\n")
-	for j := range g.p {
-		g.in("PREFETCHT0 %s", panel(j, prefetch))
+	if g.coded {
+		g.codedLoop()
+	} else {
+		g.loop()
 	}
-	if g.r >= actPrefetchRows {
-		g.in("PREFETCHT0 %d(SI)", actPrefetch)
-	}
-	g.f.body(g)
-	g.in("ADDQ $%d, SI", g.r*g.f.xstep)
-	g.in("ADDQ $64, BX")
-	if g.p > 3 {
-		g.in("ADDQ $64, R9")
-	}
-	g.in("DECQ CX")
-	g.in("JNZ loop")
 
 	// Epilogue: SI, DI, R8 address rows 0, 3, 6 of y.
 	g.in("MOVQ %d(AX), SI", offY)
@@ -353,6 +380,58 @@ func (g *gen) kernel() {
 	g.in("RET")
 }
 
+// loop walks the panels' K steps, prefetching them.
+func (g *gen) loop() {
+	fmt.Fprintf(&g.buf, "loop:\n")
+	for j := range g.p {
+		g.in("PREFETCHT0 %s", g.panel(j, prefetch))
+	}
+	if g.r >= actPrefetchRows {
+		g.in("PREFETCHT0 %d(SI)", actPrefetch)
+	}
+	g.f.body(g)
+	g.in("ADDQ $%d, SI", g.r*g.f.xstep)
+	g.in("ADDQ $64, BX")
+	if g.p > 3 {
+		g.in("ADDQ $64, R9")
+	}
+	g.in("DECQ CX")
+	g.in("JNZ loop")
+}
+
+// codedLoop restores each step of 16 K pairs (which prefetches the next
+// one's coded bytes) into one half of the buffer, and then walks the step
+// before it in the other half with the family's body, in order: the same
+// bits as loop. The loads of a step then find its stores in L1 rather than
+// in the store buffer, where a 64-byte load cannot take two 32-byte stores'
+// bytes. AX (the kargs) is reloaded after.
+func (g *gen) codedLoop() {
+	fmt.Fprintf(&g.buf, "step:\n")
+	g.in("RESTORE_STEP")
+	g.in("XORQ $const_amxRestoreBytes, R14")
+	g.in("CMPQ R13, $%d", codedPanelBytes)
+	g.in("JEQ next") // the first step: nothing restored before it
+	g.codedSteps("pair")
+	fmt.Fprintf(&g.buf, "next:\n")
+	g.in("DECQ CX")
+	g.in("JNZ step")
+	g.in("XORQ $const_amxRestoreBytes, R14")
+	g.codedSteps("last")
+	g.in("MOVQ a+0(FP), AX")
+}
+
+// codedSteps multiplies the step restored at R14.
+func (g *gen) codedSteps(label string) {
+	g.in("MOVQ R14, R8")
+	g.in("MOVQ $%d, R10", codedSteps)
+	fmt.Fprintf(&g.buf, "%s:\n", label)
+	g.f.body(g)
+	g.in("ADDQ $%d, SI", g.r*g.f.xstep)
+	g.in("ADDQ $64, R8")
+	g.in("DECQ R10")
+	g.in("JNZ %s", label)
+}
+
 // rowBases sets DI = SI + 3·DX and R8 = SI + 6·DX when the tile has those rows.
 func (g *gen) rowBases() {
 	if g.r > 3 {
@@ -367,7 +446,7 @@ func (g *gen) rowBases() {
 
 func main() {
 	var s, d bytes.Buffer
-	fmt.Fprintf(&s, "// Code generated by gen_asm.go; DO NOT EDIT.\n\n//go:build !purego\n\n#include \"textflag.h\"\n#include \"bf16_amd64.h\"\n")
+	fmt.Fprintf(&s, "// Code generated by gen_asm.go; DO NOT EDIT.\n\n//go:build !purego\n\n#include \"textflag.h\"\n#include \"bf16_amd64.h\"\n#include \"go_asm.h\"\n#include \"coded_amd64.h\"\n")
 	fmt.Fprintf(&d, "// Code generated by gen_asm.go; DO NOT EDIT.\n\n//go:build !purego\n\npackage gemm\n")
 	for _, f := range families {
 		var table strings.Builder
@@ -391,6 +470,17 @@ func main() {
 			}
 		}
 		table.WriteString("}\n")
+		if f.codedRows > 0 {
+			fmt.Fprintf(&table, "\n// %sCodedKernels are the %s kernels of a coded weight by rows (four panels).\nvar %sCodedKernels = [maxRows + 1]kernel{\n", f.name, f.name, f.name)
+			for r := 1; r <= f.codedRows; r++ {
+				g := &gen{f: f, r: r, p: 4, coded: true}
+				g.kernel()
+				s.Write(g.buf.Bytes())
+				fmt.Fprintf(&d, "\n//go:noescape\nfunc %s(a *kargs)\n", g.name())
+				fmt.Fprintf(&table, "\t%d: %s,\n", r, g.name())
+			}
+			table.WriteString("}\n")
+		}
 		d.WriteString(table.String())
 	}
 	src, err := format.Source(d.Bytes())

@@ -64,6 +64,18 @@ func pairs512R8P1(a *kargs)
 //go:noescape
 func pairs512R8P2(a *kargs)
 
+//go:noescape
+func pairs512CodedR1(a *kargs)
+
+//go:noescape
+func pairs512CodedR2(a *kargs)
+
+//go:noescape
+func pairs512CodedR3(a *kargs)
+
+//go:noescape
+func pairs512CodedR4(a *kargs)
+
 // pairs512Kernels are the pairs512 tile kernels by [rows][panels].
 var pairs512Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	1: {1: pairs512R1P1, 2: pairs512R1P2, 4: pairs512R1P4},
@@ -74,6 +86,14 @@ var pairs512Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	6: {1: pairs512R6P1, 2: pairs512R6P2},
 	7: {1: pairs512R7P1, 2: pairs512R7P2},
 	8: {1: pairs512R8P1, 2: pairs512R8P2},
+}
+
+// pairs512CodedKernels are the pairs512 kernels of a coded weight by rows (four panels).
+var pairs512CodedKernels = [maxRows + 1]kernel{
+	1: pairs512CodedR1,
+	2: pairs512CodedR2,
+	3: pairs512CodedR3,
+	4: pairs512CodedR4,
 }
 
 //go:noescape
@@ -208,6 +228,12 @@ func bf16x512R8P1(a *kargs)
 //go:noescape
 func bf16x512R8P2(a *kargs)
 
+//go:noescape
+func bf16x512CodedR1(a *kargs)
+
+//go:noescape
+func bf16x512CodedR2(a *kargs)
+
 // bf16x512Kernels are the bf16x512 tile kernels by [rows][panels].
 var bf16x512Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	1: {1: bf16x512R1P1, 2: bf16x512R1P2, 4: bf16x512R1P4},
@@ -218,6 +244,12 @@ var bf16x512Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	6: {1: bf16x512R6P1, 2: bf16x512R6P2},
 	7: {1: bf16x512R7P1, 2: bf16x512R7P2},
 	8: {1: bf16x512R8P1, 2: bf16x512R8P2},
+}
+
+// bf16x512CodedKernels are the bf16x512 kernels of a coded weight by rows (four panels).
+var bf16x512CodedKernels = [maxRows + 1]kernel{
+	1: bf16x512CodedR1,
+	2: bf16x512CodedR2,
 }
 
 //go:noescape

@@ -13,7 +13,7 @@ func ContextBytes(workers, maxM, maxK int, p kernels.Path) int64 {
 	if set.widen != nil && maxM > set.rows {
 		per += 4 * int64(blockPanels*maxK*panelWidth)
 	}
-	if set.tilePairs != nil || set.tileQuads != nil {
+	if set.usesTile() {
 		per += amxAccBytes
 	}
 	return n + int64(workers)*per

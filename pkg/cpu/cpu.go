@@ -23,6 +23,7 @@ import (
 	xcpu "golang.org/x/sys/cpu"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/gemm"
 )
 
 // Identity is what CPUID says about the processor.
@@ -320,9 +321,9 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	at, rest := min(at, kernels.AVX512BF16), min(active, kernels.AVX512BF16)
 	gemv := describePath(bf).gemm + "; bound by memory bandwidth"
 	switch {
-	case bf == kernels.AMX && coded: // gemm.Weight.Code
+	case coded && gemm.ReadsCoded(bf): // gemm.Weight.Code
 		gemv += "; reads the weights coded in 12 bits (lossless: low bytes as stored, the sign and exponent's top bits " +
-			"as 4-bit codes), restored into the tiles a step at a time"
+			"as 4-bit codes), restored into L1 16 pairs of four panels at a time"
 	case bf == kernels.AMX: // gemm.Weight.SetFewRows
 		gemv += "; the lm_head on " + describePath(kernels.AVX512BF16).gemm + ", which streams weights faster than tiles"
 	}

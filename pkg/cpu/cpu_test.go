@@ -124,8 +124,9 @@ func TestKernelPaths(t *testing.T) {
 				t.Errorf("decode row %q: the lm_head is off the tiles on amx only", ks[2].Detail)
 			}
 			coded := KernelPaths(tc.f, tc.active, nil, true)[2].Detail
-			if c := strings.Contains(coded, "coded in 12 bits"); c != (tc.want == kernels.AMX) || strings.Contains(coded, "lm_head") {
-				t.Errorf("decode row with coded weights %q: coded on amx only, and the lm_head on the tiles with the rest", coded)
+			readsCoded := tc.want == kernels.AMX || tc.want == kernels.AVX512BF16 || tc.want == kernels.AVX512
+			if c := strings.Contains(coded, "coded in 12 bits"); c != readsCoded || strings.Contains(coded, "lm_head") {
+				t.Errorf("decode row with coded weights %q: coded on amx and avx512 paths only, and the lm_head on the tiles with the rest", coded)
 			}
 			if fb := Fallbacks(tc.f); len(fb) != tc.fallbacks {
 				t.Errorf("Fallbacks = %v, want %d lines", fb, tc.fallbacks)

@@ -37,7 +37,7 @@ type Options struct {
 	// DType of the linear weights: "bf16" (default), "int8" or "f32".
 	DType string
 	// NoCodedWeights skips the coded copy of the bf16 weights that decode
-	// steps stream on AMX (model.LoadOptions.NoCodedWeights).
+	// steps stream on AMX and AVX-512 (model.LoadOptions.NoCodedWeights).
 	NoCodedWeights bool
 	// NoLogitScreen skips the int8 copy of lm_head that screens the logits
 	// of greedy and top-k draws (model.LoadOptions.NoLogitScreen).

@@ -29,8 +29,9 @@ type LoadOptions struct {
 	// int8, because a quantized router flips expert choices.
 	DType string
 	// NoCodedWeights skips the coded copy of bf16 weights that decode steps
-	// stream where the products run on AMX tiles (gemm.Weight.Code): it
-	// saves 3/4 of the bf16 weights' memory and reads 1/3 more bytes a step.
+	// stream where the products run on AMX tiles or AVX-512
+	// (gemm.Weight.Code, gemm.ReadsCoded): it saves 3/4 of the bf16 weights'
+	// memory and reads 1/3 more bytes a step.
 	NoCodedWeights bool
 	// NoLogitScreen skips the int8 copy of a bf16 lm_head that screens the
 	// logits of greedy and top-k draws (gemm.Screen, Runner.Screened): it
@@ -45,9 +46,9 @@ func (o LoadOptions) ScreensLogits() bool {
 }
 
 // codes reports whether weights loaded with o get coded copies: bf16
-// weights whose products run on AMX tiles (the only kernels that read them).
+// weights whose products run on a path with kernels that read them.
 func (o LoadOptions) codes() bool {
-	return (o.DType == "" || o.DType == "bf16") && !o.NoCodedWeights && kernels.PathFor(kernels.MatMulBF16) == kernels.AMX
+	return (o.DType == "" || o.DType == "bf16") && !o.NoCodedWeights && gemm.ReadsCoded(kernels.PathFor(kernels.MatMulBF16))
 }
 
 // Model holds a model's configuration and weights.

@@ -1,0 +1,167 @@
+// The restore of a coded weight (codedPairs, coded.go), shared by the AMX
+// kernel amxCodedPairs and the AVX-512 coded kernels (gen_asm.go): each
+// step of 16 K pairs restores four panels' blocks into the worker's buffer
+// (the amxTile's acc), from which the kernel multiplies. Include go_asm.h
+// first. Registers: DI the amxTile, BX R11 R12 R9 the four panels' coded
+// blocks, CX the steps left, DX the step's raw flags, R13 the step's offset
+// in the pairs, R14 the buffer, R15 and AX scratch; Z16 the high-byte table
+// (in each 128-bit lane), Z17 0x0f bytes, K1 the escape's bytes of the
+// table, K2 the upper half's words, Z18 and Z20-Z22 scratch. The registers
+// below Z16 are left to the kernels' accumulators, and Z18 up to their
+// scratch.
+
+// CODED_SETUP loads the coded operands of the amxTile at DI.
+#define CODED_SETUP \
+	MOVQ         amxTile_coded(DI), BX; \
+	MOVQ         amxTile_cps(DI), R9; \
+	MOVQ         amxTile_steps(DI), CX; \
+	MOVQ         amxTile_raw(DI), DX; \
+	MOVQ         amxTile_acc(DI), R14; \
+	MOVQ         amxTile_lut(DI), AX; \
+	VBROADCASTI64X4 (AX), Z16; \
+	MOVL         $0x0f0f0f0f, AX; \
+	VPBROADCASTD AX, Z17; \
+	MOVQ         $0x8000800080008000, AX; \
+	KMOVQ        AX, K1; \
+	MOVL         $0xffff0000, AX; \
+	KMOVD        AX, K2; \
+	XORQ         R13, R13; \
+	LEAQ         (BX)(R9*1), R11; \
+	LEAQ         (R11)(R9*1), R12; \
+	LEAQ         (R12)(R9*1), R9
+
+// PREFETCH_512(r): the 512 bytes at 1024(r), into L1.
+#define PREFETCH_512(r) \
+	PREFETCHT0 1024(r); \
+	PREFETCHT0 1088(r); \
+	PREFETCHT0 1152(r); \
+	PREFETCHT0 1216(r); \
+	PREFETCHT0 1280(r); \
+	PREFETCHT0 1344(r); \
+	PREFETCHT0 1408(r); \
+	PREFETCHT0 1472(r)
+
+// RESTORE_ROWS(src, low, code, dst): two rows' 64 bf16 from their 64 low
+// bytes at low(src) and their 64 codes at code(src) (the first row's in the
+// low nibbles), to dst(R14), a row in each 256-bit half of a zmm: the codes
+// broadcast, the upper half's shifted to the low nibbles; VPSHUFB looks the
+// high bytes up, VPUNPCKLBW and VPUNPCKHBW interleave each row's with its
+// low bytes (in rowOrder). Three shuffles a pair of rows.
+#define RESTORE_ROWS(src, low, code, dst) \
+	VBROADCASTI64X4 code(src), Z18; \
+	VPSRLW        $4, Z18, K2, Z18; \
+	VPANDD        Z17, Z18, Z18; \
+	VPSHUFB       Z18, Z16, Z18; \
+	VMOVDQU64     low(src), Z20; \
+	VPUNPCKLBW    Z18, Z20, Z21; \
+	VPUNPCKHBW    Z18, Z20, Z22; \
+	VMOVDQU64     Y21, dst(R14); \
+	VMOVDQU64     Y22, dst+32(R14); \
+	VEXTRACTI64X4 $1, Z21, dst+64(R14); \
+	VEXTRACTI64X4 $1, Z22, dst+96(R14)
+
+// RESTORE_BLOCK(src, dst): the block at src, to dst(R14).
+#define RESTORE_BLOCK(src, dst) \
+	RESTORE_ROWS(src, 0, 512, dst+0); \
+	RESTORE_ROWS(src, 64, 544, dst+128); \
+	RESTORE_ROWS(src, 128, 576, dst+256); \
+	RESTORE_ROWS(src, 192, 608, dst+384); \
+	RESTORE_ROWS(src, 256, 640, dst+512); \
+	RESTORE_ROWS(src, 320, 672, dst+640); \
+	RESTORE_ROWS(src, 384, 704, dst+768); \
+	RESTORE_ROWS(src, 448, 736, dst+896)
+
+// COPY_BLOCK(src, dst): the 1 KiB of pairs at src, to dst(R14).
+#define COPY_BLOCK(src, dst) \
+	VMOVDQU64 0(src), Z18; \
+	VMOVDQU64 Z18, dst+0(R14); \
+	VMOVDQU64 64(src), Z18; \
+	VMOVDQU64 Z18, dst+64(R14); \
+	VMOVDQU64 128(src), Z18; \
+	VMOVDQU64 Z18, dst+128(R14); \
+	VMOVDQU64 192(src), Z18; \
+	VMOVDQU64 Z18, dst+192(R14); \
+	VMOVDQU64 256(src), Z18; \
+	VMOVDQU64 Z18, dst+256(R14); \
+	VMOVDQU64 320(src), Z18; \
+	VMOVDQU64 Z18, dst+320(R14); \
+	VMOVDQU64 384(src), Z18; \
+	VMOVDQU64 Z18, dst+384(R14); \
+	VMOVDQU64 448(src), Z18; \
+	VMOVDQU64 Z18, dst+448(R14); \
+	VMOVDQU64 512(src), Z18; \
+	VMOVDQU64 Z18, dst+512(R14); \
+	VMOVDQU64 576(src), Z18; \
+	VMOVDQU64 Z18, dst+576(R14); \
+	VMOVDQU64 640(src), Z18; \
+	VMOVDQU64 Z18, dst+640(R14); \
+	VMOVDQU64 704(src), Z18; \
+	VMOVDQU64 Z18, dst+704(R14); \
+	VMOVDQU64 768(src), Z18; \
+	VMOVDQU64 Z18, dst+768(R14); \
+	VMOVDQU64 832(src), Z18; \
+	VMOVDQU64 Z18, dst+832(R14); \
+	VMOVDQU64 896(src), Z18; \
+	VMOVDQU64 Z18, dst+896(R14); \
+	VMOVDQU64 960(src), Z18; \
+	VMOVDQU64 Z18, dst+960(R14)
+
+// RAW_BLOCK(j, skip): if byte j of AX flags panel j's block of this step
+// raw, its pairs (at w + j·ps + R13) over the restored block; the caller
+// puts the label skip after it.
+#define RAW_BLOCK(j, skip) \
+	TESTL    $(0xff<<(8*(j))), AX; \
+	JZ       skip; \
+	IMUL3Q   $(j), amxTile_ps(DI), R15; \
+	ADDQ     amxTile_w(DI), R15; \
+	ADDQ     R13, R15; \
+	COPY_BLOCK(R15, 1024*(j))
+
+// ESCAPE(j): panel j's escape at this step (R15 bytes after its raw flag)
+// as code 15 of the table (K1: byte 15 of each lane).
+#define ESCAPE(j) \
+	VPBROADCASTB j(DX)(R15*1), Z20; \
+	VMOVDQU8     Z20, K1, Z16
+
+// PREFETCH_CODED(r): the next step's 768 bytes of the panel at r, into L1.
+#define PREFETCH_CODED(r) \
+	PREFETCHT0 768(r); \
+	PREFETCHT0 832(r); \
+	PREFETCHT0 896(r); \
+	PREFETCHT0 960(r); \
+	PREFETCH_512(r)
+
+// RESTORE_STEP restores this step's four blocks into the buffer at R14,
+// copies the raw ones over theirs, and moves the coded pointers on to the
+// next step. A kernel uses it once (its labels are the function's).
+#define RESTORE_STEP \
+	MOVQ      amxTile_escOff(DI), R15; \
+	PREFETCH_CODED(BX); \
+	ESCAPE(0); \
+	RESTORE_BLOCK(BX, 0); \
+	PREFETCH_CODED(R11); \
+	ESCAPE(1); \
+	RESTORE_BLOCK(R11, 1024); \
+	PREFETCH_CODED(R12); \
+	ESCAPE(2); \
+	RESTORE_BLOCK(R12, 2048); \
+	PREFETCH_CODED(R9); \
+	ESCAPE(3); \
+	RESTORE_BLOCK(R9, 3072); \
+	MOVL      (DX), AX; \
+	TESTL     AX, AX; \
+	JZ        restored; \
+	RAW_BLOCK(0, raw1); \
+raw1: \
+	RAW_BLOCK(1, raw2); \
+raw2: \
+	RAW_BLOCK(2, raw3); \
+raw3: \
+	RAW_BLOCK(3, restored); \
+restored: \
+	ADDQ      $const_codedBlock, BX; \
+	ADDQ      $const_codedBlock, R11; \
+	ADDQ      $const_codedBlock, R12; \
+	ADDQ      $const_codedBlock, R9; \
+	ADDQ      amxTile_panels(DI), DX; \
+	ADDQ      $1024, R13
