@@ -49,9 +49,9 @@ func tiles(maxR4P4 bool, rows int, extra ...[2]int) [][2]int {
 var families = []family{
 	{"pairs512", true, 8, pairsF32, tiles(true, 8), 4},
 	{"f32x512", true, 4, singleF32, tiles(true, 8), 0},
-	// Coded kernels of 3 and 4 rows on VDPBF16PS were slower than the
-	// plain ones on an Intel Xeon where it runs at half the FMA rate
-	// (docs/performance.md, "The coded weights on AVX-512").
+	// Coded kernels of four rows on VDPBF16PS were slower than the plain
+	// ones, and of three no faster, on an Intel Xeon where it runs at half
+	// the FMA rate (docs/performance.md, "The coded weights on AVX-512").
 	{"bf16x512", true, 4, dotBF16, tiles(true, 8), 2},
 	{"vnni512", true, 4, dotVNNI, tiles(true, 8), 0},
 	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2}), 0},
