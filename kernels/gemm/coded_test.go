@@ -119,9 +119,9 @@ func assertBlockKinds(t *testing.T, what string, w *Weight) {
 	}
 }
 
-// TestCodeSkipsWhatNeverRunsOnTiles: Code leaves weights alone that are not
+// TestCodeSkipsWhatItCannotCode: Code leaves weights alone that are not
 // bf16 or whose K is not whole tile steps, and codes a weight once.
-func TestCodeSkipsWhatNeverRunsOnTiles(t *testing.T) {
+func TestCodeSkipsWhatItCannotCode(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 24))
 	for name, w := range map[string]*Weight{
 		"f32":     FromF32(newProblem(rng, 1, 32, 64).wf, 32, 64),
