@@ -28,21 +28,29 @@ func pairsAMX(a *kargs) {
 	pairsOut(a, t.acc)
 }
 
-// amxCodedKernels are the tile kernels of a coded weight (kernelSet.tileCoded).
-var amxCodedKernels = func() (t [maxRows + 1]kernel) {
-	for r := 1; r <= amxFewRows; r++ {
-		t[r] = func(a *kargs) {
-			tile := a.amx.setCoded(a)
-			amxCodedPairs(tile)
-			pairsOut(a, tile.acc)
-		}
-	}
-	return t
-}()
+func codedAMX(a *kargs) {
+	t := a.amx.setCoded(a)
+	amxCodedPairs(t)
+	pairsOut(a, t.acc)
+}
 
-// withCoded gives the register kernels of a coded weight (kernelSet.coded)
-// their operands: coded_amd64.h reads them from the worker's amxTile, and
-// restores into its buffer.
+// The kernels of a coded weight by rows: amxCodedKernels on the tiles
+// (kernelSet.tileCoded), and the register kernels of each AVX-512 family
+// (kernelSet.coded).
+var (
+	amxCodedKernels = func() (t [maxRows + 1]kernel) {
+		for r := 1; r <= amxFewRows; r++ {
+			t[r] = codedAMX
+		}
+		return t
+	}()
+	pairs512Coded = withCoded(&pairs512CodedKernels)
+	bf16x512Coded = withCoded(&bf16x512CodedKernels)
+)
+
+// withCoded gives the register kernels of a coded weight their operands:
+// coded_amd64.h reads them from the worker's amxTile, and restores into its
+// buffer.
 func withCoded(ks *[maxRows + 1]kernel) *[maxRows + 1]kernel {
 	var t [maxRows + 1]kernel
 	for r, k := range ks {

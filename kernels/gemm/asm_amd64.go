@@ -34,10 +34,10 @@ func asmKernels(p kernels.Path) (kernelSet, bool) {
 		return kernelSet{pairs: pairs256Kernels, f32: f32x256Kernels, quads: i8x256Kernels, rows: 4}, true
 	case kernels.AVX512:
 		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: regRows, quadRows: 4,
-			widen: widenPairsAVX512, coded: withCoded(&pairs512CodedKernels)}, true
+			widen: widenPairsAVX512, coded: pairs512Coded}, true
 	case kernels.AVX512BF16, kernels.AMX:
 		s := kernelSet{pairs: bf16x512Kernels, f32: f32x512Kernels, quads: vnni512Kernels, rows: regRows, bf16Act: true,
-			coded: withCoded(&bf16x512CodedKernels)}
+			coded: bf16x512Coded}
 		if p == kernels.AMX {
 			s.tilePairs, s.tileQuads, s.tileCoded = &amxPairsKernels, &amxQuadsKernels, &amxCodedKernels
 		}

@@ -258,12 +258,12 @@ func (g *gen) name() string {
 	return fmt.Sprintf("%sR%dP%d", g.f.name, g.r, g.p)
 }
 
-// The restore buffer of a coded kernel holds a step of 16 pairs
-// (codedSteps) of four panels, codedPanelBytes each; the restore keeps
-// the vector registers from Z16 to below codedLive across the steps.
+// The restore buffer of a coded kernel holds a step of amxSteps pairs of
+// four panels, 64 bytes a pair of a panel (codedPanelBytes a panel, as the
+// pairs advance a step); the restore keeps the vector registers from Z16 to
+// below codedLive across the steps.
 const (
-	codedSteps      = 16
-	codedPanelBytes = codedSteps * 64
+	codedPanelBytes = 1024
 	codedLive       = 18
 )
 
@@ -399,7 +399,7 @@ func (g *gen) loop() {
 	g.in("JNZ loop")
 }
 
-// codedLoop restores each step of 16 K pairs (which prefetches the next
+// codedLoop restores each step of amxSteps K pairs (which prefetches the next
 // one's coded bytes) into one half of the buffer, and then walks the step
 // before it in the other half with the family's body, in order: the same
 // bits as loop. The loads of a step then find its stores in L1 rather than
@@ -423,7 +423,7 @@ func (g *gen) codedLoop() {
 // codedSteps multiplies the step restored at R14.
 func (g *gen) codedSteps(label string) {
 	g.in("MOVQ R14, R8")
-	g.in("MOVQ $%d, R10", codedSteps)
+	g.in("MOVQ $const_amxSteps, R10")
 	fmt.Fprintf(&g.buf, "%s:\n", label)
 	g.f.body(g)
 	g.in("ADDQ $%d, SI", g.r*g.f.xstep)

@@ -1767,7 +1767,7 @@ step:
 	CMPQ R13, $1024
 	JEQ next
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 pair:
 	VMOVDQU32 0(R8), Z27
 	VPSLLD $16, Z27, Z28
@@ -1800,7 +1800,7 @@ next:
 	JNZ step
 	XORQ $const_amxRestoreBytes, R14
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 last:
 	VMOVDQU32 0(R8), Z27
 	VPSLLD $16, Z27, Z28
@@ -1873,7 +1873,7 @@ step:
 	CMPQ R13, $1024
 	JEQ next
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 pair:
 	VMOVDQU32 0(R8), Z27
 	VPSLLD $16, Z27, Z28
@@ -1916,7 +1916,7 @@ next:
 	JNZ step
 	XORQ $const_amxRestoreBytes, R14
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 last:
 	VMOVDQU32 0(R8), Z27
 	VPSLLD $16, Z27, Z28
@@ -2015,7 +2015,7 @@ step:
 	CMPQ R13, $1024
 	JEQ next
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 pair:
 	VMOVDQU32 0(R8), Z27
 	VPSLLD $16, Z27, Z28
@@ -2068,7 +2068,7 @@ next:
 	JNZ step
 	XORQ $const_amxRestoreBytes, R14
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 last:
 	VMOVDQU32 0(R8), Z27
 	VPSLLD $16, Z27, Z28
@@ -2193,7 +2193,7 @@ step:
 	CMPQ R13, $1024
 	JEQ next
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 pair:
 	VMOVDQU32 0(R8), Z27
 	VPSLLD $16, Z27, Z28
@@ -2256,7 +2256,7 @@ next:
 	JNZ step
 	XORQ $const_amxRestoreBytes, R14
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 last:
 	VMOVDQU32 0(R8), Z27
 	VPSLLD $16, Z27, Z28
@@ -5175,7 +5175,7 @@ step:
 	CMPQ R13, $1024
 	JEQ next
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 pair:
 	VMOVDQU32 0(R8), Z28
 	VMOVDQU32 1024(R8), Z27
@@ -5195,7 +5195,7 @@ next:
 	JNZ step
 	XORQ $const_amxRestoreBytes, R14
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 last:
 	VMOVDQU32 0(R8), Z28
 	VMOVDQU32 1024(R8), Z27
@@ -5253,7 +5253,7 @@ step:
 	CMPQ R13, $1024
 	JEQ next
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 pair:
 	VMOVDQU32 0(R8), Z28
 	VMOVDQU32 1024(R8), Z27
@@ -5278,7 +5278,7 @@ next:
 	JNZ step
 	XORQ $const_amxRestoreBytes, R14
 	MOVQ R14, R8
-	MOVQ $16, R10
+	MOVQ $const_amxSteps, R10
 last:
 	VMOVDQU32 0(R8), Z28
 	VMOVDQU32 1024(R8), Z27
