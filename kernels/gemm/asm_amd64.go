@@ -31,10 +31,11 @@ func bf16PairsAVX512(dst *uint32, stride int, x []float32)
 func asmKernels(p kernels.Path) (kernelSet, bool) {
 	switch p {
 	case kernels.AVX2:
-		return kernelSet{pairs: pairs256Kernels, f32: f32x256Kernels, quads: i8x256Kernels, rows: 4}, true
+		return kernelSet{pairs: pairs256Kernels, f32: f32x256Kernels, quads: i8x256Kernels, rows: 4, f32Rows: 6,
+			widen: widenPairsAVX2, widenRows: 16}, true
 	case kernels.AVX512:
 		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: regRows, quadRows: 4,
-			widen: widenPairsAVX512, coded: pairs512Coded}, true
+			widen: widenPairsAVX512, widenRows: 24, coded: pairs512Coded}, true
 	case kernels.AVX512BF16, kernels.AMX:
 		s := kernelSet{pairs: bf16x512Kernels, f32: f32x512Kernels, quads: vnni512Kernels, rows: regRows, bf16Act: true,
 			coded: bf16x512Coded}
@@ -48,3 +49,6 @@ func asmKernels(p kernels.Path) (kernelSet, bool) {
 
 //go:noescape
 func widenPairsAVX512(dst *float32, src *uint32, pairs int)
+
+//go:noescape
+func widenPairsAVX2(dst *float32, src *uint32, pairs int)

@@ -31,6 +31,7 @@ type kernelSet struct {
 	quads    [maxRows + 1][maxPanels + 1]kernel // kindInt8
 	rows     int                                // tallest tile: every [1..rows][1] kernel exists
 	quadRows int                                // tallest int8 tile, if not rows
+	f32Rows  int                                // tallest f32 tile, if not rows
 	bf16Act  bool                               // pairs kernels take bf16-rounded activation pairs
 	// tilePairs and tileQuads, if set, are bf16 and int8 kernels on AMX
 	// tiles of up to maxRows rows stored one after the other (formBF16Rows,
@@ -49,6 +50,11 @@ type kernelSet struct {
 	// once and run the f32 kernels over it: the same FMAs in the same order
 	// as the pairs kernels, without widening in every tile.
 	widen func(dst *float32, src *uint32, pairs int)
+	// widenRows is the most rows a bf16 product multiplies from the pairs
+	// (at least rows): widening reads the block from memory before the
+	// first tile multiplies it, which costs more than it saves until enough
+	// tiles reuse the block.
+	widenRows int
 }
 
 const (
@@ -68,6 +74,10 @@ func (s *kernelSet) usesTile() bool {
 
 // int8Rows is the tallest int8 register tile.
 func (s *kernelSet) int8Rows() int { return cmp.Or(s.quadRows, s.rows) }
+
+// widens reports whether a bf16 product of m rows widens its weights block
+// by block for the f32 kernels.
+func (s *kernelSet) widens(m int) bool { return s.widen != nil && m > max(s.rows, s.widenRows) }
 
 // generic kernels handle any tile shape; the table just names them.
 func genericSet(pairs kernel, bf16Act bool) kernelSet {
@@ -160,7 +170,7 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 		if c.set.usesTile() {
 			c.worker[i].a.amx = newAMXTile()
 		}
-		if c.set.widen != nil && maxM > c.set.rows {
+		if c.set.widens(maxM) {
 			c.worker[i].wide = alignedF32(blockPanels * maxK * panelWidth)
 		}
 	}
@@ -399,7 +409,7 @@ func (c *Context) form(t *task, m int, w *Weight) {
 		t.form, t.kernels, t.xs, t.rowSize = formQuads, &c.set.quads, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
 	case c.set.bf16Act:
 		t.form, t.kernels, t.xs, t.rowSize = formBF16, &c.set.pairs, unsafe.Pointer(&c.xp[0]), uintptr(w.steps*4)
-	case c.set.widen != nil && m > c.set.rows:
+	case c.set.widens(m):
 		t.form, t.kernels, t.xs, t.rowSize = formF32, &c.set.f32, unsafe.Pointer(&c.xf[0]), uintptr(w.K*4)
 	default:
 		t.form, t.kernels, t.xs, t.rowSize = formPairs, &c.set.pairs, unsafe.Pointer(&c.xf[0]), uintptr(w.steps*8)
@@ -418,6 +428,8 @@ func (c *Context) form(t *task, m int, w *Weight) {
 		t.rows = maxRows
 	case w.kind == kindInt8:
 		t.rows = c.set.int8Rows()
+	case t.form == formF32:
+		t.rows = cmp.Or(c.set.f32Rows, c.set.rows)
 	default:
 		t.rows = c.set.rows
 	}

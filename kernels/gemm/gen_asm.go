@@ -55,7 +55,11 @@ var families = []family{
 	{"bf16x512", true, 4, dotBF16, tiles(true, 8), 2},
 	{"vnni512", true, 4, dotVNNI, tiles(true, 8), 0},
 	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2}), 0},
-	{"f32x256", false, 4, singleF32, tiles(false, 4, [2]int{1, 2}, [2]int{2, 2}), 0},
+	// Six rows: twelve accumulators keep more FMAs in flight than two ports
+	// of 4-cycle latency need; the four-row pairs tiles (eight, with the
+	// widening beside the FMAs) left prefill at two thirds of the FMA rate.
+	// The avx2 path runs them over weights widened block by block.
+	{"f32x256", false, 4, singleF32, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}), 0},
 	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2}), 0},
 }
 
@@ -164,8 +168,8 @@ func pairsF32(g *gen) {
 
 // singleF32: f32 weights, one fma per K step.
 func singleF32(g *gen) {
-	x := g.reg(1)
-	w := func(j, h int) int { return g.reg(3 + j*g.halves() + h) }
+	x := g.reg(0)
+	w := func(j, h int) int { return g.reg(1 + j*g.halves() + h) }
 	g.each(func(j, h int) { g.in("VMOVUPS %s, %s", g.panel(j, 32*h), g.v(w(j, h))) })
 	for r := range g.r {
 		g.in("VBROADCASTSS %s, %s", g.x(r, 0), g.v(x))
@@ -277,6 +281,13 @@ const (
 // (weights from L2) than on L1-resident data.
 const prefetch = 1024
 
+// prefetch256 is prefetch for the ymm kernels: their tiles of a few rows (a
+// decode step of two to four sequences) take a panel from DRAM as one
+// stream at a time, and 1 KiB ahead left them at two thirds of the DRAM
+// read rate; 4 KiB ahead streamed 7-15 % faster (docs/performance.md,
+// "AVX2 alone").
+const prefetch256 = 4096
+
 // Tall tiles (prefill) also prefetch their activations actPrefetch bytes
 // ahead: a long prompt's activations (M·K·2 bytes: 8 MiB for o_proj at
 // 2048 tokens) do not stay in L2 between the chunks of panels that reuse
@@ -380,11 +391,19 @@ func (g *gen) kernel() {
 	g.in("RET")
 }
 
+// prefetch is how far ahead the family's kernels prefetch their panels.
+func (g *gen) prefetch() int {
+	if g.f.wide {
+		return prefetch
+	}
+	return prefetch256
+}
+
 // loop walks the panels' K steps, prefetching them.
 func (g *gen) loop() {
 	fmt.Fprintf(&g.buf, "loop:\n")
 	for j := range g.p {
-		g.in("PREFETCHT0 %s", g.panel(j, prefetch))
+		g.in("PREFETCHT0 %s", g.panel(j, g.prefetch()))
 	}
 	if g.r >= actPrefetchRows {
 		g.in("PREFETCHT0 %d(SI)", actPrefetch)

@@ -360,6 +360,12 @@ func f32x256R3P1(a *kargs)
 func f32x256R4P1(a *kargs)
 
 //go:noescape
+func f32x256R5P1(a *kargs)
+
+//go:noescape
+func f32x256R6P1(a *kargs)
+
+//go:noescape
 func f32x256R1P2(a *kargs)
 
 //go:noescape
@@ -371,6 +377,8 @@ var f32x256Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	2: {1: f32x256R2P1, 2: f32x256R2P2},
 	3: {1: f32x256R3P1},
 	4: {1: f32x256R4P1},
+	5: {1: f32x256R5P1},
+	6: {1: f32x256R6P1},
 }
 
 //go:noescape

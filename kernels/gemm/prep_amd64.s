@@ -155,3 +155,32 @@ loop:
 done:
 	VZEROUPPER
 	RET
+
+// func widenPairsAVX2(dst *float32, src *uint32, pairs int)
+// widenPairsAVX512 on ymm: a step's 16 pairs in two halves of 8.
+TEXT ·widenPairsAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ pairs+16(FP), CX
+	TESTQ CX, CX
+	JZ done
+	VPCMPEQD Y4, Y4, Y4
+	VPSLLD $16, Y4, Y4
+loop:
+	VMOVDQU (SI), Y0
+	VMOVDQU 32(SI), Y1
+	VPSLLD $16, Y0, Y2
+	VPSLLD $16, Y1, Y3
+	VPAND Y4, Y0, Y0
+	VPAND Y4, Y1, Y1
+	VMOVUPS Y2, (DI)
+	VMOVUPS Y3, 32(DI)
+	VMOVUPS Y0, 64(DI)
+	VMOVUPS Y1, 96(DI)
+	ADDQ $64, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ loop
+done:
+	VZEROUPPER
+	RET

@@ -10,7 +10,7 @@ func ContextBytes(workers, maxM, maxK int, p kernels.Path) int64 {
 	m := int64(maxM)
 	n := 4 * (m*int64(ceilDiv(maxK, 4)*4) + m) // xf (xp shares it), sx
 	per := 4 * m * swigluChunk * panelWidth
-	if set.widen != nil && maxM > set.rows {
+	if set.widens(maxM) {
 		per += 4 * int64(blockPanels*maxK*panelWidth)
 	}
 	if set.usesTile() {
