@@ -24,15 +24,20 @@ func bf16PairsAVX512(dst *uint32, stride int, x []float32)
 
 // asmKernels is the tile kernel set of path p on amd64. Int8 weights take the
 // AVX2 integer kernels below the bf16 path (which needs VNNI anyway; the
-// results are the same bits), and f32 weights take the f32 FMA kernels on
+// results are the same bits), or on the avx2 path the AVX-VNNI ones where
+// the CPU has them (the same bits), and f32 weights take the f32 FMA kernels on
 // the bf16 path. The AMX path is the bf16 path with AMX tiles for bf16 and
 // int8 weights whose K fills whole tile steps (the others take its
 // VDPBF16PS and VNNI kernels).
 func asmKernels(p kernels.Path) (kernelSet, bool) {
 	switch p {
 	case kernels.AVX2:
-		return kernelSet{pairs: pairs256Kernels, f32: f32x256Kernels, quads: i8x256Kernels, rows: 4, f32Rows: 6,
-			widen: widenPairsAVX2, widenRows: 16}, true
+		s := kernelSet{pairs: pairs256Kernels, f32: f32x256Kernels, quads: i8x256Kernels, rows: 4, f32Rows: 6,
+			widen: widenPairsAVX2, widenRows: 16}
+		if kernels.CPU().AVXVNNI {
+			s.quads, s.quadRows = vnni256Kernels, 6
+		}
+		return s, true
 	case kernels.AVX512:
 		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: regRows, quadRows: 4,
 			widen: widenPairsAVX512, widenRows: 24, coded: pairs512Coded}, true

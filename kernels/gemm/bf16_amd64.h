@@ -18,7 +18,7 @@
 //   ModRM = 11 dst[2:0] src2[2:0]
 // The Go assembler rejects right shifts of negative values, so bits are
 // inverted with ^1 after shifting rather than with ~ before.
-// kernels/gemm's TestVDPBF16PSEncoding disassembles every kernel and checks
+// kernels/gemm's TestMacroEncoding disassembles every kernel and checks
 // each use decodes as the instruction and registers written here;
 // TestMatMulAgainstReference and TestSpecialValues check the instruction's
 // arithmetic bit for bit against the emulation in gemm/generic.go.

@@ -16,44 +16,55 @@ import (
 	"testing"
 )
 
-// TestVDPBF16PSEncoding disassembles the bf16 tile kernels as loaded in this
-// process with GNU objdump (Go's own disassembler does not decode EVEX) and
-// checks that every VDPBF16PS_Z(src2, src1, dst) the generated assembly
-// spells out as bytes is `vdpbf16ps %zmm<src2>,%zmm<src1>,%zmm<dst>`, in
-// order. The arithmetic tests prove what the bytes compute; this proves they
-// are the instruction the macro names, with the registers the generator chose.
-func TestVDPBF16PSEncoding(t *testing.T) {
+// TestMacroEncoding disassembles the tile kernels whose instructions the
+// generated assembly spells out as bytes, as loaded in this process, with
+// GNU objdump (Go's own disassembler decodes neither EVEX nor AVX-VNNI), and
+// checks that every VDPBF16PS_Z(src2, src1, dst) of the bf16 kernels is
+// `vdpbf16ps %zmm<src2>,%zmm<src1>,%zmm<dst>` and every VPDPBUSD_Y of the
+// AVX-VNNI ones `{vex} vpdpbusd %ymm<src2>,%ymm<src1>,%ymm<dst>`, in order.
+// The arithmetic tests prove what the bytes compute; this proves they are
+// the instruction the macro names, with the registers the generator chose.
+func TestMacroEncoding(t *testing.T) {
 	objdump, err := exec.LookPath("objdump")
 	if err != nil {
 		t.Skip("GNU objdump (binutils) is not installed")
 	}
 	want := macroUses(t, "kernels_amd64.s")
-	checked := 0
-	for r, row := range bf16x512Kernels {
-		for p, k := range row {
-			if k == nil {
-				continue
+	for _, tc := range []struct {
+		family  string
+		kernels *[maxRows + 1][maxPanels + 1]kernel
+		match   *regexp.Regexp
+	}{
+		{"bf16x512", &bf16x512Kernels, regexp.MustCompile(`\s(vdpbf16ps\s+\S+)`)},
+		{"vnni256", &vnni256Kernels, regexp.MustCompile(`\s(\{vex\}\s+vpdpbusd\s+\S+)`)},
+	} {
+		checked := 0
+		for r, row := range tc.kernels {
+			for p, k := range row {
+				if k == nil {
+					continue
+				}
+				name := fmt.Sprintf("%sR%dP%d", tc.family, r, p)
+				code, err := asmBody(k)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				got, err := disassemble(objdump, t.TempDir(), code, tc.match)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				if len(want[name]) == 0 {
+					t.Fatalf("%s: no macro use in kernels_amd64.s", name)
+				}
+				if strings.Join(got, "\n") != strings.Join(want[name], "\n") {
+					t.Errorf("%s: objdump decodes\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want[name], "\n"))
+				}
+				checked++
 			}
-			name := fmt.Sprintf("bf16x512R%dP%d", r, p)
-			code, err := asmBody(k)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			got, err := disassemble(objdump, t.TempDir(), code, vdpbf16ps)
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if len(want[name]) == 0 {
-				t.Fatalf("%s: no VDPBF16PS_Z in kernels_amd64.s", name)
-			}
-			if strings.Join(got, "\n") != strings.Join(want[name], "\n") {
-				t.Errorf("%s: objdump decodes\n%s\nwant\n%s", name, strings.Join(got, "\n"), strings.Join(want[name], "\n"))
-			}
-			checked++
 		}
-	}
-	if checked == 0 {
-		t.Fatal("no bf16 kernels to check")
+		if checked == 0 {
+			t.Fatalf("no %s kernels to check", tc.family)
+		}
 	}
 }
 
@@ -97,8 +108,6 @@ func asmBody(fn any) ([]byte, error) {
 	return nil, fmt.Errorf("no call to the body of %s in its wrapper", name)
 }
 
-var vdpbf16ps = regexp.MustCompile(`\s(vdpbf16ps\s+\S+)`)
-
 // disassemble lists the instructions that match (its first group) in raw x86-64 code.
 func disassemble(objdump, dir string, code []byte, match *regexp.Regexp) ([]string, error) {
 	path := filepath.Join(dir, "code.bin")
@@ -121,8 +130,9 @@ func disassemble(objdump, dir string, code []byte, match *regexp.Regexp) ([]stri
 	return got, nil
 }
 
-// macroUses lists, per TEXT symbol of an assembly file, the VDPBF16PS_Z uses
-// as GNU objdump prints the instruction (AT&T order: src2, src1, dst).
+// macroUses lists, per TEXT symbol of an assembly file, the uses of the
+// VDPBF16PS_Z and VPDPBUSD_Y macros as GNU objdump prints the instructions
+// (AT&T order: src2, src1, dst).
 func macroUses(t *testing.T, file string) map[string][]string {
 	t.Helper()
 	src, err := os.ReadFile(file)
@@ -130,7 +140,8 @@ func macroUses(t *testing.T, file string) map[string][]string {
 		t.Fatal(err)
 	}
 	text := regexp.MustCompile(`^TEXT ·(\w+)\(SB\)`)
-	use := regexp.MustCompile(`VDPBF16PS_Z\((\d+), (\d+), (\d+)\)`)
+	use := regexp.MustCompile(`^\s+(VDPBF16PS_Z|VPDPBUSD_Y)\((\d+), (\d+), (\d+)\)`)
+	spelt := map[string]string{"VDPBF16PS_Z": "vdpbf16ps %%zmm%s,%%zmm%s,%%zmm%s", "VPDPBUSD_Y": "{vex} vpdpbusd %%ymm%s,%%ymm%s,%%ymm%s"}
 	uses := map[string][]string{}
 	fn := ""
 	for _, line := range strings.Split(string(src), "\n") {
@@ -138,7 +149,7 @@ func macroUses(t *testing.T, file string) map[string][]string {
 			fn = m[1]
 		}
 		if m := use.FindStringSubmatch(line); m != nil {
-			uses[fn] = append(uses[fn], fmt.Sprintf("vdpbf16ps %%zmm%s,%%zmm%s,%%zmm%s", m[1], m[2], m[3]))
+			uses[fn] = append(uses[fn], fmt.Sprintf(spelt[m[1]], m[2], m[3], m[4]))
 		}
 	}
 	return uses

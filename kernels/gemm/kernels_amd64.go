@@ -403,3 +403,37 @@ var i8x256Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	3: {1: i8x256R3P1},
 	4: {1: i8x256R4P1},
 }
+
+//go:noescape
+func vnni256R1P1(a *kargs)
+
+//go:noescape
+func vnni256R2P1(a *kargs)
+
+//go:noescape
+func vnni256R3P1(a *kargs)
+
+//go:noescape
+func vnni256R4P1(a *kargs)
+
+//go:noescape
+func vnni256R5P1(a *kargs)
+
+//go:noescape
+func vnni256R6P1(a *kargs)
+
+//go:noescape
+func vnni256R1P2(a *kargs)
+
+//go:noescape
+func vnni256R2P2(a *kargs)
+
+// vnni256Kernels are the vnni256 tile kernels by [rows][panels].
+var vnni256Kernels = [maxRows + 1][maxPanels + 1]kernel{
+	1: {1: vnni256R1P1, 2: vnni256R1P2},
+	2: {1: vnni256R2P1, 2: vnni256R2P2},
+	3: {1: vnni256R3P1},
+	4: {1: vnni256R4P1},
+	5: {1: vnni256R5P1},
+	6: {1: vnni256R6P1},
+}

@@ -329,7 +329,7 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	}
 	return []KernelChoice{
 		{"GEMM bf16 (prefill)", bf.String(), describePath(bf).gemm},
-		{"GEMM int8 (prefill)", i8.String(), describePath(i8).int8},
+		{"GEMM int8 (prefill)", i8.String(), int8Text(f, i8)},
 		{"GEMV bf16 (decode)", bf.String(), gemv},
 		{"attention, bf16 KV cache", at.String(), describePath(at).attn},
 		{"attention, f32/int8 KV cache", rest.String(), describePath(min(active, kernels.AVX512)).attn},
@@ -338,6 +338,15 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 }
 
 type pathText struct{ gemm, int8, attn, elem string }
+
+// int8Text is describePath's int8 kernels, which on the avx2 path depend on
+// the CPU: gemm takes ymm VPDPBUSD where it has AVX-VNNI.
+func int8Text(f kernels.Features, p kernels.Path) string {
+	if p == kernels.AVX2 && f.AVXVNNI {
+		return "VPDPBUSD on ymm (AVX-VNNI): u8 activations × s8 weights, per-row f32 scales"
+	}
+	return describePath(p).int8
+}
 
 func describePath(p kernels.Path) pathText {
 	switch p {

@@ -139,6 +139,17 @@ func TestKernelPaths(t *testing.T) {
 		!strings.Contains(ks[0].Detail, "widened to f32") || !strings.Contains(ks[3].Detail, "widened") {
 		t.Errorf("bf16 products and attention chosen on avx512: %+v", ks)
 	}
+	// int8 on avx2 names AVX-VNNI only where the CPU has it.
+	alderLake := haswell
+	alderLake.AVXVNNI = true
+	for _, tc := range []struct {
+		f    kernels.Features
+		vnni bool
+	}{{haswell, false}, {alderLake, true}} {
+		if ks := KernelPaths(tc.f, kernels.AVX2, nil, false); ks[1].Path != "avx2" || strings.Contains(ks[1].Detail, "AVX-VNNI") != tc.vnni {
+			t.Errorf("int8 on avx2, AVX-VNNI %v: %+v", tc.vnni, ks[1])
+		}
+	}
 	if ks := KernelPaths(sapphire, kernels.AVX512BF16, nil, true); !strings.Contains(ks[3].Detail, "VDPBF16PS") {
 		t.Errorf("attention over a bf16 cache on avx512bf16: %+v", ks[3])
 	}
