@@ -26,7 +26,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
 			tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &sc[0], n, len(q), scale)
 		}
-		s.group, s.direct = tileGroup, tileDirect
+		s.group, s.direct = tileGroups(tile4AVX512, tile2AVX512), tileDirect
 		s.widenK, s.widenV = widenKSIMD(widenKAVX512), widenVSIMD(widenAVX512)
 		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX512), dequantVSIMD(dequantAVX512)
 		if p >= kernels.AVX512BF16 {
@@ -43,6 +43,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
 			tileAVX2(&ml[0], &acc[0], &q[0], &k[0], &v[0], &sc[0], n, len(q), scale)
 		}
+		s.group = tileGroups(tile4AVX2, nil)
 		s.widenK, s.widenV = widenKSIMD(widenKAVX2), widenVSIMD(widenAVX2)
 		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX2), dequantVSIMD(dequantAVX2)
 	}
@@ -57,31 +58,40 @@ func tile4AVX512(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32
 //go:noescape
 func tile2AVX512(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)
 
-// qref is a query as tile4AVX512 reads it (offsets fixed in the assembly).
+//go:noescape
+func tile4AVX2(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)
+
+// qref is a query as the group kernels read it (offsets fixed in the assembly).
 type qref struct {
 	ml, acc, q, s *float32
 	corr          float32
 	_             [4]byte
 }
 
-// tileGroup runs the pending queries of w from index i on through the
-// AVX-512 group kernels, four or two at a time, and returns how many it took.
-func tileGroup(w *scratch, i int, k, v []float32, n, hd int, scale float32) int {
-	done := 0
-	for size := groupQueries; size >= 2; size /= 2 {
-		for ; w.np-i-done >= size; done += size {
-			for j := range size {
-				q := &w.pend[i+done+j]
-				w.refs[j] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[j*Tile]}
-			}
-			if size == 4 {
-				tile4AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
-			} else {
-				tile2AVX512(&w.refs, &k[0], &v[0], n, hd, scale)
+// groupAsm is a group kernel over a widened tile: the queries of qs over
+// its n positions.
+type groupAsm func(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)
+
+// tileGroups is kernelSet.group by the kernels of four queries and, where
+// two is not nil, of two: it runs the pending queries of w from index i on
+// four (then two) at a time and returns how many it took.
+func tileGroups(four, two groupAsm) func(w *scratch, i int, k, v []float32, n, hd int, scale float32) int {
+	return func(w *scratch, i int, k, v []float32, n, hd int, scale float32) int {
+		done := 0
+		for _, g := range [...]struct {
+			size int
+			run  groupAsm
+		}{{4, four}, {2, two}} {
+			for ; g.run != nil && w.np-i-done >= g.size; done += g.size {
+				for j := range g.size {
+					q := &w.pend[i+done+j]
+					w.refs[j] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[j*Tile]}
+				}
+				g.run(&w.refs, &k[0], &v[0], n, hd, scale)
 			}
 		}
+		return done
 	}
-	return done
 }
 
 //go:noescape

@@ -1,10 +1,11 @@
 //go:build ignore
 
 // gen_tile writes tile_gen_amd64.s: the tile kernels, the single-query
-// ones (AVX-512, AVX2) and the AVX-512 group kernels, which run two or four
-// queries of a GQA group over one tile of K/V, for each way the tile is read
-// (widened f32 tile, bf16 cache in place, int8 cache in place). Run it with
-// `go generate` in this directory.
+// ones (AVX-512, AVX2), AVX2's four-query one over a widened tile, and the
+// AVX-512 group kernels, which run two or four queries of a GQA group over
+// one tile of K/V, for each way the tile is read (widened f32 tile, bf16
+// cache in place, int8 cache in place). Run it with `go generate` in this
+// directory.
 //
 // Per query every kernel computes exactly tileAVX512's operations (the score
 // as one 16-lane FMA chain over head_dim folded by the fixed tree (i, i+8),
@@ -1047,18 +1048,18 @@ func loadTileArgs(f *emit.File) {
 }
 
 // rescaleSum folds the lane sums in Y1 to one in the tree order and stores
-// l' = l·corr + that sum at 4(AX), corr an X register.
-func rescaleSum(f *emit.File, corr string) {
+// l' = l·corr + that sum at 4(ml), corr an X register.
+func rescaleSum(f *emit.File, ml, corr string) {
 	f.I("VEXTRACTF128 $1, Y1, X2")
 	f.I("VADDPS X2, X1, X1")
 	f.I("VMOVHLPS X1, X1, X2")
 	f.I("VADDPS X2, X1, X1")
 	f.I("VMOVSHDUP X1, X2")
 	f.I("VADDSS X2, X1, X1")
-	f.I("VMOVSS 4(AX), X2")
+	f.I("VMOVSS 4(%s), X2", ml)
 	f.I("VMULSS %s, X2, X2", corr)
 	f.I("VADDSS X1, X2, X2")
-	f.I("VMOVSS X2, 4(AX)")
+	f.I("VMOVSS X2, 4(%s)", ml)
 }
 
 // single writes tileAVX512: one query over the tile, the reference the
@@ -1153,7 +1154,7 @@ func single(f *emit.File) {
 	f.Comment("l' = l·corr + fold of the lane sums in the tree order")
 	f.I("VEXTRACTF32X8 $1, Z17, Y1")
 	f.I("VADDPS Y1, Y17, Y1")
-	rescaleSum(f, "X19")
+	rescaleSum(f, "AX", "X19")
 	f.I("")
 	f.Comment("acc = acc·corr + Σ_t p_t·v_t, in blocks of 128, 64 or 16 dims.")
 	f.I("MOVQ R9, R10")
@@ -1263,21 +1264,7 @@ func avx2(f *emit.File) {
 	f.I("ADDQ $4096, R12")
 	f.I("DECQ R14")
 	f.I("JNZ  a2chunk")
-	for i := 0; i < 8; i += 2 {
-		f.I("VADDPS Y%d, Y%d, Y%d       // (i, i+8)", i+1, i, i)
-	}
-	for _, a := range []int{0, 4} {
-		f.I("VPERM2F128 $0x20, Y%d, Y%d, Y8 // (i, i+4)", a+2, a)
-		f.I("VPERM2F128 $0x31, Y%d, Y%d, Y9", a+2, a)
-		f.I("VADDPS Y9, Y8, Y%d", a)
-	}
-	f.I("VSHUFPS $0x44, Y4, Y0, Y8    // (i, i+2)")
-	f.I("VSHUFPS $0xEE, Y4, Y0, Y9")
-	f.I("VADDPS Y9, Y8, Y8")
-	f.I("VPERMILPS $0xB1, Y8, Y9      // (i, i+1)")
-	f.I("VADDPS Y9, Y8, Y8")
-	f.I("VPERMPS Y8, Y11, Y8")
-	f.I("VMULPS Y10, Y8, Y8")
+	foldAVX2(f)
 	f.I("VMOVUPS X8, (DI)(R11*4)")
 	f.I("ADDQ $4, R11")
 	f.I("CMPQ R11, R8")
@@ -1299,33 +1286,8 @@ func avx2(f *emit.File) {
 	f.I("VBROADCASTSS X3, Y15")
 	f.Exp256("Y15", "Y0", "Y1", "Y2", "Y3")
 	f.I("")
-	f.Comment("p = e^(s − m'), lane sums over the valid keys")
-	f.I("VXORPS Y12, Y12, Y12")
-	f.I("VXORPS Y13, Y13, Y13")
-	f.I("XORQ R11, R11")
-	f.Label("a2exp")
-	f.I("MOVQ R8, R12")
-	f.I("SUBQ R11, R12")
-	f.I("CMPQ R12, $16")
-	f.I("JLE  a2r")
-	f.I("MOVQ $16, R12")
-	f.Label("a2r")
-	f.I("NEGQ R12")
-	f.I("LEAQ lanemask<>+64(SB), R13")
-	f.I("LEAQ (R13)(R12*4), R13  // mask of the first r lanes")
-	for h, r := range []int{5, 6} {
-		f.I("VMOVUPS %s(DI)(R11*4), Y%d", map[int]string{0: "", 1: "32"}[h], r)
-		f.I("VSUBPS Y14, Y%d, Y%d", r, r)
-		f.Exp256(fmt.Sprintf("Y%d", r), "Y0", "Y1", "Y2", "Y3")
-		f.I("VMOVUPS Y%d, %s(DI)(R11*4)", r, map[int]string{0: "", 1: "32"}[h])
-		f.I("VANDPS %s(R13), Y%d, Y%d", map[int]string{0: "", 1: "32"}[h], r, r)
-		f.I("VADDPS Y%d, Y%d, Y%d", r, 12+h, 12+h)
-	}
-	f.I("ADDQ $16, R11")
-	f.I("CMPQ R11, R8")
-	f.I("JLT  a2exp")
-	f.I("VADDPS Y13, Y12, Y1")
-	rescaleSum(f, "X15")
+	probsAVX2(f, "a2")
+	rescaleSum(f, "AX", "X15")
 	f.I("")
 	f.Comment("acc = acc·corr + Σ_t p_t·v_t, 64 (else 16) dims at a time")
 	f.I("MOVQ R9, R10")
@@ -1341,6 +1303,215 @@ func avx2(f *emit.File) {
 	f.Label("a2vnext")
 	f.I("CMPQ R11, R10")
 	f.I("JLT  a2v")
+	f.I("VZEROUPPER")
+	f.I("RET")
+}
+
+// foldAVX2 reduces the AVX2 kernels' four 16-lane accumulators Y(2j),
+// Y(2j+1) (lanes 0-7, 8-15) by the score tree of the AVX-512 kernels and
+// leaves their four scaled scores in lanes 0-3 of Y8, j in lane j (Y11:
+// keyperm4, Y10: the scale; Y9 scratch).
+func foldAVX2(f *emit.File) {
+	for i := 0; i < 8; i += 2 {
+		f.I("VADDPS Y%d, Y%d, Y%d       // (i, i+8)", i+1, i, i)
+	}
+	for _, a := range []int{0, 4} {
+		f.I("VPERM2F128 $0x20, Y%d, Y%d, Y8 // (i, i+4)", a+2, a)
+		f.I("VPERM2F128 $0x31, Y%d, Y%d, Y9", a+2, a)
+		f.I("VADDPS Y9, Y8, Y%d", a)
+	}
+	f.I("VSHUFPS $0x44, Y4, Y0, Y8    // (i, i+2)")
+	f.I("VSHUFPS $0xEE, Y4, Y0, Y9")
+	f.I("VADDPS Y9, Y8, Y8")
+	f.I("VPERMILPS $0xB1, Y8, Y9      // (i, i+1)")
+	f.I("VADDPS Y9, Y8, Y8")
+	f.I("VPERMPS Y8, Y11, Y8")
+	f.I("VMULPS Y10, Y8, Y8")
+}
+
+// probsAVX2 turns the n (R8) scores at DI into p = e^(s − m') in place (m'
+// in every lane of Y14) and leaves their lane sums over the keys below n,
+// in the order of the AVX-512 kernels, in Y1 (scratch: Y0-Y6, Y12, Y13,
+// R11-R13).
+func probsAVX2(f *emit.File, prefix string) {
+	f.Comment("p = e^(s − m'), lane sums over the valid keys")
+	f.I("VXORPS Y12, Y12, Y12")
+	f.I("VXORPS Y13, Y13, Y13")
+	f.I("XORQ R11, R11")
+	f.Label(prefix + "exp")
+	f.I("MOVQ R8, R12")
+	f.I("SUBQ R11, R12")
+	f.I("CMPQ R12, $16")
+	f.I("JLE  %sr", prefix)
+	f.I("MOVQ $16, R12")
+	f.Label(prefix + "r")
+	f.I("NEGQ R12")
+	f.I("LEAQ lanemask<>+64(SB), R13")
+	f.I("LEAQ (R13)(R12*4), R13  // mask of the first r lanes")
+	for h, r := range []int{5, 6} {
+		off := map[int]string{0: "", 1: "32"}[h]
+		f.I("VMOVUPS %s(DI)(R11*4), Y%d", off, r)
+		f.I("VSUBPS Y14, Y%d, Y%d", r, r)
+		f.Exp256(emit.Y(r), "Y0", "Y1", "Y2", "Y3")
+		f.I("VMOVUPS Y%d, %s(DI)(R11*4)", r, off)
+		f.I("VANDPS %s(R13), Y%d, Y%d", off, r, r)
+		f.I("VADDPS Y%d, Y%d, Y%d", r, 12+h, 12+h)
+	}
+	f.I("ADDQ $16, R11")
+	f.I("CMPQ R11, R8")
+	f.I("JLT  %sexp", prefix)
+	f.I("VADDPS Y13, Y12, Y1")
+}
+
+// group4AVX2 writes tile4AVX2: four queries over one tile (tile4AVX512's
+// arguments), each with exactly tileAVX2's operations, so that every K and
+// V vector loaded feeds four queries' FMAs rather than one: a K and a V
+// tile together outgrow L1, and one query at a time read them from L2.
+// Scores one key at a time, Y(2i), Y(2i+1) accumulating query i (the
+// single kernel's four keys' registers; the same fold), the queries' maxima
+// in lanes 0-3 of X12 as the scores come; then all four corrections in one
+// exponential, the probabilities per query, and V 16 dims of the four
+// accumulators at a time.
+func group4AVX2(f *emit.File) {
+	fmt.Fprintf(f, "\n// func tile4AVX2(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)\n")
+	fmt.Fprintf(f, "TEXT ·tile4AVX2(SB), NOSPLIT, $0-44\n")
+	f.I("MOVQ qs+0(FP), AX")
+	f.I("MOVQ k+8(FP), DX")
+	f.I("MOVQ v+16(FP), SI")
+	f.I("MOVQ n+24(FP), R8")
+	f.I("MOVQ hd+32(FP), R14")
+	f.I("SHLQ $2, R14            // row bytes")
+	f.I("VBROADCASTSS scale+40(FP), Y10")
+	f.I("VMOVDQU keyperm4<>(SB), Y11")
+	f.I("VBROADCASTSS c_ninf<>(SB), X12 // lane i: query i's running max")
+	qp := []string{"R9", "R10", "R11", "R15"}
+	for i, r := range qp {
+		f.I("MOVQ %d(AX), %s", qref(i, "q"), r)
+	}
+	f.I("")
+	f.Comment("Scores, one key (BX) at a time: Y(2i), Y(2i+1) are lanes 0-7, 8-15 of query i.")
+	f.Comment("head_dim 128 takes its 8 chunks unrolled: an FMA whose memory operand is")
+	f.Comment("indexed takes two issue slots on Intel cores, and at 8 FMAs per 2 loads the")
+	f.Comment("front end, not the FMA ports, would set the pace.")
+	f.I("CMPQ R14, $512")
+	f.I("JNE  g4any")
+	keyLoop := func(label string, unrolled bool) {
+		f.I("XORQ BX, BX")
+		f.Label(label)
+		for i := range 8 {
+			f.I("VXORPS Y%d, Y%d, Y%d", i, i, i)
+		}
+		f.I("MOVQ BX, R12")
+		f.I("SHLQ $6, R12")
+		f.I("ADDQ DX, R12            // &k[chunk 0][key BX]")
+		chunk := func(kOff int, qAddr func(r string, half int) string) {
+			f.I("VMOVUPS %d(R12), Y8", kOff)
+			f.I("VMOVUPS %d(R12), Y9", kOff+32)
+			for i, r := range qp {
+				f.I("VFMADD231PS %s, Y8, Y%d", qAddr(r, 0), 2*i)
+				f.I("VFMADD231PS %s, Y9, Y%d", qAddr(r, 1), 2*i+1)
+			}
+		}
+		if unrolled {
+			for c := range 8 {
+				chunk(4096*c, func(r string, half int) string { return fmt.Sprintf("%d(%s)", 64*c+32*half, r) })
+			}
+		} else {
+			f.I("XORQ CX, CX             // byte offset of the chunk in q")
+			f.Label(label + "chunk")
+			chunk(0, func(r string, half int) string { return fmt.Sprintf("%d(%s)(CX*1)", 32*half, r) })
+			f.I("ADDQ $4096, R12")
+			f.I("ADDQ $64, CX")
+			f.I("CMPQ CX, R14")
+			f.I("JLT  %schunk", label)
+		}
+		foldAVX2(f)
+		f.I("VMAXPS X8, X12, X12")
+		for i := range 4 {
+			f.I("MOVQ %d(AX), DI", qref(i, "s"))
+			if i == 0 {
+				f.I("VMOVSS X8, (DI)(BX*4)")
+			} else {
+				f.I("VEXTRACTPS $%d, X8, (DI)(BX*4)", i)
+			}
+		}
+		f.I("INCQ BX")
+		f.I("CMPQ BX, R8")
+		f.I("JLT  %s", label)
+	}
+	keyLoop("g4key128", true)
+	f.I("JMP  g4softmax")
+	f.Label("g4any")
+	keyLoop("g4key", false)
+	f.I("")
+	f.Label("g4softmax")
+	f.Comment("Lane i: m' = max(tile max, m) and corr = e^(m−m') of query i, as tileAVX2's scalars.")
+	for i := range 4 {
+		f.I("MOVQ %d(AX), DI", qref(i, "ml"))
+		if i == 0 {
+			f.I("VMOVSS (DI), X13")
+		} else {
+			f.I("VINSERTPS $0x%x, (DI), X13, X13", i<<4)
+		}
+	}
+	f.I("VMAXPS X13, X12, X10")
+	f.I("VSUBPS X10, X13, X11")
+	f.Exp256("Y11", "Y0", "Y1", "Y2", "Y3")
+	f.I("")
+	f.Comment("Per query: m' and corr to its qref, p, l.")
+	f.I("MOVQ AX, R9")
+	f.I("MOVQ $4, R10")
+	f.Label("g4q")
+	f.I("MOVQ %d(R9), R15", qref(0, "ml"))
+	f.I("VMOVSS X10, (R15)")
+	f.I("VMOVSS X11, %d(R9)", qref(0, "corr"))
+	f.I("VBROADCASTSS X10, Y14")
+	f.I("MOVQ %d(R9), DI", qref(0, "s"))
+	probsAVX2(f, "g4")
+	rescaleSum(f, "R15", "X11")
+	f.I("VPERMILPS $0x39, X10, X10 // the next query's to lane 0")
+	f.I("VPERMILPS $0x39, X11, X11")
+	f.I("ADDQ $40, R9")
+	f.I("DECQ R10")
+	f.I("JNZ  g4q")
+	f.I("")
+	f.Comment("acc = acc·corr + Σ_t p_t·v_t, 16 dims (BX their byte offset) of each query at a time.")
+	sp := []string{"R9", "R10", "R11", "R15"}
+	for i, r := range sp {
+		f.I("MOVQ %d(AX), %s", qref(i, "s"), r)
+	}
+	f.I("XORQ BX, BX")
+	f.Label("g4v")
+	for i := range 4 {
+		f.I("MOVQ %d(AX), DI", qref(i, "acc"))
+		f.I("VBROADCASTSS %d(AX), Y8", qref(i, "corr"))
+		f.I("VMULPS (DI)(BX*1), Y8, Y%d", 2*i)
+		f.I("VMULPS 32(DI)(BX*1), Y8, Y%d", 2*i+1)
+	}
+	f.I("LEAQ (SI)(BX*1), R12")
+	f.I("XORQ CX, CX")
+	f.Label("g4vt")
+	f.I("VMOVUPS (R12), Y8")
+	f.I("VMOVUPS 32(R12), Y9")
+	for i, r := range sp {
+		f.I("VBROADCASTSS (%s)(CX*4), Y%d", r, 10+i)
+	}
+	for i := range 4 {
+		f.I("VFMADD231PS Y8, Y%d, Y%d", 10+i, 2*i)
+		f.I("VFMADD231PS Y9, Y%d, Y%d", 10+i, 2*i+1)
+	}
+	f.I("ADDQ R14, R12")
+	f.I("INCQ CX")
+	f.I("CMPQ CX, R8")
+	f.I("JLT  g4vt")
+	for i := range 4 {
+		f.I("MOVQ %d(AX), DI", qref(i, "acc"))
+		f.I("VMOVUPS Y%d, (DI)(BX*1)", 2*i)
+		f.I("VMOVUPS Y%d, 32(DI)(BX*1)", 2*i+1)
+	}
+	f.I("ADDQ $64, BX")
+	f.I("CMPQ BX, R14")
+	f.I("JLT  g4v")
 	f.I("VZEROUPPER")
 	f.I("RET")
 }
@@ -1366,6 +1537,7 @@ GLOBL bf16quiet<>(SB), RODATA|NOPTR, $4
 	f.WriteString("GLOBL keyperm<>(SB), RODATA|NOPTR, $64\n")
 	single(f)
 	avx2(f)
+	group4AVX2(f)
 	pairV(f)
 	roundQ(f)
 	for _, k := range kernels {

@@ -36,11 +36,9 @@ func TestExpMatchesOps(t *testing.T) {
 	}
 }
 
-// The group kernels must give each query exactly the bits of the single one.
+// The group kernels of each SIMD path must give each query exactly the bits
+// of the path's single-query kernel.
 func TestGroupKernelsMatchTile(t *testing.T) {
-	if !kernels.CPU().Supports(kernels.AVX512) {
-		t.Skip("no AVX-512")
-	}
 	r := rand.New(rand.NewPCG(2, 2))
 	rnd := func(n int) []float32 {
 		x := make([]float32, n)
@@ -49,40 +47,55 @@ func TestGroupKernelsMatchTile(t *testing.T) {
 		}
 		return x
 	}
-	for _, hd := range []int{16, 64, 80, 128, 144} {
-		for _, n := range []int{1, 3, 5, 8, 9, 16, 17, 63, 64} {
-			k, v := rnd(Tile*hd), rnd(Tile*hd)
-			var start [groupQueries]query
-			for i := range start {
-				ml := []float32{float32(r.NormFloat64()), float32(r.Float64() * 10)}
-				if i == 0 {
-					ml[0], ml[1] = float32(math.Inf(-1)), 0 // a first tile
+	for _, p := range []kernels.Path{kernels.AVX512, kernels.AVX2} {
+		if !kernels.CPU().Supports(p) {
+			t.Logf("%v: not on this CPU", p)
+			continue
+		}
+		for _, hd := range []int{16, 64, 80, 128, 144} {
+			var ks kernelSet
+			simdKernels(&ks, p, hd)
+			for _, n := range []int{1, 3, 5, 8, 9, 16, 17, 63, 64} {
+				k, v := rnd(Tile*hd), rnd(Tile*hd)
+				var start [groupQueries]query
+				for i := range start {
+					ml := []float32{float32(r.NormFloat64()), float32(r.Float64() * 10)}
+					if i == 0 {
+						ml[0], ml[1] = float32(math.Inf(-1)), 0 // a first tile
+					}
+					start[i] = query{ml: ml, acc: rnd(hd), q: rnd(hd)}
 				}
-				start[i] = query{ml: ml, acc: rnd(hd), q: rnd(hd)}
-			}
-			clone := func() (w scratch) {
-				w.s = make([]float32, groupQueries*Tile)
-				for i, q := range start {
-					w.pend[i] = query{ml: slices.Clone(q.ml), acc: slices.Clone(q.acc), q: q.q}
+				clone := func() (w scratch) {
+					w.s = make([]float32, groupQueries*Tile)
+					for i, q := range start {
+						w.pend[i] = query{ml: slices.Clone(q.ml), acc: slices.Clone(q.acc), q: q.q}
+					}
+					return w
 				}
-				return w
-			}
-			want := clone()
-			for _, q := range want.pend {
-				tileAVX512(&q.ml[0], &q.acc[0], &q.q[0], &k[0], &v[0], &want.s[0], n, hd, 0.125)
-			}
-			for _, c := range []struct {
-				name  string
-				np, i int
-			}{{"four", 4, 0}, {"pair", 2, 0}, {"pair after two", 4, 2}} {
-				got := clone()
-				got.np = c.np
-				if took := tileGroup(&got, c.i, k, v, n, hd, 0.125); took != c.np-c.i {
-					t.Fatalf("%s: tileGroup took %d queries", c.name, took)
+				want := clone()
+				for _, q := range want.pend {
+					ks.tile(q.ml, q.acc, q.q, k, v, want.s[:Tile], n, 0.125)
 				}
-				for i := c.i; i < c.np; i++ {
-					if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
-						t.Fatalf("hd %d n %d %s: query %d differs from the single kernel", hd, n, c.name, i)
+				cases := []struct {
+					name  string
+					np, i int
+				}{{"four", 4, 0}, {"pair", 2, 0}, {"pair after two", 4, 2}}
+				for _, c := range cases {
+					got := clone()
+					got.np = c.np
+					took := ks.group(&got, c.i, k, v, n, hd, 0.125)
+					// the paths without a pair kernel leave pairs to the single one
+					wantTook := got.np - c.i
+					if p == kernels.AVX2 {
+						wantTook &^= 3
+					}
+					if took != wantTook {
+						t.Fatalf("%v %s: group took %d queries, want %d", p, c.name, took, wantTook)
+					}
+					for i := c.i; i < c.i+took; i++ {
+						if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
+							t.Fatalf("%v hd %d n %d %s: query %d differs from the single kernel", p, hd, n, c.name, i)
+						}
 					}
 				}
 			}
@@ -196,7 +209,7 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 							kw = ks.dequantK(kt, c.K8[o:o+n*hd], c.KS[tile0:tile0+n], n, hd)
 							vw = ks.dequantV(vt, c.V8[o:o+n*hd], c.VS[tile0:tile0+n], n, hd)
 						}
-						tileGroup(&want, 0, kw, vw, n, hd, 0.125)
+						ks.group(&want, 0, kw, vw, n, hd, 0.125)
 						got := clone()
 						if n%8 != 0 {
 							// a view ending at the tile's last row: the kernels

@@ -14,13 +14,14 @@ import (
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
-// BenchmarkTileAVX512 is the inner kernel alone on one thread, 100 query heads
-// (one at a time, or in groups of four) over a full tile of 64 positions at head_dim 128 (2·2·64·128 flops), best
-// of b.N runs of 100 calls, against
-// the single-thread FMA peak measured just before.
-func BenchmarkTileAVX512(b *testing.B) {
-	if !kernels.CPU().Supports(kernels.AVX512) {
-		b.Skip("no AVX-512")
+// BenchmarkTile is the inner kernels alone on one thread, 100 query heads
+// (one at a time, or in the path's groups) over a full tile of 64 positions
+// at head_dim 128 (2·2·64·128 flops each), best of b.N runs of 100 calls,
+// against the single-thread FMA peak measured just before (the AVX2 kernels
+// against half of it: ymm FMAs).
+func BenchmarkTile(b *testing.B) {
+	if !kernels.CPU().Supports(kernels.AVX2) {
+		b.Skip("no AVX2")
 	}
 	pool := threads.New(1, false)
 	defer pool.Close()
@@ -35,31 +36,44 @@ func BenchmarkTileAVX512(b *testing.B) {
 		k[i], v[i] = float32(i%13)*0.01, float32(i%5)*0.1
 	}
 	ml := []float32{0, 1}
-	var w scratch
-	w.s = make([]float32, groupQueries*Tile)
-	for i := range w.pend {
-		w.pend[i] = query{ml: []float32{0, 1}, acc: make([]float32, hd), q: q}
-	}
-	for _, group := range []bool{false, true} {
-		name, calls := "single", 100
-		if group {
-			name, calls = "group4", 25
+	for _, p := range []kernels.Path{kernels.AVX512, kernels.AVX2} {
+		if !kernels.CPU().Supports(p) {
+			continue
 		}
-		b.Run(name, func(b *testing.B) {
-			best, _ := timeBest(b, 1, func() {
-				for range calls {
-					if group {
-						w.np = groupQueries
-						tileGroup(&w, 0, k, v, Tile, hd, 0.1)
-					} else {
-						tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &s[0], Tile, hd, 0.1)
+		var ks kernelSet
+		simdKernels(&ks, p, hd)
+		var w scratch
+		w.s = make([]float32, groupQueries*Tile)
+		for i := range w.pend {
+			w.pend[i] = query{ml: []float32{0, 1}, acc: make([]float32, hd), q: q}
+		}
+		fma := peak.FMAGFLOPS.Single
+		if p == kernels.AVX2 {
+			fma /= 2
+		}
+		for _, group := range []bool{false, true} {
+			if group && ks.group == nil {
+				continue
+			}
+			name := map[bool]string{false: "single", true: "group"}[group]
+			b.Run(fmt.Sprintf("%s/%s", p, name), func(b *testing.B) {
+				best, _ := timeBest(b, 1, func() {
+					for range 100 / groupQueries {
+						if group {
+							w.np = groupQueries
+							ks.group(&w, 0, k, v, Tile, hd, 0.1)
+							continue
+						}
+						for range groupQueries {
+							ks.tile(ml, acc, q, k, v, s, Tile, 0.1)
+						}
 					}
-				}
+				})
+				gf := 4 * Tile * hd * 100 / best / 1e9
+				b.ReportMetric(gf, "GFLOP/s")
+				b.ReportMetric(gf/fma, "of-fma-peak")
 			})
-			gf := 4 * Tile * hd * 100 / best / 1e9
-			b.ReportMetric(gf, "GFLOP/s")
-			b.ReportMetric(gf/peak.FMAGFLOPS.Single, "of-fma-peak")
-		})
+		}
 	}
 }
 
