@@ -8,10 +8,22 @@ import "github.com/ellm-dev/ellm/kernels"
 //go:generate go run ../internal/asmgen bf16_amd64.h amx_amd64.h
 
 func init() {
+	if kernels.CPU().Supports(kernels.AVX2) {
+		avx2Prep = &prepFuncs{absMaxBits: absMaxBitsAVX2, quads: quantizeQuadsAVX2, f32: f32StridedAVX2}
+	}
 	if kernels.CPU().AVX512F {
-		simdPrep = &prepFuncs{absMaxBitsAVX512, quantizeQuadsAVX512, bf16PairsAVX512}
+		simdPrep = &prepFuncs{absMaxBitsAVX512, quantizeQuadsAVX512, bf16PairsAVX512, f32StridedAVX2}
 	}
 }
+
+//go:noescape
+func absMaxBitsAVX2(x []float32) uint32
+
+//go:noescape
+func quantizeQuadsAVX2(dst *uint32, stride int, x []float32, inv float32)
+
+//go:noescape
+func f32StridedAVX2(dst *float32, stride int, x []float32)
 
 //go:noescape
 func absMaxBitsAVX512(x []float32) uint32

@@ -154,8 +154,11 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 	// epilogue code do too (they give the same bits on every path).
 	path := max(bf16, int8)
 	c := &Context{pool: pool, path: bf16, set: set, ops: ops.For(path), maxM: maxM, maxK: maxK}
-	if path >= kernels.AVX512 {
+	switch {
+	case path >= kernels.AVX512:
 		c.prep = simdPrep
+	case path >= kernels.AVX2:
+		c.prep = avx2Prep
 	}
 	kpad := ceilDiv(maxK, 4) * 4
 	// A call prepares its activations in one form only, and each call
@@ -467,10 +470,7 @@ func (t *task) prepare(lo, hi int) {
 		case formBF16Rows:
 			toBF16Pairs(c.xp[i*steps:], 1, x, c.prep)
 		case formF32:
-			dst := c.xf[r0*k+r:]
-			for kk, v := range x {
-				dst[kk*rows] = v
-			}
+			toF32Strided(c.xf[r0*k+r:], rows, x, c.prep)
 		case formPairs:
 			dst := c.xf[2*(r0*steps+r):]
 			for q := range k / 2 {

@@ -587,43 +587,62 @@ func TestToBF16(t *testing.T) {
 	}
 }
 
-// TestPrepSIMD: the assembly activation preparation writes the same bits as
-// the Go code, for every length and stride, special values included.
+// TestPrepSIMD: the assembly activation preparation of each ISA writes the
+// same bits as the Go code, for every length and stride, special values
+// included, and nothing between the strided places.
 func TestPrepSIMD(t *testing.T) {
-	if simdPrep == nil {
-		t.Skip("no assembly preparation on this CPU/build")
-	}
 	rng := rand.New(rand.NewPCG(13, 14))
 	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
 		math.Float32frombits(1), math.Float32frombits(0x807fffff), 0x1p-126, 3.0000002, 0x1.fffffep127}
-	for _, n := range []int{1, 15, 16, 17, 31, 32, 33, 64, 1000, 1024} {
-		for _, stride := range []int{1, 3, 8} {
-			for _, special := range []bool{false, true} {
-				x := make([]float32, n)
-				for i := range x {
-					x[i] = float32(rng.NormFloat64()) * 3
-					if special && rng.IntN(8) == 0 {
-						x[i] = specials[rng.IntN(len(specials))]
+	for name, prep := range map[string]*prepFuncs{"avx512": simdPrep, "avx2": avx2Prep} {
+		if prep == nil {
+			t.Logf("%s: no assembly preparation on this CPU/build", name)
+			continue
+		}
+		for _, n := range []int{1, 15, 16, 17, 31, 32, 33, 64, 1000, 1024} {
+			for _, stride := range []int{1, 3, 8} {
+				for _, special := range []bool{false, true} {
+					x := make([]float32, n)
+					for i := range x {
+						x[i] = float32(rng.NormFloat64()) * 3
+						if special && rng.IntN(8) == 0 {
+							x[i] = specials[rng.IntN(len(specials))]
+						}
 					}
-				}
-				steps := ceilDiv(n, 2) * stride
-				got, want := make([]uint32, steps), make([]uint32, steps)
-				toBF16Pairs(got, stride, x, simdPrep)
-				toBF16Pairs(want, stride, x, nil)
-				for i := range want {
-					if got[i] != want[i] {
-						t.Fatalf("bf16 pairs n=%d stride=%d: [%d] = %#08x, want %#08x", n, stride, i, got[i], want[i])
+					steps := ceilDiv(n, 2) * stride
+					got, want := make([]uint32, steps), make([]uint32, steps)
+					if prep.pairs != nil {
+						toBF16Pairs(got, stride, x, prep)
+						toBF16Pairs(want, stride, x, nil)
+						for i := range want {
+							if got[i] != want[i] {
+								t.Fatalf("%s bf16 pairs n=%d stride=%d: [%d] = %#08x, want %#08x", name, n, stride, i, got[i], want[i])
+							}
+						}
 					}
-				}
-				clear(got)
-				clear(want)
-				sg, sw := quantizeRow(got, stride, x, simdPrep), quantizeRow(want, stride, x, nil)
-				if !sameBits(sg, sw) {
-					t.Fatalf("quantize n=%d stride=%d: scale %g, want %g", n, stride, sg, sw)
-				}
-				for i := range ceilDiv(n, 4) * stride {
-					if got[i] != want[i] {
-						t.Fatalf("quads n=%d stride=%d special=%v: [%d] = %#08x, want %#08x", n, stride, special, i, got[i], want[i])
+					clear(got)
+					clear(want)
+					sg, sw := quantizeRow(got, stride, x, prep), quantizeRow(want, stride, x, nil)
+					if !sameBits(sg, sw) {
+						t.Fatalf("%s quantize n=%d stride=%d: scale %g, want %g", name, n, stride, sg, sw)
+					}
+					for i := range ceilDiv(n, 4) * stride {
+						if got[i] != want[i] {
+							t.Fatalf("%s quads n=%d stride=%d special=%v: [%d] = %#08x, want %#08x", name, n, stride, special, i, got[i], want[i])
+						}
+					}
+					// f32: a NaN guard in every place the copy must not write
+					gf, wf := make([]float32, n*stride), make([]float32, n*stride)
+					for i := range gf {
+						gf[i] = float32(math.NaN())
+						wf[i] = gf[i]
+					}
+					toF32Strided(gf, stride, x, prep)
+					toF32Strided(wf, stride, x, nil)
+					for i := range wf {
+						if math.Float32bits(gf[i]) != math.Float32bits(wf[i]) {
+							t.Fatalf("%s f32 n=%d stride=%d: [%d] = %#08x, want %#08x", name, n, stride, i, math.Float32bits(gf[i]), math.Float32bits(wf[i]))
+						}
 					}
 				}
 			}

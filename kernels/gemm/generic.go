@@ -122,21 +122,38 @@ func toBF16(v float32) uint16 {
 
 // prepFuncs are assembly versions of the activation preparation, bit for
 // bit the Go code below; each handles the first len(x)/16·16 elements and
-// writes dst every stride bytes.
+// writes dst every stride bytes. pairs is nil where the path never takes
+// bf16 activations (AVX2).
 type prepFuncs struct {
 	absMaxBits func(x []float32) uint32
 	quads      func(dst *uint32, stride int, x []float32, inv float32)
 	pairs      func(dst *uint32, stride int, x []float32)
+	f32        func(dst *float32, stride int, x []float32)
 }
 
-// simdPrep (AVX-512) is set where the CPU has the assembly (asm_amd64.go).
-var simdPrep *prepFuncs
+// simdPrep (AVX-512) and avx2Prep are set where the CPU has the assembly
+// (asm_amd64.go).
+var simdPrep, avx2Prep *prepFuncs
+
+// toF32Strided copies a row of activations into dst[0], dst[stride],
+// dst[2·stride]…: its place in a row tile of the f32 form.
+func toF32Strided(dst []float32, stride int, x []float32, simd *prepFuncs) {
+	n := 0
+	if simd != nil && len(x) >= 16 {
+		n = len(x) &^ 15
+		_ = dst[(n-1)*stride] // the assembly writes up to here
+		simd.f32(&dst[0], stride*4, x[:n])
+	}
+	for kk := n; kk < len(x); kk++ {
+		dst[kk*stride] = x[kk]
+	}
+}
 
 // toBF16Pairs rounds a row of activations to bf16 pairs (even k low), the
 // zero-padded odd tail included, into dst[0], dst[stride], dst[2·stride]…
 func toBF16Pairs(dst []uint32, stride int, x []float32, simd *prepFuncs) {
 	n := 0
-	if simd != nil && len(x) >= 16 {
+	if simd != nil && simd.pairs != nil && len(x) >= 16 {
 		n = len(x) &^ 15
 		simd.pairs(&dst[0], stride*4, x[:n])
 	}
