@@ -1363,6 +1363,16 @@ func probsAVX2(f *emit.File, prefix string) {
 	f.I("VADDPS Y13, Y12, Y1")
 }
 
+// refRegs loads field of tile4AVX2's four qrefs (AX) into R9, R10, R11 and
+// R15, and returns those registers.
+func refRegs(f *emit.File, field string) []string {
+	regs := []string{"R9", "R10", "R11", "R15"}
+	for i, r := range regs {
+		f.I("MOVQ %d(AX), %s", qref(i, field), r)
+	}
+	return regs
+}
+
 // group4AVX2 writes tile4AVX2: four queries over one tile (tile4AVX512's
 // arguments), each with exactly tileAVX2's operations, so that every K and
 // V vector loaded feeds four queries' FMAs rather than one: a K and a V
@@ -1384,10 +1394,7 @@ func group4AVX2(f *emit.File) {
 	f.I("VBROADCASTSS scale+40(FP), Y10")
 	f.I("VMOVDQU keyperm4<>(SB), Y11")
 	f.I("VBROADCASTSS c_ninf<>(SB), X12 // lane i: query i's running max")
-	qp := []string{"R9", "R10", "R11", "R15"}
-	for i, r := range qp {
-		f.I("MOVQ %d(AX), %s", qref(i, "q"), r)
-	}
+	qp := refRegs(f, "q")
 	f.I("")
 	f.Comment("Scores, one key (BX) at a time: Y(2i), Y(2i+1) are lanes 0-7, 8-15 of query i.")
 	f.Comment("head_dim 128 takes its 8 chunks unrolled: an FMA whose memory operand is")
@@ -1476,18 +1483,24 @@ func group4AVX2(f *emit.File) {
 	f.I("JNZ  g4q")
 	f.I("")
 	f.Comment("acc = acc·corr + Σ_t p_t·v_t, 16 dims (BX their byte offset) of each query at a time.")
-	sp := []string{"R9", "R10", "R11", "R15"}
-	for i, r := range sp {
-		f.I("MOVQ %d(AX), %s", qref(i, "s"), r)
+	sp := refRegs(f, "s")
+	// accs: the four queries' 16 accumulator dims at BX, loaded times corr or stored.
+	accs := func(load bool) {
+		for i := range 4 {
+			f.I("MOVQ %d(AX), DI", qref(i, "acc"))
+			if load {
+				f.I("VBROADCASTSS %d(AX), Y8", qref(i, "corr"))
+				f.I("VMULPS (DI)(BX*1), Y8, Y%d", 2*i)
+				f.I("VMULPS 32(DI)(BX*1), Y8, Y%d", 2*i+1)
+			} else {
+				f.I("VMOVUPS Y%d, (DI)(BX*1)", 2*i)
+				f.I("VMOVUPS Y%d, 32(DI)(BX*1)", 2*i+1)
+			}
+		}
 	}
 	f.I("XORQ BX, BX")
 	f.Label("g4v")
-	for i := range 4 {
-		f.I("MOVQ %d(AX), DI", qref(i, "acc"))
-		f.I("VBROADCASTSS %d(AX), Y8", qref(i, "corr"))
-		f.I("VMULPS (DI)(BX*1), Y8, Y%d", 2*i)
-		f.I("VMULPS 32(DI)(BX*1), Y8, Y%d", 2*i+1)
-	}
+	accs(true)
 	f.I("LEAQ (SI)(BX*1), R12")
 	f.I("XORQ CX, CX")
 	f.Label("g4vt")
@@ -1504,11 +1517,7 @@ func group4AVX2(f *emit.File) {
 	f.I("INCQ CX")
 	f.I("CMPQ CX, R8")
 	f.I("JLT  g4vt")
-	for i := range 4 {
-		f.I("MOVQ %d(AX), DI", qref(i, "acc"))
-		f.I("VMOVUPS Y%d, (DI)(BX*1)", 2*i)
-		f.I("VMOVUPS Y%d, 32(DI)(BX*1)", 2*i+1)
-	}
+	accs(false)
 	f.I("ADDQ $64, BX")
 	f.I("CMPQ BX, R14")
 	f.I("JLT  g4v")
