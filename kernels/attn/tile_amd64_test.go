@@ -39,6 +39,9 @@ func TestExpMatchesOps(t *testing.T) {
 // The group kernels of each SIMD path must give each query exactly the bits
 // of the path's single-query kernel.
 func TestGroupKernelsMatchTile(t *testing.T) {
+	if !kernels.CPU().Supports(kernels.AVX2) {
+		t.Skip("no AVX2")
+	}
 	r := rand.New(rand.NewPCG(2, 2))
 	rnd := func(n int) []float32 {
 		x := make([]float32, n)

@@ -170,45 +170,37 @@ func pairsF32(g *gen) {
 	}
 }
 
+// broadcastOp is the body of the kernels that load a K step's panel vectors
+// (load; panel j half h in register wr+j·halves+h), then per row broadcast
+// its activation (bcast, into register xr) and apply op(w, x, acc) with each
+// panel vector: one instruction per row and vector.
+func broadcastOp(g *gen, load, bcast string, xr, wr int, op func(w, x, acc int)) {
+	x := g.reg(xr)
+	w := func(j, h int) int { return g.reg(wr + j*g.halves() + h) }
+	g.each(func(j, h int) { g.in("%s %s, %s", load, g.panel(j, 32*h), g.v(w(j, h))) })
+	for r := range g.r {
+		g.in("%s %s, %s", bcast, g.x(r, 0), g.v(x))
+		g.each(func(j, h int) { op(w(j, h), x, g.acc(r, j, h)) })
+	}
+}
+
 // singleF32: f32 weights, one fma per K step.
 func singleF32(g *gen) {
-	x := g.reg(0)
-	w := func(j, h int) int { return g.reg(1 + j*g.halves() + h) }
-	g.each(func(j, h int) { g.in("VMOVUPS %s, %s", g.panel(j, 32*h), g.v(w(j, h))) })
-	for r := range g.r {
-		g.in("VBROADCASTSS %s, %s", g.x(r, 0), g.v(x))
-		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(w(j, h)), g.v(x), g.v(g.acc(r, j, h))) })
-	}
+	broadcastOp(g, "VMOVUPS", "VBROADCASTSS", 0, 1, func(w, x, acc int) {
+		g.in("VFMADD231PS %s, %s, %s", g.v(w), g.v(x), g.v(acc))
+	})
 }
 
 // dotBF16: one VDPBF16PS per K pair on bf16 activation pairs.
 func dotBF16(g *gen) {
-	x := g.reg(1)
-	w := func(j int) int { return g.reg(3 + j) }
-	for j := range g.p {
-		g.in("VMOVDQU32 %s, %s", g.panel(j, 0), g.v(w(j)))
-	}
-	for r := range g.r {
-		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
-		for j := range g.p {
-			g.in("VDPBF16PS_Z(%d, %d, %d)", w(j), x, g.acc(r, j, 0))
-		}
-	}
+	broadcastOp(g, "VMOVDQU32", "VPBROADCASTD", 1, 3, func(w, x, acc int) { g.in("VDPBF16PS_Z(%d, %d, %d)", w, x, acc) })
 }
 
 // dotVNNI: one VPDPBUSD per K quad, u8 activations × s8 weights.
 func dotVNNI(g *gen) {
-	x := g.reg(1)
-	w := func(j int) int { return g.reg(3 + j) }
-	for j := range g.p {
-		g.in("VMOVDQU32 %s, %s", g.panel(j, 0), g.v(w(j)))
-	}
-	for r := range g.r {
-		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
-		for j := range g.p {
-			g.in("VPDPBUSD %s, %s, %s", g.v(w(j)), g.v(x), g.v(g.acc(r, j, 0)))
-		}
-	}
+	broadcastOp(g, "VMOVDQU32", "VPBROADCASTD", 1, 3, func(w, x, acc int) {
+		g.in("VPDPBUSD %s, %s, %s", g.v(w), g.v(x), g.v(acc))
+	})
 }
 
 // dotI8AVX2: int8 without VNNI, exact: Σ q·w per lane from
@@ -241,13 +233,7 @@ func dotI8AVX2(g *gen) {
 // (VPDPBUSD_Y): the Go assembler encodes VPDPBUSD on ymm registers as EVEX,
 // which needs AVX512_VNNI and AVX512VL.
 func dotVNNI256(g *gen) {
-	x := g.reg(0)
-	w := func(j, h int) int { return g.reg(1 + j*g.halves() + h) }
-	g.each(func(j, h int) { g.in("VMOVDQU %s, %s", g.panel(j, 32*h), g.v(w(j, h))) })
-	for r := range g.r {
-		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
-		g.each(func(j, h int) { g.in("VPDPBUSD_Y(%d, %d, %d)", w(j, h), x, g.acc(r, j, h)) })
-	}
+	broadcastOp(g, "VMOVDQU", "VPBROADCASTD", 0, 1, func(w, x, acc int) { g.in("VPDPBUSD_Y(%d, %d, %d)", w, x, acc) })
 }
 
 func (g *gen) each(f func(j, h int)) {
