@@ -18,11 +18,11 @@ import (
 // for the weight's 15 most frequent high bytes, code 15 for one more of each
 // block's own (its escape, which catches the rare small or large weights).
 // A tile-step block of a panel (16 pairs × 16 channels, 1 KiB of pairs)
-// becomes 768 bytes: the 512 low bytes, a row's 32 after the row before's,
-// then the 256 bytes of codes, a pair of rows' 64 in 32 bytes (the first
-// row's in the low nibbles). Within a row, the bf16 are in the order
-// rowOrder, in which VPUNPCKLBW and VPUNPCKHBW interleave them with their
-// high bytes into the pairs' order. amxCodedPairs restores a step's blocks
+// becomes 768 bytes: the 512 low bytes, a pair of rows' 64 after the pair
+// before's, then the 256 bytes of codes, a pair of rows' 64 in 32 bytes.
+// Within a pair of rows, low bytes and codes are in the order pairSlot
+// gives, in which VPUNPCKLBW and VPUNPCKHBW interleave them with their high
+// bytes into the first and the second row's pairs, a zmm each. amxCodedPairs restores a step's blocks
 // into the worker's buffer and multiplies them on the tiles, and the
 // AVX-512 kernels of a few rows (gen_asm.go, codedLoop) restore the same
 // way and multiply with the instructions of their uncoded twins, in the
@@ -43,21 +43,14 @@ type codedPairs struct {
 	lut [32]byte
 }
 
-// rowOrder is where the bf16 of a row are stored: VPUNPCKLBW of 32 bytes
-// interleaves bytes 0-7 and 16-23 with their high bytes into bf16 0-7 and
-// 8-15, VPUNPCKHBW bytes 8-15 and 24-31 into 16-23 and 24-31.
-var rowOrder = func() (o [32]int) {
-	for j := range o {
-		o[j] = j
-		switch j / 8 {
-		case 1:
-			o[j] = j + 8
-		case 2:
-			o[j] = j - 8
-		}
-	}
-	return o
-}()
+// pairSlot is the row (0 or 1) of a pair of rows, and the bf16 of that row
+// in the pairs' order, that slot i of the pair's 64 low bytes holds, and
+// its code: slot i < 32 in the low nibble of code byte i, slot i ≥ 32 in
+// the high nibble of code byte i−32. It follows the restore (coded_amd64.h):
+// the 32 code bytes broadcast to both halves of a zmm, the upper half's
+// shifted to the low nibbles, and VPUNPCKLBW (VPUNPCKHBW) taking bytes 0-7
+// (8-15) of each 128-bit lane L: row 0 (1), bf16 8L to 8L+7.
+func pairSlot(i int) (row, e int) { return i >> 3 & 1, i>>4<<3 | i&7 }
 
 // codedBlock is the bytes of one coded block: 16 rows of 32 bf16, a byte
 // and a half each.
@@ -163,19 +156,18 @@ func (c *codedPairs) block(p, s int) []byte {
 // codes share bytes.
 func codeBlock(pairs []uint32, dst []byte, code *[256]int8) (esc byte, ok bool) {
 	low, codes := dst[:512], dst[512:]
+	clear(codes)
 	var e escape
 	for r := 0; r < amxSteps; r += 2 {
-		a, b := pairs[r*panelWidth:(r+1)*panelWidth], pairs[(r+1)*panelWidth:(r+2)*panelWidth]
-		for j, el := range rowOrder {
-			shift := 16 * uint(el&1)
-			va, vb := uint16(a[el>>1]>>shift), uint16(b[el>>1]>>shift)
-			low[32*r+j], low[32*r+32+j] = byte(va), byte(vb)
-			ca, okA := e.code(code, byte(va>>8))
-			cb, okB := e.code(code, byte(vb>>8))
-			if !okA || !okB {
+		for i := range 64 {
+			row, el := pairSlot(i)
+			v := uint16(pairs[(r+row)*panelWidth+el>>1] >> (16 * uint(el&1)))
+			low[32*r+i] = byte(v)
+			c, ok := e.code(code, byte(v>>8))
+			if !ok {
 				return 0, false
 			}
-			codes[16*r+j] = ca | cb<<4
+			codes[16*r+i%32] |= c << (4 * uint(i/32))
 		}
 	}
 	return e.hi, true

@@ -42,11 +42,11 @@
 	PREFETCHT0 1472(r)
 
 // RESTORE_ROWS(src, low, code, dst): two rows' 64 bf16 from their 64 low
-// bytes at low(src) and their 64 codes at code(src) (the first row's in the
-// low nibbles), to dst(R14), a row in each 256-bit half of a zmm: the codes
-// broadcast, the upper half's shifted to the low nibbles; VPSHUFB looks the
-// high bytes up, VPUNPCKLBW and VPUNPCKHBW interleave each row's with its
-// low bytes (in rowOrder). Three shuffles a pair of rows.
+// bytes at low(src) and their 64 codes at code(src), to dst(R14) and
+// dst+64(R14): the codes broadcast, the upper half's shifted to the low
+// nibbles; VPSHUFB looks the high bytes up, VPUNPCKLBW and VPUNPCKHBW
+// interleave them with the low bytes into the first row and the second
+// (pairSlot). Three shuffles a pair of rows.
 #define RESTORE_ROWS(src, low, code, dst) \
 	VBROADCASTI64X4 code(src), Z18; \
 	VPSRLW        $4, Z18, K2, Z18; \
@@ -55,10 +55,8 @@
 	VMOVDQU64     low(src), Z20; \
 	VPUNPCKLBW    Z18, Z20, Z21; \
 	VPUNPCKHBW    Z18, Z20, Z22; \
-	VMOVDQU64     Y21, dst(R14); \
-	VMOVDQU64     Y22, dst+32(R14); \
-	VEXTRACTI64X4 $1, Z21, dst+64(R14); \
-	VEXTRACTI64X4 $1, Z22, dst+96(R14)
+	VMOVDQU64     Z21, dst(R14); \
+	VMOVDQU64     Z22, dst+64(R14)
 
 // RESTORE_BLOCK(src, dst): the block at src, to dst(R14).
 #define RESTORE_BLOCK(src, dst) \
@@ -123,13 +121,23 @@
 	VPBROADCASTB j(DX)(R15*1), Z20; \
 	VMOVDQU8     Z20, K1, Z16
 
-// PREFETCH_CODED(r): the next step's 768 bytes of the panel at r, into L1.
+// PREFETCH_CODED(r): the 768 bytes of the panel at r two steps on, into
+// L1. One step on left the register kernels' restores waiting on memory on
+// an AMD EPYC (Zen 5) VM; on the tiles of an Intel Xeon the distance made
+// no difference (docs/performance.md).
 #define PREFETCH_CODED(r) \
-	PREFETCHT0 768(r); \
-	PREFETCHT0 832(r); \
-	PREFETCHT0 896(r); \
-	PREFETCHT0 960(r); \
-	PREFETCH_512(r)
+	PREFETCHT0 1536(r); \
+	PREFETCHT0 1600(r); \
+	PREFETCHT0 1664(r); \
+	PREFETCHT0 1728(r); \
+	PREFETCHT0 1792(r); \
+	PREFETCHT0 1856(r); \
+	PREFETCHT0 1920(r); \
+	PREFETCHT0 1984(r); \
+	PREFETCHT0 2048(r); \
+	PREFETCHT0 2112(r); \
+	PREFETCHT0 2176(r); \
+	PREFETCHT0 2240(r)
 
 // RESTORE_STEP restores this step's four blocks into the buffer at R14,
 // copies the raw ones over theirs, and moves the coded pointers on to the

@@ -26,11 +26,12 @@ func restoreBlock(b []byte, lut [32]byte, esc byte) []uint32 {
 	lut[escapeCode] = esc
 	pairs := make([]uint32, amxSteps*panelWidth)
 	low, codes := b[:512], b[512:]
-	for r := range amxSteps {
-		for j, e := range rowOrder {
-			code := codes[16*(r&^1)+j] >> (4 * (r % 2)) & 15
-			v := uint32(low[32*r+j]) | uint32(lut[code])<<8
-			pairs[r*panelWidth+e/2] |= v << (16 * (e % 2))
+	for r := 0; r < amxSteps; r += 2 {
+		for i := range 64 {
+			row, e := pairSlot(i)
+			code := codes[16*r+i%32] >> (4 * (i / 32)) & 15
+			v := uint32(low[32*r+i]) | uint32(lut[code])<<8
+			pairs[(r+row)*panelWidth+e/2] |= v << (16 * (e % 2))
 		}
 	}
 	return pairs
