@@ -22,14 +22,15 @@ import (
 // before's, then the 256 bytes of codes, a pair of rows' 64 in 32 bytes.
 // Within a pair of rows, low bytes and codes are in the order pairSlot
 // gives, in which VPUNPCKLBW and VPUNPCKHBW interleave them with their high
-// bytes into the first and the second row's pairs, a zmm each. amxCodedPairs restores a step's blocks
-// into the worker's buffer and multiplies them on the tiles, and the
-// AVX-512 kernels of a few rows (gen_asm.go, codedLoop) restore the same
-// way and multiply with the instructions of their uncoded twins, in the
-// same order: the same bits as the pairs themselves give. A block with two
-// high bytes outside the table is flagged and read from the pairs instead
-// (raw); the pairs stay, for products of many rows, which re-read their
-// weights from cache and gain nothing from the coding.
+// bytes into the first and the second row's pairs, a zmm each.
+// amxCodedPairs restores a step's blocks into the worker's buffer and
+// multiplies them on the tiles, and the AVX-512 kernels of a few rows
+// (gen_asm.go, codedLoop) restore the same way and multiply with the
+// instructions of their uncoded twins, in the same order: the same bits as
+// the pairs themselves give. A block with two high bytes outside the table
+// is flagged and read from the pairs instead (raw); the pairs stay, for
+// products of many rows, which re-read their weights from cache and gain
+// nothing from the coding.
 type codedPairs struct {
 	panels, tsteps int
 	blocks         []uint32 // panel × tile step × codedBlock bytes
