@@ -41,15 +41,10 @@
 
 // PREFETCH_STEP(r): the next step's 1 KiB of the panel at r, into L1.
 #define PREFETCH_STEP(r) \
-	PREFETCH_512(r); \
-	PREFETCHT0 1536(r); \
-	PREFETCHT0 1600(r); \
-	PREFETCHT0 1664(r); \
-	PREFETCHT0 1728(r); \
-	PREFETCHT0 1792(r); \
-	PREFETCHT0 1856(r); \
-	PREFETCHT0 1920(r); \
-	PREFETCHT0 1984(r)
+	PREFETCH_256(r, 1024); \
+	PREFETCH_256(r, 1280); \
+	PREFETCH_256(r, 1536); \
+	PREFETCH_256(r, 1792)
 
 #define NEXT_1 \
 	ADDQ $64, SI; \

@@ -30,16 +30,12 @@
 	LEAQ         (R11)(R9*1), R12; \
 	LEAQ         (R12)(R9*1), R9
 
-// PREFETCH_512(r): the 512 bytes at 1024(r), into L1.
-#define PREFETCH_512(r) \
-	PREFETCHT0 1024(r); \
-	PREFETCHT0 1088(r); \
-	PREFETCHT0 1152(r); \
-	PREFETCHT0 1216(r); \
-	PREFETCHT0 1280(r); \
-	PREFETCHT0 1344(r); \
-	PREFETCHT0 1408(r); \
-	PREFETCHT0 1472(r)
+// PREFETCH_256(r, off): the 256 bytes at off(r), into L1.
+#define PREFETCH_256(r, off) \
+	PREFETCHT0 off(r); \
+	PREFETCHT0 off+64(r); \
+	PREFETCHT0 off+128(r); \
+	PREFETCHT0 off+192(r)
 
 // RESTORE_ROWS(src, low, code, dst): two rows' 64 bf16 from their 64 low
 // bytes at low(src) and their 64 codes at code(src), to dst(R14) and
@@ -126,18 +122,9 @@
 // an AMD EPYC (Zen 5) VM; on the tiles of an Intel Xeon the distance made
 // no difference (docs/performance.md).
 #define PREFETCH_CODED(r) \
-	PREFETCHT0 1536(r); \
-	PREFETCHT0 1600(r); \
-	PREFETCHT0 1664(r); \
-	PREFETCHT0 1728(r); \
-	PREFETCHT0 1792(r); \
-	PREFETCHT0 1856(r); \
-	PREFETCHT0 1920(r); \
-	PREFETCHT0 1984(r); \
-	PREFETCHT0 2048(r); \
-	PREFETCHT0 2112(r); \
-	PREFETCHT0 2176(r); \
-	PREFETCHT0 2240(r)
+	PREFETCH_256(r, 1536); \
+	PREFETCH_256(r, 1792); \
+	PREFETCH_256(r, 2048)
 
 // RESTORE_STEP restores this step's four blocks into the buffer at R14,
 // copies the raw ones over theirs, and moves the coded pointers on to the
