@@ -1399,7 +1399,7 @@ func group4AVX2(f *emit.File) {
 	f.Comment("Scores, one key (BX) at a time: Y(2i), Y(2i+1) are lanes 0-7, 8-15 of query i.")
 	f.Comment("head_dim 128 takes its 8 chunks unrolled: an FMA whose memory operand is")
 	f.Comment("indexed takes two issue slots on Intel cores, and with the loop's own")
-	f.Comment("instructions the front end, not the FMA ports, set the pace (70 % against 89 %).")
+	f.Comment("instructions the front end, not the FMA ports, set the pace (70 %% against 89 %%).")
 	f.I("CMPQ R14, $512")
 	f.I("JNE  g4any")
 	keyLoop := func(label string, unrolled bool) {

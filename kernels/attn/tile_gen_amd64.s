@@ -550,7 +550,7 @@ TEXT ·tile4AVX2(SB), NOSPLIT, $0-44
 	// Scores, one key (BX) at a time: Y(2i), Y(2i+1) are lanes 0-7, 8-15 of query i.
 	// head_dim 128 takes its 8 chunks unrolled: an FMA whose memory operand is
 	// indexed takes two issue slots on Intel cores, and with the loop's own
-	// instructions the front end, not the FMA ports, set the pace (70 %!a(MISSING)gainst 89 %!)(MISSING).
+	// instructions the front end, not the FMA ports, set the pace (70 % against 89 %).
 	CMPQ R14, $512
 	JNE  g4any
 	XORQ BX, BX
