@@ -24,8 +24,9 @@ import (
 // gives, in which VPUNPCKLBW and VPUNPCKHBW interleave them with their high
 // bytes into the first and the second row's pairs, a zmm each.
 // amxCodedPairs restores a step's blocks into the worker's buffer and
-// multiplies them on the tiles, and the AVX-512 kernels of a few rows
-// (gen_asm.go, codedLoop) restore the same way and multiply with the
+// multiplies them on the tiles; the AVX-512 kernels of a few rows
+// (gen_asm.go) restore the same way, into the buffer (codedLoop) or into
+// the registers they multiply (codedRegLoop), and multiply with the
 // instructions of their uncoded twins, in the same order: the same bits as
 // the pairs themselves give. A block with two high bytes outside the table
 // is flagged and read from the pairs instead (raw); the pairs stay, for

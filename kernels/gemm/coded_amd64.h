@@ -1,8 +1,9 @@
 // The restore of a coded weight (codedPairs, coded.go), shared by the AMX
 // kernel amxCodedPairs and the AVX-512 coded kernels (gen_asm.go): each
 // step of 16 K pairs restores four panels' blocks into the worker's buffer
-// (the amxTile's acc), from which the kernel multiplies. Include go_asm.h
-// first. Registers: DI the amxTile, BX R11 R12 R9 the four panels' coded
+// (the amxTile's acc), from which the kernel multiplies, or a pair of rows
+// at a time into the registers the kernel multiplies (UNPACK_ROWS, with
+// the tables of panels 1-3 in Z13-Z15). Include go_asm.h first. Registers: DI the amxTile, BX R11 R12 R9 the four panels' coded
 // blocks, CX the steps left, DX the step's raw flags, R13 the step's offset
 // in the pairs, R14 the buffer, R15 and AX scratch; Z16 the high-byte table
 // (in each 128-bit lane), Z17 0x0f bytes, K1 the escape's bytes of the
@@ -37,20 +38,26 @@
 	PREFETCHT0 off+128(r); \
 	PREFETCHT0 off+192(r)
 
-// RESTORE_ROWS(src, low, code, dst): two rows' 64 bf16 from their 64 low
-// bytes at low(src) and their 64 codes at code(src), to dst(R14) and
-// dst+64(R14): the codes broadcast, the upper half's shifted to the low
-// nibbles; VPSHUFB looks the high bytes up, VPUNPCKLBW and VPUNPCKHBW
-// interleave them with the low bytes into the first row and the second
-// (pairSlot). Three shuffles a pair of rows.
+// UNPACK_ROWS(src, low, code, lut, h, l, r0, r1): two rows' 64 bf16 from
+// their 64 low bytes at low(src) and their 64 codes at code(src), in
+// registers r0 and r1 (r1 may be l): the codes broadcast, the upper half's
+// shifted to the low nibbles; VPSHUFB looks the high bytes up in lut, into
+// h; VPUNPCKLBW and VPUNPCKHBW interleave them with the low bytes (in l)
+// into the first row and the second (pairSlot). Three shuffles a pair of
+// rows.
+#define UNPACK_ROWS(src, low, code, lut, h, l, r0, r1) \
+	VBROADCASTI64X4 code(src), h; \
+	VPSRLW        $4, h, K2, h; \
+	VPANDD        Z17, h, h; \
+	VPSHUFB       h, lut, h; \
+	VMOVDQU64     low(src), l; \
+	VPUNPCKLBW    h, l, r0; \
+	VPUNPCKHBW    h, l, r1
+
+// RESTORE_ROWS(src, low, code, dst): UNPACK_ROWS into dst(R14) and
+// dst+64(R14).
 #define RESTORE_ROWS(src, low, code, dst) \
-	VBROADCASTI64X4 code(src), Z18; \
-	VPSRLW        $4, Z18, K2, Z18; \
-	VPANDD        Z17, Z18, Z18; \
-	VPSHUFB       Z18, Z16, Z18; \
-	VMOVDQU64     low(src), Z20; \
-	VPUNPCKLBW    Z18, Z20, Z21; \
-	VPUNPCKHBW    Z18, Z20, Z22; \
+	UNPACK_ROWS(src, low, code, Z16, Z18, Z20, Z21, Z22); \
 	VMOVDQU64     Z21, dst(R14); \
 	VMOVDQU64     Z22, dst+64(R14)
 
@@ -111,11 +118,11 @@
 	ADDQ     R13, R15; \
 	COPY_BLOCK(R15, 1024*(j))
 
-// ESCAPE(j): panel j's escape at this step (R15 bytes after its raw flag)
-// as code 15 of the table (K1: byte 15 of each lane).
-#define ESCAPE(j) \
+// ESCAPE(j, lut): panel j's escape at this step (R15 bytes after its raw
+// flag) as code 15 of the table in lut (K1: byte 15 of each lane).
+#define ESCAPE(j, lut) \
 	VPBROADCASTB j(DX)(R15*1), Z20; \
-	VMOVDQU8     Z20, K1, Z16
+	VMOVDQU8     Z20, K1, lut
 
 // PREFETCH_CODED(r): the 768 bytes of the panel at r two steps on, into
 // L1. One step on left the register kernels' restores waiting on memory on
@@ -132,16 +139,16 @@
 #define RESTORE_STEP \
 	MOVQ      amxTile_escOff(DI), R15; \
 	PREFETCH_CODED(BX); \
-	ESCAPE(0); \
+	ESCAPE(0, Z16); \
 	RESTORE_BLOCK(BX, 0); \
 	PREFETCH_CODED(R11); \
-	ESCAPE(1); \
+	ESCAPE(1, Z16); \
 	RESTORE_BLOCK(R11, 1024); \
 	PREFETCH_CODED(R12); \
-	ESCAPE(2); \
+	ESCAPE(2, Z16); \
 	RESTORE_BLOCK(R12, 2048); \
 	PREFETCH_CODED(R9); \
-	ESCAPE(3); \
+	ESCAPE(3, Z16); \
 	RESTORE_BLOCK(R9, 3072); \
 	MOVL      (DX), AX; \
 	TESTL     AX, AX; \

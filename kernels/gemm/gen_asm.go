@@ -30,6 +30,10 @@ type family struct {
 	// a coded copy (coded.go) on the family's path; taller ones read the
 	// pairs.
 	codedRows int
+	// inRegs, if set, makes the coded kernels restore a step into
+	// registers a pair of K rows at a time (codedRegLoop) and multiply
+	// them with this, the body's instruction a row and panel vector.
+	inRegs func(g *gen, w, x, acc int)
 }
 
 func tiles(maxR4P4 bool, rows int, extra ...[2]int) [][2]int {
@@ -47,24 +51,27 @@ func tiles(maxR4P4 bool, rows int, extra ...[2]int) [][2]int {
 }
 
 var families = []family{
-	{"pairs512", true, 8, pairsF32, tiles(true, 8), 4},
-	{"f32x512", true, 4, singleF32, tiles(true, 8), 0},
+	{"pairs512", true, 8, pairsF32, tiles(true, 8), 4, nil},
+	{"f32x512", true, 4, singleF32, tiles(true, 8), 0, nil},
 	// Coded kernels of four rows on VDPBF16PS were slower than the plain
 	// ones, and of three no faster, on an Intel Xeon where it runs at half
 	// the FMA rate (docs/performance.md, "The coded weights on AVX-512").
-	{"bf16x512", true, 4, dotBF16, tiles(true, 8), 2},
-	{"vnni512", true, 4, dotVNNI, tiles(true, 8), 0},
-	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2}), 0},
+	// Restored into registers, a coded weight in L2 took two thirds of the
+	// time it took restored through the buffer, on an AMD EPYC (Zen 5) VM
+	// (docs/performance.md, "twenty-first pass").
+	{"bf16x512", true, 4, dotBF16, tiles(true, 8), 2, vdpbf16ps},
+	{"vnni512", true, 4, dotVNNI, tiles(true, 8), 0, nil},
+	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2}), 0, nil},
 	// Six rows: twelve accumulators keep more FMAs in flight than two ports
 	// of 4-cycle latency need; the four-row pairs tiles (eight, with the
 	// widening beside the FMAs) left prefill at two thirds of the FMA rate.
 	// The avx2 path runs them over weights widened block by block.
-	{"f32x256", false, 4, singleF32, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}), 0},
-	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2}), 0},
+	{"f32x256", false, 4, singleF32, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}), 0, nil},
+	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2}), 0, nil},
 	// AVX-VNNI (ymm VPDPBUSD, VEX-encoded) for the avx2 path on CPUs that
 	// have it: one instruction a row and 32 weight bytes where i8x256 takes
 	// four, and no sign juggling, so twelve accumulators fit.
-	{"vnni256", false, 4, dotVNNI256, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}), 0},
+	{"vnni256", false, 4, dotVNNI256, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}), 0, nil},
 }
 
 type gen struct {
@@ -193,8 +200,10 @@ func singleF32(g *gen) {
 
 // dotBF16: one VDPBF16PS per K pair on bf16 activation pairs.
 func dotBF16(g *gen) {
-	broadcastOp(g, "VMOVDQU32", "VPBROADCASTD", 1, 3, func(w, x, acc int) { g.in("VDPBF16PS_Z(%d, %d, %d)", w, x, acc) })
+	broadcastOp(g, "VMOVDQU32", "VPBROADCASTD", 1, 3, func(w, x, acc int) { vdpbf16ps(g, w, x, acc) })
 }
+
+func vdpbf16ps(g *gen, w, x, acc int) { g.in("VDPBF16PS_Z(%d, %d, %d)", w, x, acc) }
 
 // dotVNNI: one VPDPBUSD per K quad, u8 activations × s8 weights.
 func dotVNNI(g *gen) {
@@ -346,9 +355,12 @@ func (g *gen) kernel() {
 		g.in("VMOVD R12, %s", strings.Replace(m80, "Y", "X", 1))
 		g.in("VPBROADCASTD %s, %s", strings.Replace(m80, "Y", "X", 1), m80)
 	}
-	if g.coded {
+	switch {
+	case g.coded && g.f.inRegs != nil:
+		g.codedRegLoop()
+	case g.coded:
 		g.codedLoop()
-	} else {
+	default:
 		g.loop()
 	}
 
@@ -440,6 +452,72 @@ func (g *gen) codedLoop() {
 	g.in("XORQ $const_amxRestoreBytes, R14")
 	g.codedSteps("last")
 	g.in("MOVQ a+0(FP), AX")
+}
+
+// Registers of codedRegLoop: the tables of panels 1-3 (panel 0's is the
+// restore's, Z16), which live across the steps below Z16, where RESTORE_STEP
+// and the body leave them alone; per panel, three for UNPACK_ROWS from
+// regScratch on; and the broadcast activation.
+var regLUT = [4]string{"Z16", "Z13", "Z14", "Z15"}
+
+const (
+	regScratch = 18
+	regX       = 30
+)
+
+// codedRegLoop restores each step's four blocks a pair of K rows at a time
+// into registers (UNPACK_ROWS, with each panel's escape in its own table)
+// and multiplies them there, in the order loop does: the same bits. Each
+// step prefetches the coded bytes two on. A step with a raw block goes
+// the buffer's way instead: RESTORE_STEP, then the body over the buffer.
+// AX (the kargs) is reloaded after.
+func (g *gen) codedRegLoop() {
+	if g.r*g.p > 13 {
+		log.Fatalf("%s: out of vector registers", g.name())
+	}
+	coded := [4]string{"BX", "R11", "R12", "R9"}
+	for _, l := range regLUT[1:] {
+		g.in("VMOVDQU64 Z16, %s", l)
+	}
+	fmt.Fprintf(&g.buf, "step:\n")
+	g.in("MOVL (DX), AX")
+	g.in("TESTL AX, AX")
+	g.in("JNZ raw")
+	g.in("MOVQ amxTile_escOff(DI), R15")
+	for j, c := range coded {
+		g.in("PREFETCH_CODED(%s)", c)
+		g.in("ESCAPE(%d, %s)", j, regLUT[j])
+	}
+	for q := range 8 {
+		for j, c := range coded {
+			h, l, r0 := regScratch+3*j, regScratch+3*j+1, regScratch+3*j+2
+			g.in("UNPACK_ROWS(%s, %d, %d, %s, Z%d, Z%d, Z%d, Z%d)", c, 64*q, 512+32*q, regLUT[j], h, l, r0, l)
+		}
+		for e := range 2 {
+			for r := range g.r {
+				g.in("VPBROADCASTD %s, Z%d", g.x(r, (2*q+e)*g.r*g.f.xstep), regX)
+				for j := range coded {
+					g.f.inRegs(g, regScratch+3*j+2-e, regX, g.acc(r, j, 0))
+				}
+			}
+		}
+	}
+	for _, c := range coded {
+		g.in("ADDQ $const_codedBlock, %s", c)
+	}
+	g.in("ADDQ amxTile_panels(DI), DX")
+	g.in("ADDQ $%d, R13", codedPanelBytes)
+	g.in("ADDQ $%d, SI", 16*g.r*g.f.xstep)
+	fmt.Fprintf(&g.buf, "next:\n")
+	g.in("DECQ CX")
+	g.in("JNZ step")
+	g.in("MOVQ a+0(FP), AX")
+	g.in("JMP done")
+	fmt.Fprintf(&g.buf, "raw:\n")
+	g.in("RESTORE_STEP")
+	g.codedSteps("rawk")
+	g.in("JMP next")
+	fmt.Fprintf(&g.buf, "done:\n")
 }
 
 // codedSteps multiplies the step restored at R14.

@@ -323,7 +323,7 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	switch {
 	case coded && gemm.ReadsCoded(bf): // gemm.Weight.Code
 		gemv += "; reads the weights coded in 12 bits (lossless: low bytes as stored, the sign and exponent's top bits " +
-			"as 4-bit codes), restored into L1 16 pairs of four panels at a time"
+			"as 4-bit codes), restored " + restoredWhere(bf)
 	case bf == kernels.AMX: // gemm.Weight.SetFewRows
 		gemv += "; the lm_head on " + describePath(kernels.AVX512BF16).gemm + ", which streams weights faster than tiles"
 	}
@@ -346,6 +346,17 @@ func int8Text(f kernels.Features, p kernels.Path) string {
 		return "VPDPBUSD on ymm (AVX-VNNI): u8 activations × s8 weights, per-row f32 scales"
 	}
 	return describePath(p).int8
+}
+
+// restoredWhere is where path p's coded products restore a coded weight
+// (kernels/gemm/gen_asm.go): avx512bf16's register kernels straight into the
+// registers that multiply it, the tiles and the f32 kernels through a buffer
+// in L1.
+func restoredWhere(p kernels.Path) string {
+	if p == kernels.AVX512BF16 {
+		return "in registers two K rows of four panels at a time"
+	}
+	return "into L1 16 pairs of four panels at a time"
 }
 
 func describePath(p kernels.Path) pathText {
