@@ -148,8 +148,11 @@ type Model struct {
 	Params     int64  `json:"params"`
 	DType      string `json:"dtype"`
 	// CodedWeights: the bf16 weights are coded for decode; ScreenedLogits:
-	// lm_head has an int8 screen (DecodeReads).
+	// lm_head has an int8 screen (DecodeReads). DecodeWeights is the
+	// engine's measured choice between the coded copy and the pairs
+	// (engine.Info.DecodeWeights).
 	CodedWeights   bool   `json:"coded_weights,omitempty"`
+	DecodeWeights  string `json:"decode_weights,omitempty"`
 	ScreenedLogits bool   `json:"screened_logits,omitempty"`
 	KVDType        string `json:"kv_dtype"`
 	// Scaled is true when results were scaled from a layer-truncated model
@@ -216,7 +219,10 @@ func Write(w io.Writer, r Report, f Format) error {
 	if r.Model != nil {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)
 		var notes []string
-		if r.Model.CodedWeights {
+		switch {
+		case r.Model.DecodeWeights != "":
+			notes = append(notes, "decode reads "+r.Model.DecodeWeights)
+		case r.Model.CodedWeights:
 			notes = append(notes, "coded for decode")
 		}
 		if r.Model.ScreenedLogits {

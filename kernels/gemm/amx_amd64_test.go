@@ -238,26 +238,3 @@ func TestCoded(t *testing.T) {
 		})
 	}
 }
-
-// assertReadsCopy fails if a one-row product of x with coded weight w still
-// gives want with the low bytes of w's coded copy spoilt.
-func assertReadsCopy(t *testing.T, what string, c *Context, x []float32, w *Weight, want []float32) {
-	t.Helper()
-	spoil := func() {
-		for p := range w.panels {
-			for s := range w.coded.tsteps {
-				low := w.coded.block(p, s)[:codedBlock*2/3]
-				for i := range low {
-					low[i] ^= 1
-				}
-			}
-		}
-	}
-	spoil()
-	defer spoil()
-	y := make([]float32, w.N)
-	c.MatMul(y, x, 1, w)
-	if slices.EqualFunc(y, want, sameBits) {
-		t.Fatalf("%s: a one-row product with the coded copy spoilt gives the same bits: it does not read the copy", what)
-	}
-}

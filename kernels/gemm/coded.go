@@ -2,10 +2,13 @@ package gemm
 
 import (
 	"cmp"
+	"math"
 	"slices"
+	"time"
 	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
 // A decode step streams every weight from memory once, and on AMX the tile
@@ -199,4 +202,62 @@ func (c *codedPairs) Bytes() int { return 4*len(c.blocks) + len(c.flags) }
 
 func bytesOf(u []uint32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(u))), 4*len(u))
+}
+
+// Uncode drops w's coded copy (Code), if any, and returns the bytes it held.
+func (w *Weight) Uncode() int {
+	if w.coded == nil {
+		return 0
+	}
+	n := w.coded.Bytes()
+	w.coded = nil
+	return n
+}
+
+// TimeCoded times the products of one row and of two (decode steps of one
+// and two sequences) with each of the coded weights among ws on pool, read
+// from the pairs and from the coded copy in rounds that alternate the two,
+// and returns each way's fastest round. The two give the same bits; which
+// is faster depends on the machine: the copy is a quarter fewer bytes, but
+// on an AMD EPYC (Zen 5) VM a core streamed it at fewer bytes a second than
+// the pairs, so that the pairs won (docs/performance.md, "twenty-first
+// pass"). Like Code, it must not run beside products with ws.
+func TimeCoded(pool *threads.Pool, ws []*Weight, rounds int) (plain, coded time.Duration) {
+	const rows = 2
+	var maxN, maxK int
+	var with []*Weight
+	for _, w := range ws {
+		if w.coded != nil {
+			with = append(with, w)
+			maxN, maxK = max(maxN, w.N), max(maxK, w.K)
+		}
+	}
+	if len(with) == 0 {
+		return 0, 0
+	}
+	c := NewContext(pool, rows, maxK)
+	x, y := make([]float32, rows*maxK), make([]float32, rows*maxN)
+	for i := range x {
+		x[i] = 1
+	}
+	pass := func(plain bool) time.Duration {
+		start := time.Now()
+		for m := 1; m <= rows; m++ {
+			for _, w := range with {
+				saved := w.coded
+				if plain {
+					w.coded = nil
+				}
+				c.MatMul(y[:m*w.N], x[:m*w.K], m, w)
+				w.coded = saved
+			}
+		}
+		return time.Since(start)
+	}
+	plain, coded = time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	for range rounds {
+		plain = min(plain, pass(true))
+		coded = min(coded, pass(false))
+	}
+	return plain, coded
 }

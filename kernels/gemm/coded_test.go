@@ -5,6 +5,9 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
 // codedWeights are bf16 weights of shape n×k drawn like newProblem's, with
@@ -137,5 +140,60 @@ func TestCodeSkipsWhatItCannotCode(t *testing.T) {
 	w := FromBF16(newProblem(rng, 1, 32, 64).w, 32, 64)
 	if w.Code() == 0 || w.Code() != 0 {
 		t.Error("a bf16 weight of whole tile steps: want it coded by the first Code only")
+	}
+}
+
+// TestTimeCodedAndUncode: TimeCoded times the coded weights both ways and
+// leaves their copies as it found them (the products still read them), and
+// has nothing to time without any; Uncode drops a copy and its bytes once.
+func TestTimeCodedAndUncode(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	rng := rand.New(rand.NewPCG(27, 28))
+	n, k := 4*maxPanels*panelWidth, 256
+	pr := newProblem(rng, 1, n, k)
+	w, plain := FromBF16(pr.w, n, k), FromBF16(pr.w, n, k)
+	want := make([]float32, n)
+	NewContext(pool, 1, k).MatMul(want, pr.x[:k], 1, w)
+	bytes, added := w.Bytes(), w.Code()
+	if p, c := TimeCoded(pool, []*Weight{plain}, 2); p != 0 || c != 0 {
+		t.Fatalf("TimeCoded without coded weights = %v, %v: want 0, 0", p, c)
+	}
+	if p, c := TimeCoded(pool, []*Weight{plain, w}, 2); !(p > 0 && c > 0) || !w.Coded() || plain.Coded() {
+		t.Fatalf("TimeCoded = %v, %v; coded %v, %v after: want two positive times, the copy where it was", p, c, w.Coded(), plain.Coded())
+	}
+	if ReadsCoded(kernels.Active()) {
+		assertReadsCopy(t, "after TimeCoded", NewContext(pool, 1, k), pr.x[:k], w, want)
+	}
+	if got := w.Uncode(); got != added || w.Coded() || w.Bytes() != bytes || w.Uncode() != 0 {
+		t.Fatalf("Uncode = %d (Code added %d), coded %v, bytes %d (want %d)", got, added, w.Coded(), w.Bytes(), bytes)
+	}
+	y := make([]float32, n)
+	NewContext(pool, 1, k).MatMul(y, pr.x[:k], 1, w)
+	if !slices.EqualFunc(y, want, sameBits) {
+		t.Fatal("the product after Uncode: want the bits of the weight never coded")
+	}
+}
+
+// assertReadsCopy fails if a one-row product of x with coded weight w still
+// gives want with the low bytes of w's coded copy spoilt.
+func assertReadsCopy(t *testing.T, what string, c *Context, x []float32, w *Weight, want []float32) {
+	t.Helper()
+	spoil := func() {
+		for p := range w.panels {
+			for s := range w.coded.tsteps {
+				low := w.coded.block(p, s)[:codedBlock*2/3]
+				for i := range low {
+					low[i] ^= 1
+				}
+			}
+		}
+	}
+	spoil()
+	defer spoil()
+	y := make([]float32, w.N)
+	c.MatMul(y, x, 1, w)
+	if slices.EqualFunc(y, want, sameBits) {
+		t.Fatalf("%s: a one-row product with the coded copy spoilt gives the same bits: it does not read the copy", what)
 	}
 }

@@ -323,7 +323,7 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	switch {
 	case coded && gemm.ReadsCoded(bf): // gemm.Weight.Code
 		gemv += "; reads the weights coded in 12 bits (lossless: low bytes as stored, the sign and exponent's top bits " +
-			"as 4-bit codes), restored " + restoredWhere(bf)
+			"as 4-bit codes), restored " + restoredWhere(bf) + ", if that streams faster than the pairs when the model loads"
 	case bf == kernels.AMX: // gemm.Weight.SetFewRows
 		gemv += "; the lm_head on " + describePath(kernels.AVX512BF16).gemm + ", which streams weights faster than tiles"
 	}

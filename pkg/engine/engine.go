@@ -127,6 +127,10 @@ type Info struct {
 	// CodedWeightBytes is the part of WeightBytes that is the coded copy
 	// decode steps stream (model.Model.CodedBytes).
 	CodedWeightBytes int64
+	// DecodeWeights says what decode steps read, the coded copy or the
+	// pairs, as measured at start-up (model.Model.ChooseCoded); "" if no
+	// copy was made.
+	DecodeWeights string
 	// ScreenBytes is the part of WeightBytes that is lm_head's int8 screen
 	// (model.Model.ScreenBytes).
 	ScreenBytes int64
@@ -382,6 +386,10 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 		opts.Logger.Warn("thread count", "note", n)
 	}
 	closers = append(closers, func() error { pool.Close(); return nil })
+	var decodeWeights string
+	if c, ok := m.ChooseCoded(pool); ok {
+		decodeWeights = c.String()
+	}
 	ro := runnerOptions(opts)
 	ro.Pool = pool
 	runner, err := m.NewRunner(cache, ro)
@@ -395,7 +403,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 		KernelPath: kernels.Describe(), Attention: attentionOf(runner.AttentionMode(), kvd), DType: m.DType, KVDType: string(kvd),
 		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
-		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), ScreenBytes: m.ScreenBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
+		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), DecodeWeights: decodeWeights, ScreenBytes: m.ScreenBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
 		Fit: fit, NUMA: placement, SessionStore: opts.SessionStore,
 	}
 	be := &modelBackend{runner: runner, cache: cache, pool: pool}
@@ -420,7 +428,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	}
 	e.log.Info("engine ready",
 		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,
-		"weights", info.DType, "weight_bytes", info.WeightBytes, "coded_weight_bytes", info.CodedWeightBytes, "logit_screen_bytes", info.ScreenBytes,
+		"weights", info.DType, "weight_bytes", info.WeightBytes, "coded_weight_bytes", info.CodedWeightBytes, "decode_weights", info.DecodeWeights, "logit_screen_bytes", info.ScreenBytes,
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
 		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes, "prefix_cache_bytes", e.info.PrefixCacheBytes,
 		"usable_memory", fit.Memory.Usable(), "max_sequence_length", fit.MaxSequenceLength,

@@ -1,21 +1,36 @@
 package model
 
-import "github.com/ellm-dev/ellm/kernels/gemm"
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/ellm-dev/ellm/kernels/gemm"
+	"github.com/ellm-dev/ellm/kernels/threads"
+)
 
 // WeightMemory is every packed linear weight's buffer, for placing their
 // pages (pkg/numa). The embedding table stays in the mapped checkpoint.
 func (m *Model) WeightMemory() [][]byte {
 	var out [][]byte
+	for _, w := range m.linearWeights() {
+		out = append(out, w.Memory()...)
+	}
+	if m.lmScreen != nil {
+		out = append(out, m.lmScreen.Memory()...)
+	}
+	return out
+}
+
+// linearWeights is every packed linear weight: the layers' in order, then
+// lm_head.
+func (m *Model) linearWeights() []*gemm.Weight {
+	var out []*gemm.Weight
 	add := func(ws ...*gemm.Weight) {
 		for _, w := range ws {
 			if w != nil {
-				out = append(out, w.Memory()...)
+				out = append(out, w)
 			}
 		}
-	}
-	add(m.lmHead)
-	if m.lmScreen != nil {
-		out = append(out, m.lmScreen.Memory()...)
 	}
 	for i := range m.layers {
 		l := &m.layers[i]
@@ -24,5 +39,67 @@ func (m *Model) WeightMemory() [][]byte {
 			add(e.gate, e.up, e.down)
 		}
 	}
+	add(m.lmHead)
 	return out
+}
+
+// CodedChoice is what ChooseCoded measured and decided.
+type CodedChoice struct {
+	// Kept says the coded copies stay; else they were dropped and decode
+	// steps read the pairs.
+	Kept bool
+	// PlainGBps and CodedGBps are the bf16 bytes a second the products of
+	// one and two rows streamed over the weights timed, read from the pairs
+	// and from the coded copies (the fastest of the rounds).
+	PlainGBps, CodedGBps float64
+}
+
+func (c CodedChoice) String() string {
+	if c.Kept {
+		return fmt.Sprintf("coded (measured %.1f GB/s of bf16 against the pairs' %.1f)", c.CodedGBps, c.PlainGBps)
+	}
+	return fmt.Sprintf("pairs (measured %.1f GB/s against the coded copy's %.1f of bf16; copy dropped)", c.PlainGBps, c.CodedGBps)
+}
+
+// minTimedBytes is the least of the weights' bf16 bytes ChooseCoded times
+// (or all of them): more than the last-level cache of the servers ellm runs
+// on, so that the products stream from memory as a decode step's do.
+const minTimedBytes = 1 << 30
+
+// ChooseCoded keeps the coded copies of the weights (LoadOptions.
+// NoCodedWeights) if decode products on pool read them faster than the
+// pairs, timed over the weights in order (gemm.TimeCoded, three rounds), and
+// otherwise drops them: the two give the same bits, and the quarter of the
+// bytes the copy saves is not a quarter of the time on every machine. ok is
+// false when there was nothing to choose (no coded copies). Call it before
+// the model's runners run.
+func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
+	if m.codedBytes == 0 {
+		return CodedChoice{}, false
+	}
+	var timed []*gemm.Weight
+	var bytes int64
+	for _, w := range m.linearWeights() {
+		if w.Coded() && bytes < minTimedBytes {
+			timed = append(timed, w)
+			bytes += 2 * int64(w.N) * int64(w.K)
+		}
+	}
+	plain, coded := gemm.TimeCoded(pool, timed, 3)
+	c = CodedChoice{Kept: coded <= plain, PlainGBps: 2 * float64(bytes) / plain.Seconds() / 1e9, CodedGBps: 2 * float64(bytes) / coded.Seconds() / 1e9}
+	if !c.Kept {
+		m.dropCoded()
+	}
+	return c, true
+}
+
+// dropCoded drops every coded copy and hands their memory back.
+func (m *Model) dropCoded() {
+	var freed int64
+	for _, w := range m.linearWeights() {
+		freed += int64(w.Uncode())
+	}
+	m.weightBytes -= freed
+	m.codedBytes = 0
+	debug.FreeOSMemory()
 }

@@ -165,7 +165,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 		return nil, err
 	}
 	info := e.Info()
-	model.CodedWeights, model.ScreenedLogits = info.CodedWeightBytes > 0, info.ScreenBytes > 0
+	model.CodedWeights, model.DecodeWeights, model.ScreenedLogits = info.CodedWeightBytes > 0, info.DecodeWeights, info.ScreenBytes > 0
 	m := bench.DescribeMachine(info.Threads)
 	m.ThreadsWhy, m.PinnedCPUs = info.ThreadsWhy, info.PinnedCPUs
 	if !c.NoCeilings {
