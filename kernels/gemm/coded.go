@@ -214,22 +214,25 @@ func (w *Weight) Uncode() int {
 	return n
 }
 
-// TimeCoded times the products of one row and of two (decode steps of one
-// and two sequences) with each of the coded weights among ws on pool, read
-// from the pairs and from the coded copy in rounds that alternate the two,
-// and returns each way's fastest round. The two give the same bits; which
-// is faster depends on the machine: the copy is a quarter fewer bytes, but
-// on an AMD EPYC (Zen 5) VM a core streamed it at fewer bytes a second than
-// the pairs, so that the pairs won (docs/performance.md, "twenty-first
-// pass"). Like Code, it must not run beside products with ws.
-func TimeCoded(pool *threads.Pool, ws []*Weight, rounds int) (plain, coded time.Duration) {
+// CodedRates times the products of one row and of two (decode steps of
+// one and two sequences) with each of the coded weights among ws on pool,
+// read from the pairs and from the coded copy in rounds that alternate the
+// two, and returns each way's rate in the fastest round: the bf16 bytes of
+// the weights the products streamed a second (GB/s; 0, 0 without coded
+// weights). The two give the same bits; which is faster depends on the
+// machine: the copy is a quarter fewer bytes, but on an AMD EPYC (Zen 5)
+// VM a core streamed it at fewer bytes a second than the pairs, so that the
+// pairs won (docs/performance.md, "twenty-first pass"). Like Code, it must
+// not run beside products with ws.
+func CodedRates(pool *threads.Pool, ws []*Weight, rounds int) (plain, coded float64) {
 	const rows = 2
-	var maxN, maxK int
+	var maxN, maxK, bytes int
 	var with []*Weight
 	for _, w := range ws {
 		if w.coded != nil {
 			with = append(with, w)
 			maxN, maxK = max(maxN, w.N), max(maxK, w.K)
+			bytes += rows * 2 * w.N * w.K
 		}
 	}
 	if len(with) == 0 {
@@ -254,10 +257,10 @@ func TimeCoded(pool *threads.Pool, ws []*Weight, rounds int) (plain, coded time.
 		}
 		return time.Since(start)
 	}
-	plain, coded = time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
+	fastPlain, fastCoded := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
 	for range rounds {
-		plain = min(plain, pass(true))
-		coded = min(coded, pass(false))
+		fastPlain = min(fastPlain, pass(true))
+		fastCoded = min(fastCoded, pass(false))
 	}
-	return plain, coded
+	return float64(bytes) / fastPlain.Seconds() / 1e9, float64(bytes) / fastCoded.Seconds() / 1e9
 }

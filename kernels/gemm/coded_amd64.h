@@ -3,7 +3,8 @@
 // step of 16 K pairs restores four panels' blocks into the worker's buffer
 // (the amxTile's acc), from which the kernel multiplies, or a pair of rows
 // at a time into the registers the kernel multiplies (UNPACK_ROWS, with
-// the tables of panels 1-3 in Z13-Z15). Include go_asm.h first. Registers: DI the amxTile, BX R11 R12 R9 the four panels' coded
+// the tables of panels 1-3 in Z13-Z15). Include go_asm.h first.
+// Registers: DI the amxTile, BX R11 R12 R9 the four panels' coded
 // blocks, CX the steps left, DX the step's raw flags, R13 the step's offset
 // in the pairs, R14 the buffer, R15 and AX scratch; Z16 the high-byte table
 // (in each 128-bit lane), Z17 0x0f bytes, K1 the escape's bytes of the

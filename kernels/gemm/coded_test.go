@@ -2,6 +2,7 @@ package gemm
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -143,10 +144,10 @@ func TestCodeSkipsWhatItCannotCode(t *testing.T) {
 	}
 }
 
-// TestTimeCodedAndUncode: TimeCoded times the coded weights both ways and
+// TestCodedRatesAndUncode: CodedRates times the coded weights both ways and
 // leaves their copies as it found them (the products still read them), and
 // has nothing to time without any; Uncode drops a copy and its bytes once.
-func TestTimeCodedAndUncode(t *testing.T) {
+func TestCodedRatesAndUncode(t *testing.T) {
 	pool := threads.New(2, false)
 	defer pool.Close()
 	rng := rand.New(rand.NewPCG(27, 28))
@@ -156,14 +157,14 @@ func TestTimeCodedAndUncode(t *testing.T) {
 	want := make([]float32, n)
 	NewContext(pool, 1, k).MatMul(want, pr.x[:k], 1, w)
 	bytes, added := w.Bytes(), w.Code()
-	if p, c := TimeCoded(pool, []*Weight{plain}, 2); p != 0 || c != 0 {
-		t.Fatalf("TimeCoded without coded weights = %v, %v: want 0, 0", p, c)
+	if p, c := CodedRates(pool, []*Weight{plain}, 2); p != 0 || c != 0 {
+		t.Fatalf("CodedRates without coded weights = %v, %v: want 0, 0", p, c)
 	}
-	if p, c := TimeCoded(pool, []*Weight{plain, w}, 2); !(p > 0 && c > 0) || !w.Coded() || plain.Coded() {
-		t.Fatalf("TimeCoded = %v, %v; coded %v, %v after: want two positive times, the copy where it was", p, c, w.Coded(), plain.Coded())
+	if p, c := CodedRates(pool, []*Weight{plain, w}, 2); !(p > 0 && c > 0) || math.IsInf(p+c, 0) || !w.Coded() || plain.Coded() {
+		t.Fatalf("CodedRates = %v, %v; coded %v, %v after: want two finite positive rates, the copy where it was", p, c, w.Coded(), plain.Coded())
 	}
 	if ReadsCoded(kernels.Active()) {
-		assertReadsCopy(t, "after TimeCoded", NewContext(pool, 1, k), pr.x[:k], w, want)
+		assertReadsCopy(t, "after CodedRates", NewContext(pool, 1, k), pr.x[:k], w, want)
 	}
 	if got := w.Uncode(); got != added || w.Coded() || w.Bytes() != bytes || w.Uncode() != 0 {
 		t.Fatalf("Uncode = %d (Code added %d), coded %v, bytes %d (want %d)", got, added, w.Coded(), w.Bytes(), bytes)

@@ -68,11 +68,11 @@ const minTimedBytes = 1 << 30
 
 // ChooseCoded keeps the coded copies of the weights (LoadOptions.
 // NoCodedWeights) if decode products on pool read them faster than the
-// pairs, timed over the weights in order (gemm.TimeCoded, three rounds), and
-// otherwise drops them: the two give the same bits, and the quarter of the
-// bytes the copy saves is not a quarter of the time on every machine. ok is
-// false when there was nothing to choose (no coded copies). Call it before
-// the model's runners run.
+// pairs, timed over the weights in order (gemm.CodedRates, three rounds),
+// and otherwise drops them: the two give the same bits, and the quarter of
+// the bytes the copy saves is not a quarter of the time on every machine.
+// ok is false when there was nothing to choose (no coded copies). Call it
+// before the model's runners run.
 func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
 	if m.codedBytes == 0 {
 		return CodedChoice{}, false
@@ -85,9 +85,8 @@ func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
 			bytes += 2 * int64(w.N) * int64(w.K)
 		}
 	}
-	plain, coded := gemm.TimeCoded(pool, timed, 3)
-	c = CodedChoice{Kept: coded <= plain, PlainGBps: 2 * float64(bytes) / plain.Seconds() / 1e9, CodedGBps: 2 * float64(bytes) / coded.Seconds() / 1e9}
-	if !c.Kept {
+	c.PlainGBps, c.CodedGBps = gemm.CodedRates(pool, timed, 3)
+	if c.Kept = c.CodedGBps >= c.PlainGBps; !c.Kept {
 		m.dropCoded()
 	}
 	return c, true
