@@ -181,6 +181,49 @@ func TestScreenRefusesWhatCannotBeBounded(t *testing.T) {
 	}
 }
 
+// TestIntervalEndsSIMD: the assembly ends of each ISA are the Go loop's bits
+// for every length, with outputs that overflow, NaNs, infinities, signed
+// zeros and subnormals among them.
+func TestIntervalEndsSIMD(t *testing.T) {
+	if endsAVX512 == nil && endsAVX2 == nil {
+		t.Skip("no assembly interval ends on this CPU/build")
+	}
+	rng := rand.New(rand.NewPCG(15, 16))
+	specials := []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1)), 0, float32(math.Copysign(0, -1)),
+		math.Float32frombits(1), 0x1p-126, 0x1.fffffep127, -0x1.fffffep127, 3e38}
+	draw := func(scale float64) float32 {
+		if rng.IntN(6) == 0 {
+			return specials[rng.IntN(len(specials))]
+		}
+		return float32(rng.NormFloat64() * scale)
+	}
+	for name, simd := range map[string]endsFunc{"avx512": endsAVX512, "avx2": endsAVX2} {
+		if simd == nil {
+			t.Logf("%s: no assembly interval ends on this CPU/build", name)
+			continue
+		}
+		for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 33, 64, 1000} {
+			lo, hi, a, b := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+			for i := range n {
+				lo[i], hi[i] = draw(10), draw(0.1)
+				a[i], b[i] = float32(math.Abs(rng.NormFloat64()*1e-3)), float32(math.Abs(rng.NormFloat64()*1e-2))
+				if rng.IntN(10) == 0 {
+					a[i], b[i] = 0x1.fffffep127, 0 // products that overflow, and a zero
+				}
+			}
+			n1, n2, floor := float32(rng.Float64()*50), float32(rng.Float64()*3), float32(1e-30)
+			gotLo, gotHi, wantLo, wantHi := slices.Clone(lo), slices.Clone(hi), slices.Clone(lo), slices.Clone(hi)
+			intervalEnds(gotLo, gotHi, a, b, n1, n2, floor, simd)
+			intervalEnds(wantLo, wantHi, a, b, n1, n2, floor, nil)
+			for i := range n {
+				if math.Float32bits(gotLo[i]) != math.Float32bits(wantLo[i]) || math.Float32bits(gotHi[i]) != math.Float32bits(wantHi[i]) {
+					t.Fatalf("%s n=%d: [%d] from (%g, %g) gave [%g, %g], want [%g, %g]", name, n, i, lo[i], hi[i], gotLo[i], gotHi[i], wantLo[i], wantHi[i])
+				}
+			}
+		}
+	}
+}
+
 func ExampleScreen() {
 	// A 4×2 weight, one row of activations.
 	w := []uint16{toBF16(1), toBF16(0), toBF16(0), toBF16(2), toBF16(-1), toBF16(1), toBF16(0.5), toBF16(0.25)}
