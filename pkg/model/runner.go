@@ -505,29 +505,27 @@ func (r *Runner) Refine(panels []int32) {
 		panic("model: Refine without a screened Forward")
 	}
 	r.screened = 0
-	rows := r.logits[:n*V]
 	if len(panels) > 0 {
-		r.mm.Prepare(rows, r.lmIn[:n*r.m.Config.HiddenSize], n, r.m.lmHead)
-		r.refine.panels = panels
-		r.refine.next.Store(0)
-		r.pool.Run(&r.refine)
-		r.refine.panels = nil
-		r.mm.Done()
+		r.mm.Prepare(r.logits[:n*V], r.lmIn[:n*r.m.Config.HiddenSize], n, r.m.lmHead)
 	}
-	negInf := float32(math.Inf(-1))
-	for i := range n {
-		row, from := rows[i*V:(i+1)*V], 0
-		for _, p := range panels {
-			fill(row[from:int(p)*gemm.PanelWidth], negInf)
-			from = int(p+1) * gemm.PanelWidth
-		}
-		fill(row[min(from, V):], negInf)
+	r.refine.rows, r.refine.panels = n, panels
+	r.refine.next.Store(0)
+	r.pool.Run(&r.refine)
+	r.refine.panels = nil
+	if len(panels) > 0 {
+		r.mm.Done()
 	}
 }
 
+// fill sets every element of s to v, by doubling copies: a row of logits is
+// 150 thousand of them.
 func fill(s []float32, v float32) {
-	for i := range s {
-		s[i] = v
+	if len(s) == 0 {
+		return
+	}
+	s[0] = v
+	for n := 1; n < len(s); n *= 2 {
+		copy(s[n:], s[:n])
 	}
 }
 
@@ -551,9 +549,12 @@ func (t *intervalTask) Run(worker, workers int) {
 	}
 }
 
-// refineTask computes the screened logits' panels, claimed a few at a time.
+// refineTask computes the screened logits' panels, claimed a few at a time,
+// after each worker has set its range of every row's other logits to −Inf
+// (four rows are 2.4 MB to write).
 type refineTask struct {
 	r      *Runner
+	rows   int
 	panels []int32
 	next   atomic.Int64
 }
@@ -562,8 +563,22 @@ type refineTask struct {
 // work, so that claims are cheap against it and the workers stay even.
 const refineClaim = 4
 
-func (t *refineTask) Run(worker, _ int) {
+func (t *refineTask) Run(worker, workers int) {
 	V := t.r.m.Config.VocabSize
+	from, to := threads.Split(V, gemm.PanelWidth, worker, workers)
+	first, _ := slices.BinarySearch(t.panels, int32(from/gemm.PanelWidth))
+	negInf := float32(math.Inf(-1))
+	for i := range t.rows {
+		row, at := t.r.logits[i*V:(i+1)*V], from
+		for _, p := range t.panels[first:] {
+			if int(p)*gemm.PanelWidth >= to {
+				break
+			}
+			fill(row[at:int(p)*gemm.PanelWidth], negInf)
+			at = int(p+1) * gemm.PanelWidth
+		}
+		fill(row[min(at, to):to], negInf)
+	}
 	for {
 		i := int(t.next.Add(refineClaim)) - refineClaim
 		if i >= len(t.panels) {
