@@ -207,6 +207,7 @@ func TestPathsBitIdentical(t *testing.T) {
 		norm, head, add, res, rot, silu, siluIn, soft, exp, wide, embed []float32
 		narrow                                                          []uint16
 		arg                                                             int
+		max                                                             float32
 	}
 	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 127, 128, 129, 1000, 4099} {
 		x, y, w := randVec(r, 4*n, 3), randVec(r, 4*n, 3), randVec(r, n, 1)
@@ -271,6 +272,7 @@ func TestPathsBitIdentical(t *testing.T) {
 					t.Fatal(err)
 				}
 				got.arg = k.Argmax(x)
+				got.max = k.Max(x)
 			})
 			if p == kernels.Generic {
 				ref = got
@@ -291,6 +293,9 @@ func TestPathsBitIdentical(t *testing.T) {
 			}
 			if ref.arg != got.arg {
 				t.Errorf("%s n=%d: argmax %d, generic %d", p, n, got.arg, ref.arg)
+			}
+			if math.Float32bits(ref.max) != math.Float32bits(got.max) {
+				t.Errorf("%s n=%d: max %g, generic %g", p, n, got.max, ref.max)
 			}
 		}
 	}
@@ -319,6 +324,7 @@ func TestKernelsDoNotAllocate(t *testing.T) {
 			"to-f32":      func() { k.ToF32(out, bits) },
 			"embed":       func() { k.Embed(out[:128], bits, 128, pos[:1]) },
 			"argmax":      func() { k.Argmax(x) },
+			"max":         func() { k.Max(x) },
 		} {
 			if a := testing.AllocsPerRun(10, f); a != 0 {
 				t.Errorf("%s allocates %.1f times per call", name, a)
@@ -455,6 +461,33 @@ func TestArgmax(t *testing.T) {
 				x[at+5] = 0
 			}
 		}
+	}
+}
+
+// Max skips NaNs on every path, in the SIMD blocks and the tail alike.
+func TestMax(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	long := make([]float32, 37)
+	for i := range long {
+		long[i] = nan
+	}
+	long[20] = -2
+	for _, c := range []struct {
+		x    []float32
+		want float32
+	}{
+		{nil, -inf},
+		{[]float32{nan}, -inf},
+		{[]float32{1, 5, nan, 2}, 5},
+		{[]float32{-inf, -inf}, -inf},
+		{[]float32{3, inf}, inf},
+		{long, -2},
+	} {
+		eachPath(t, func(t *testing.T, k *Kernels) {
+			if got := k.Max(c.x); got != c.want {
+				t.Errorf("k.Max(%v) = %g, want %g", c.x, got, c.want)
+			}
+		})
 	}
 }
 

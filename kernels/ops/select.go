@@ -39,10 +39,10 @@ func (k *Kernels) Argmax(x []float32) int {
 	return argmaxGo(x)
 }
 
-// argmaxSIMD finds the largest non-NaN value, then its first index: the
-// same answer as argmaxGo (which returns 0 when every element is NaN).
-func (k *Kernels) argmaxSIMD(x []float32) int {
-	n := len(x) &^ 15
+// Max is the largest element of x, NaNs skipped: −Inf if x is empty or
+// holds only NaNs.
+func (k *Kernels) Max(x []float32) float32 {
+	n := k.lead16(len(x))
 	m := float32(math.Inf(-1))
 	if n > 0 {
 		m = k.asm.max(&x[0], n)
@@ -52,6 +52,14 @@ func (k *Kernels) argmaxSIMD(x []float32) int {
 			m = v
 		}
 	}
+	return m
+}
+
+// argmaxSIMD finds the largest non-NaN value, then its first index: the
+// same answer as argmaxGo (which returns 0 when every element is NaN).
+func (k *Kernels) argmaxSIMD(x []float32) int {
+	n := len(x) &^ 15
+	m := k.Max(x)
 	if n > 0 {
 		if i := k.asm.findEq(&x[0], n, m); i >= 0 {
 			return i

@@ -22,6 +22,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/gemm"
+	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
@@ -305,6 +306,7 @@ type Engine struct {
 	// screened row's draw can choose from, and their list.
 	panelSeen []bool
 	panels    []int32
+	ops       *ops.Kernels // refine's search for the panels
 }
 
 // slot is one sequence of the KV cache and what it holds.
@@ -531,6 +533,7 @@ func newEngine(opts Options, info Info, be backend, vocab int, eos []int32, stor
 	if _, ok := be.(screener); ok {
 		panels := (vocab + gemm.PanelWidth - 1) / gemm.PanelWidth
 		e.panelSeen, e.panels = make([]bool, panels), make([]int32, 0, panels)
+		e.ops = ops.For(kernels.Active())
 	}
 	e.prefillMx = opts.SequenceLength * opts.BatchSize
 	if opts.ChunkSize > 0 {

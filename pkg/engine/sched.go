@@ -208,9 +208,17 @@ func (e *Engine) refine() {
 		lo, hi := sc.interval(li)
 		li++
 		tau := e.segSlot[i].sampler.Threshold(lo, hi)
-		for t, h := range hi {
-			if h >= tau && h > negInf {
-				e.panelSeen[t/gemm.PanelWidth] = true
+		// Few tokens reach tau: blocks whose largest upper end falls short
+		// are passed over at SIMD speed.
+		for b := 0; b < len(hi); b += scanBlock {
+			block := hi[b:min(b+scanBlock, len(hi))]
+			if m := e.ops.Max(block); !(m >= tau && m > negInf) {
+				continue
+			}
+			for t, h := range block {
+				if h >= tau && h > negInf {
+					e.panelSeen[(b+t)/gemm.PanelWidth] = true
+				}
 			}
 		}
 	}
@@ -228,6 +236,9 @@ func (e *Engine) refine() {
 }
 
 var negInf = float32(math.Inf(-1))
+
+// scanBlock is the tokens refine's search takes at once.
+const scanBlock = 1024
 
 // emit samples the next token of s's job from its logits row.
 func (e *Engine) emit(s *slot, row []float32) {
