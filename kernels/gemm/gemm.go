@@ -586,11 +586,29 @@ func (t *task) chunk(ws *workerState, r0, r1, plo, phi int) {
 	}
 }
 
+// The int8 tiles of more than four rows prefetch their panels nearPrefetch
+// bytes ahead where rows share the panels from L2 (prefill), and
+// farPrefetch where one tile takes every row and so reads each panel once,
+// from DRAM (a decode step's logits screen of four sequences is eight rows).
+// There a step is 31 instructions for 128 bytes of weights, so the
+// out-of-order window reaches under 2 KiB ahead, and 1 KiB left memory and
+// arithmetic taking turns (34 against 50 GB/s for two rows); 3 KiB took
+// 10-13 % off the product, where in prefill it cost int8 products 1-4 %
+// (docs/performance.md, "twenty-second pass").
+const (
+	nearPrefetch = 1024
+	farPrefetch  = 3072
+)
+
 // panels computes panels [p0, p1) of w for rows [r0, r1) into y (the output of
 // row 0, channel 16·p0), ldy bytes apart.
 func (t *task) panels(ws *workerState, w *Weight, y unsafe.Pointer, ldy uintptr, r0, r1, p0, p1 int, add bool) {
 	a := &ws.a
 	a.ps, a.ks, a.ldy, a.lx = w.panelBytes(), w.steps, ldy, t.rowSize
+	a.ahead = nearPrefetch
+	if t.m <= t.rows {
+		a.ahead = farPrefetch
+	}
 	if t.widen {
 		a.ps, a.ks = uintptr(w.K*panelWidth*4), w.K
 	}

@@ -327,6 +327,10 @@ func (g *gen) kernel() {
 			g.in("LEAQ (BX)(R10*2), R9")
 			g.in("ADDQ R10, R9")
 		}
+		if g.aheadAtRun() { // DX: ahead, R11: panel 1's offset plus ahead
+			g.in("MOVQ kargs_ahead(AX), DX")
+			g.in("LEAQ (R10)(DX*1), R11")
+		}
 	}
 	for r := range g.r {
 		g.each(func(j, h int) {
@@ -406,6 +410,14 @@ func (g *gen) kernel() {
 	g.in("RET")
 }
 
+// aheadAtRun reports whether the kernel prefetches its panels as far ahead
+// as the call says (kargs.ahead, DX), not a constant: vnni512's tiles of
+// more than four rows, which are both prefill's (weights from L2) and the
+// logits screen's of a decode step (from DRAM; gemm.go, farPrefetch). The
+// loop adds nothing a step for it: the tall tiles are issue-bound in
+// prefill, where an ADDQ a step cost 2-4 %.
+func (g *gen) aheadAtRun() bool { return g.f.name == "vnni512" && g.r > 4 && !g.coded && g.p <= 2 }
+
 // prefetch is how far ahead the family's kernels prefetch their panels.
 func (g *gen) prefetch() int {
 	if g.f.wide {
@@ -418,6 +430,10 @@ func (g *gen) prefetch() int {
 func (g *gen) loop() {
 	fmt.Fprintf(&g.buf, "loop:\n")
 	for j := range g.p {
+		if g.aheadAtRun() {
+			g.in("PREFETCHT0 (BX)(%s*1)", []string{"DX", "R11"}[j])
+			continue
+		}
 		g.in("PREFETCHT0 %s", g.panel(j, g.prefetch()))
 	}
 	if g.r >= actPrefetchRows {

@@ -34,6 +34,9 @@ type kargs struct {
 	// on AMX tiles, and pi the index of w's panel in it.
 	coded *codedPairs
 	pi    int
+	// ahead is how far ahead (bytes) the kernels that take it from the call
+	// prefetch their panels (gen_asm.go, aheadAtRun).
+	ahead uintptr
 }
 
 func (a *kargs) panel(p int) unsafe.Pointer { return unsafe.Add(a.w, uintptr(p)*a.ps) }

@@ -71,7 +71,8 @@ func BenchmarkTile(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			sx := make([]float32, rows)
 			a := &kargs{x: unsafe.Pointer(&x[0]), w: unsafe.Pointer(&w[0]), ps: ks * 64, ks: ks, r: rows, p: np, lx: ks * 4,
-				y: unsafe.Pointer(&y[0]), ldy: uintptr(np * 64), sx: unsafe.Pointer(&sx[0]), sw: unsafe.Pointer(&y[0]), wc: unsafe.Pointer(&y[0])}
+				y: unsafe.Pointer(&y[0]), ldy: uintptr(np * 64), sx: unsafe.Pointer(&sx[0]), sw: unsafe.Pointer(&y[0]), wc: unsafe.Pointer(&y[0]),
+				ahead: nearPrefetch}
 			if tc.rows != 0 {
 				a.amx = newAMXTile()
 			}
