@@ -593,8 +593,8 @@ func (t *task) chunk(ws *workerState, r0, r1, plo, phi int) {
 // There a step is 31 instructions for 128 bytes of weights, so the
 // out-of-order window reaches under 2 KiB ahead, and 1 KiB left memory and
 // arithmetic taking turns (34 against 50 GB/s for two rows); 3 KiB took
-// 10-13 % off the product, where in prefill it cost int8 products 1-4 %
-// (docs/performance.md, "twenty-second pass").
+// 10-16 % off the product, where in prefill it cost int8 products 1-4 %
+// (docs/performance.md, "The screened logits at batch 4").
 const (
 	nearPrefetch = 1024
 	farPrefetch  = 3072

@@ -415,7 +415,7 @@ func (g *gen) kernel() {
 // more than four rows, which are both prefill's (weights from L2) and the
 // logits screen's of a decode step (from DRAM; gemm.go, farPrefetch). The
 // loop adds nothing a step for it: the tall tiles are issue-bound in
-// prefill, where an ADDQ a step cost 2-4 %.
+// prefill, where an ADDQ a step cost 1-4 %.
 func (g *gen) aheadAtRun() bool { return g.f.name == "vnni512" && g.r > 4 && !g.coded && g.p <= 2 }
 
 // prefetch is how far ahead the family's kernels prefetch their panels.
