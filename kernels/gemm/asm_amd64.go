@@ -10,11 +10,11 @@ import "github.com/ellm-dev/ellm/kernels"
 func init() {
 	if kernels.CPU().Supports(kernels.AVX2) {
 		avx2Prep = &prepFuncs{absMaxBits: absMaxBitsAVX2, quads: quantizeQuadsAVX2, f32: f32StridedAVX2}
-		endsAVX2, simdEnds = intervalEndsAVX2, intervalEndsAVX2
+		endsAVX2 = intervalEndsAVX2
 	}
 	if kernels.CPU().AVX512F {
 		simdPrep = &prepFuncs{absMaxBitsAVX512, quantizeQuadsAVX512, bf16PairsAVX512, f32StridedAVX2}
-		endsAVX512, simdEnds = intervalEndsAVX512, intervalEndsAVX512
+		endsAVX512 = intervalEndsAVX512
 	}
 }
 

@@ -196,7 +196,11 @@ func (s *Screen) Interval(y0, y1, split []float32, from, to int) bool {
 	// 2⁻²¹·|ŷ|, twice its worst case.
 	const margin = 1 + 0x1p-12
 	n1, n2 := float32(norm1*margin*margin), float32(math.Sqrt(sq)*margin*margin)
-	intervalEnds(y0[from:to], y1[from:to], s.byNorm1[from:to], s.byNorm2[from:to], n1, n2, s.floor, simdEnds)
+	simd := endsAVX512
+	if simd == nil {
+		simd = endsAVX2
+	}
+	intervalEnds(y0[from:to], y1[from:to], s.byNorm1[from:to], s.byNorm2[from:to], n1, n2, s.floor, simd)
 	return true
 }
 
@@ -205,9 +209,9 @@ func (s *Screen) Interval(y0, y1, split []float32, from, to int) bool {
 type endsFunc func(lo, hi, a, b *float32, n int, n1, n2, floor float32) int
 
 // endsAVX512 and endsAVX2 are set where the CPU has them (asm_amd64.go);
-// simdEnds is the wider of the two. At four rows of Qwen3's vocabulary the
-// Go loop took half a millisecond of a decode step on two cores.
-var endsAVX512, endsAVX2, simdEnds endsFunc
+// Interval takes the wider. At four rows of Qwen3's vocabulary the Go loop
+// took half a millisecond of a decode step on two cores.
+var endsAVX512, endsAVX2 endsFunc
 
 // intervalEnds turns lo[i] + hi[i], an int8 product, into the ends of an
 // interval around it, in place: ± min(n1·a[i], n2·b[i]) + floor + 2⁻²¹·|ŷ|.

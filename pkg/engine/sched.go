@@ -207,16 +207,17 @@ func (e *Engine) refine() {
 		}
 		lo, hi := sc.interval(li)
 		li++
-		tau := e.segSlot[i].sampler.Threshold(lo, hi)
-		// Few tokens reach tau: blocks whose largest upper end falls short
-		// are passed over at SIMD speed.
+		// A token can be drawn if its upper end reaches the threshold and
+		// is not −Inf (a NaN threshold keeps none). Few do: blocks whose
+		// largest upper end falls short are passed over at SIMD speed.
+		reach := max(e.segSlot[i].sampler.Threshold(lo, hi), -math.MaxFloat32)
 		for b := 0; b < len(hi); b += scanBlock {
 			block := hi[b:min(b+scanBlock, len(hi))]
-			if m := e.ops.Max(block); !(m >= tau && m > negInf) {
+			if !(e.ops.Max(block) >= reach) {
 				continue
 			}
 			for t, h := range block {
-				if h >= tau && h > negInf {
+				if h >= reach {
 					e.panelSeen[(b+t)/gemm.PanelWidth] = true
 				}
 			}
@@ -234,8 +235,6 @@ func (e *Engine) refine() {
 	e.stats.ScreenedTokens += int64(li * len(e.panels) * gemm.PanelWidth)
 	e.mu.Unlock()
 }
-
-var negInf = float32(math.Inf(-1))
 
 // scanBlock is the tokens refine's search takes at once.
 const scanBlock = 1024
