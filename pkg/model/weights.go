@@ -200,7 +200,7 @@ func (b *binder) packAll() {
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				bf, f := j.concat()
+				bf, f := j.parts()
 				*j.dst = pack(bf, f, j.n, j.k, j.dtype)
 				if b.code {
 					coded.Add(int64((*j.dst).Code()))
@@ -220,29 +220,26 @@ func (b *binder) packAll() {
 	b.bytes += bytes.Load()
 	b.coded += coded.Load()
 	b.jobs = nil
-	// Fused weights were concatenated into temporaries (one layer's q/k/v
-	// at a time per CPU); hand their memory back now rather than let it sit
-	// in the heap until the scavenger gets to it.
+	// Weights widened to f32 (dtype f32, or a fused weight with an f32
+	// part) went through temporaries, one weight at a time per CPU; hand
+	// their memory back now rather than let it sit in the heap until the
+	// scavenger gets to it.
 	debug.FreeOSMemory()
 }
 
-// concat returns the job's tensors as one [n, k] matrix: bf16 when every
-// part is bf16, else f32 (bf16 parts widened exactly). A single part is
-// returned as it is.
-func (j *packJob) concat() ([]uint16, []float32) {
+// parts returns the job's tensors as pack takes them: the bf16 parts where
+// they are mapped when every part is bf16 and the weights stay bf16 or are
+// quantized from it, else one f32 [n, k] matrix (bf16 parts widened
+// exactly).
+func (j *packJob) parts() ([][]uint16, []float32) {
+	if j.dtype != "f32" && !slices.ContainsFunc(j.bf, func(bf []uint16) bool { return bf == nil }) {
+		return j.bf, nil
+	}
+	if len(j.f) == 1 && j.f[0] != nil {
+		return nil, j.f[0]
+	}
 	if len(j.bf) == 1 {
-		return j.bf[0], j.f[0]
-	}
-	allBF16 := true
-	for _, bf := range j.bf {
-		allBF16 = allBF16 && bf != nil
-	}
-	if allBF16 {
-		out := make([]uint16, 0, j.n*j.k)
-		for _, bf := range j.bf {
-			out = append(out, bf...)
-		}
-		return out, nil
+		return nil, widen(j.bf[0])
 	}
 	out := make([]float32, 0, j.n*j.k)
 	for i, f := range j.f {
@@ -269,19 +266,17 @@ func dropPages(b []byte) {
 	_ = unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED) // advice only: keeping the pages is correct too
 }
 
-func pack(bf []uint16, f []float32, n, k int, dtype string) *gemm.Weight {
+func pack(bf [][]uint16, f []float32, n, k int, dtype string) *gemm.Weight {
 	switch {
 	case dtype == "int8" && bf == nil:
 		// Quantization is defined on bf16 weights; f32 sources are rounded first.
 		return gemm.QuantizeInt8(roundBF16(f), n, k)
 	case dtype == "int8":
-		return gemm.QuantizeInt8(bf, n, k)
+		return gemm.QuantizeInt8Parts(bf, k)
 	case bf == nil:
 		return gemm.FromF32(f, n, k)
-	case dtype == "f32":
-		return gemm.FromF32(widen(bf), n, k)
 	}
-	return gemm.FromBF16(bf, n, k)
+	return gemm.FromBF16Parts(bf, k)
 }
 
 func widen(bf []uint16) []float32 {
