@@ -382,11 +382,7 @@ func (a *Attention) block(w *scratch, it item) {
 		for j := range g {
 			qh := int(it.head)*g + j
 			i := (r-lo)*g + j
-			sum := w.ml[2*i+1]
-			o, acc := a.out[orow+qh*hd:orow+(qh+1)*hd], w.acc[i*hd:(i+1)*hd]
-			for d := range o {
-				o[d] = acc[d] / sum
-			}
+			a.k.ops.Divide(a.out[orow+qh*hd:orow+(qh+1)*hd], w.acc[i*hd:(i+1)*hd], w.ml[2*i+1])
 		}
 	}
 }

@@ -16,6 +16,20 @@ func (k *Kernels) SiLUMul(out, gate, up []float32) {
 	}
 }
 
+// Divide writes out[i] = x[i] / d, each a true division (not a multiply by
+// 1/d, which rounds twice): attention's normalisation of its accumulators
+// by the softmax sum. out may be x.
+func (k *Kernels) Divide(out, x []float32, d float32) {
+	out = out[:len(x)]
+	i := k.lead16(len(x))
+	if i > 0 {
+		k.asm.divide(&out[0], &x[0], i, d)
+	}
+	for ; i < len(x); i++ {
+		out[i] = x[i] / d
+	}
+}
+
 // Softmax replaces x by softmax(x) in f32: ExpSum(x, x, max(x)), then each
 // element scaled by the reciprocal of the sum (as torch's CPU softmax does).
 func (k *Kernels) Softmax(x []float32) {

@@ -24,7 +24,7 @@ var asm512 = asmFuncs{
 		return
 	},
 	scaleMul: scaleMul512, rotate: rotate512, rotateBy: 16,
-	siluMul: siluMul512, toF32: toF32_512, toBF16: toBF16_512, max: max512, findEq: findEq512,
+	siluMul: siluMul512, divide: divide512, toF32: toF32_512, toBF16: toBF16_512, max: max512, findEq: findEq512,
 }
 
 var asm256 = asmFuncs{
@@ -35,7 +35,7 @@ var asm256 = asmFuncs{
 		return
 	},
 	scaleMul: scaleMul256, rotate: rotate256, rotateBy: 8,
-	siluMul: siluMul256, toF32: toF32_256, toBF16: toBF16_256, max: max256, findEq: findEq256,
+	siluMul: siluMul256, divide: divide256, toF32: toF32_256, toBF16: toBF16_256, max: max256, findEq: findEq256,
 }
 
 //go:noescape
@@ -67,6 +67,12 @@ func siluMul512(out, gate, up *float32, n int)
 
 //go:noescape
 func siluMul256(out, gate, up *float32, n int)
+
+//go:noescape
+func divide512(out, x *float32, n int, d float32)
+
+//go:noescape
+func divide256(out, x *float32, n int, d float32)
 
 //go:noescape
 func expSum512(acc *[lanes]float32, dst, src *float32, n int, m float32)

@@ -28,9 +28,9 @@ func FuzzPathsAgree(f *testing.F) {
 			return
 		}
 		type result struct {
-			norm, silu, exp []float32
-			bf              []uint16
-			arg             int
+			norm, silu, exp, div []float32
+			bf                   []uint16
+			arg                  int
 		}
 		run := func(k *Kernels) (r result) {
 			w := make([]float32, len(x))
@@ -45,6 +45,8 @@ func FuzzPathsAgree(f *testing.F) {
 			k.SiLUMul(r.silu, x[:len(x)/2], x[len(x)/2:])
 			r.exp = make([]float32, len(x))
 			r.exp = append(r.exp, k.ExpSum(r.exp, x, m))
+			r.div = make([]float32, len(x))
+			k.Divide(r.div, x, m)
 			r.bf = make([]uint16, len(x))
 			k.ToBF16(r.bf, x)
 			r.arg = k.Argmax(x)
@@ -58,7 +60,7 @@ func FuzzPathsAgree(f *testing.F) {
 				ref = got
 				continue
 			}
-			if !bitsEqual(got.norm, ref.norm) || !bitsEqual(got.silu, ref.silu) || !bitsEqual(got.exp, ref.exp) ||
+			if !bitsEqual(got.norm, ref.norm) || !bitsEqual(got.silu, ref.silu) || !bitsEqual(got.exp, ref.exp) || !bitsEqual(got.div, ref.div) ||
 				!slices.Equal(got.bf, ref.bf) || got.arg != ref.arg {
 				t.Fatalf("%s differs from generic on %d elements", p, len(x))
 			}

@@ -66,6 +66,7 @@ type asmFuncs struct {
 	rotate   func(x, cs *float32, h, heads int)
 	rotateBy int // rotate needs half a head to be a multiple of this
 	siluMul  func(out, gate, up *float32, n int)
+	divide   func(out, x *float32, n int, d float32)
 	expSum   func(dst, src []float32, m float32) [lanes]float32
 	toF32    func(dst *float32, src *uint16, n int)
 	toBF16   func(dst *uint16, src *float32, n int)

@@ -161,6 +161,49 @@ sm256done:
 	VZEROUPPER
 	RET
 
+// func divide512(out, x *float32, n int, d float32)  (Divide's Go loop, n % 16 == 0)
+TEXT ·divide512(SB), NOSPLIT, $0-28
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS d+24(FP), Z9
+dv512:
+	TESTQ CX, CX
+	JLE   dv512done
+	VMOVUPS (SI), Z1
+	VDIVPS Z9, Z1, Z1
+	VMOVUPS Z1, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  dv512
+dv512done:
+	VZEROUPPER
+	RET
+
+// func divide256(out, x *float32, n int, d float32)  (Divide's Go loop, n % 16 == 0)
+TEXT ·divide256(SB), NOSPLIT, $0-28
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS d+24(FP), Y9
+dv256:
+	TESTQ CX, CX
+	JLE   dv256done
+	VMOVUPS (SI), Y1
+	VMOVUPS 32(SI), Y2
+	VDIVPS Y9, Y1, Y1
+	VDIVPS Y9, Y2, Y2
+	VMOVUPS Y1, (DI)
+	VMOVUPS Y2, 32(DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JMP  dv256
+dv256done:
+	VZEROUPPER
+	RET
+
 // ---- RoPE ----
 
 // func rotate512(x, cs *float32, h, heads int)  (h % 16 == 0)

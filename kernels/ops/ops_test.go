@@ -204,10 +204,10 @@ func TestPathsBitIdentical(t *testing.T) {
 		ropes[hd] = rope
 	}
 	type result struct {
-		norm, head, add, res, rot, silu, siluIn, soft, exp, wide, embed []float32
-		narrow                                                          []uint16
-		arg                                                             int
-		max                                                             float32
+		norm, head, add, res, rot, silu, siluIn, soft, exp, wide, embed, div []float32
+		narrow                                                               []uint16
+		arg                                                                  int
+		max                                                                  float32
 	}
 	for _, n := range []int{1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 127, 128, 129, 1000, 4099} {
 		x, y, w := randVec(r, 4*n, 3), randVec(r, 4*n, 3), randVec(r, n, 1)
@@ -259,6 +259,13 @@ func TestPathsBitIdentical(t *testing.T) {
 				if !bitsEqual(got.siluIn, got.silu) {
 					t.Errorf("%s n=%d: SiLUMul in place differs", p, n)
 				}
+				got.div = make([]float32, 4*n)
+				k.Divide(got.div, x, 3.7)
+				divIn := slices.Clone(x)
+				k.Divide(divIn, divIn, 3.7)
+				if !bitsEqual(divIn, got.div) {
+					t.Errorf("%s n=%d: Divide in place differs", p, n)
+				}
 				got.soft = slices.Clone(x)
 				k.Softmax(got.soft)
 				got.exp = make([]float32, 4*n)
@@ -282,7 +289,7 @@ func TestPathsBitIdentical(t *testing.T) {
 				"rmsnorm": {ref.norm, got.norm}, "head-rmsnorm": {ref.head, got.head}, "add-rmsnorm": {ref.add, got.add},
 				"residual": {ref.res, got.res}, "rope": {ref.rot, got.rot}, "silu-mul": {ref.silu, got.silu},
 				"softmax": {ref.soft, got.soft}, "expsum": {ref.exp, got.exp}, "to-f32": {ref.wide, got.wide},
-				"embed": {ref.embed, got.embed},
+				"embed": {ref.embed, got.embed}, "divide": {ref.div, got.div},
 			} {
 				if !bitsEqual(pair[0], pair[1]) {
 					t.Errorf("%s n=%d: %s differs from generic", p, n, name)
@@ -318,6 +325,7 @@ func TestKernelsDoNotAllocate(t *testing.T) {
 			"add-rmsnorm": func() { k.AddRMSNorm(out, y, x, w, 1e-6) },
 			"rope":        func() { k.ApplyRope(rope, out, 1, pos) },
 			"silu-mul":    func() { k.SiLUMul(out, x, y) },
+			"divide":      func() { k.Divide(out, x, 3) },
 			"softmax":     func() { copy(out, x); k.Softmax(out) },
 			"expsum":      func() { k.ExpSum(out, x, 1) },
 			"to-bf16":     func() { k.ToBF16(bits, x) },
@@ -534,7 +542,7 @@ func TestPathsBitIdenticalOnRawBits(t *testing.T) {
 	}
 	gate[7], gate[100] = float32(math.NaN()), float32(math.Inf(-1))
 	var refB []uint16
-	var refS, refE []float32
+	var refS, refE, refD []float32
 	for _, p := range kernels.Available() {
 		withPath(t, p, func(k *Kernels) {
 			b := make([]uint16, n)
@@ -544,9 +552,17 @@ func TestPathsBitIdenticalOnRawBits(t *testing.T) {
 			e := make([]float32, n)
 			sum := k.ExpSum(e, gate, 10)
 			e = append(e, sum)
+			d := make([]float32, 2*n)
+			k.Divide(d[:n], x, 0.3)  // subnormal results round, NaNs stay NaNs
+			k.Divide(d[n:], x, 3e37) // most results underflow
 			if p == kernels.Generic {
-				refB, refS, refE = b, s, e
+				refB, refS, refE, refD = b, s, e, d
 				return
+			}
+			for i := range d {
+				if math.Float32bits(d[i]) != math.Float32bits(refD[i]) {
+					t.Fatalf("%s: Divide element %d = %v, generic %v", p, i, d[i], refD[i])
+				}
 			}
 			for i := range b {
 				if b[i] != refB[i] {
