@@ -76,7 +76,7 @@ func FromBF16(w []uint16, n, k int) *Weight {
 // tensors of a fused weight, each of whole rows of k), read where they are
 // rather than concatenated first.
 func FromBF16Parts(parts [][]uint16, k int) *Weight {
-	m := newRows("FromBF16Parts", parts, k)
+	m := newRowParts("FromBF16Parts", parts, k)
 	p := &Weight{N: m.n, K: k, kind: kindBF16, panels: ceilDiv(m.n, panelWidth), steps: ceilDiv(k, 2)}
 	p.pairs = packed[uint32](p.panels * p.steps * panelWidth)
 	parallelPanels(p.panels, func(panel int) {
@@ -96,9 +96,11 @@ func FromBF16Parts(parts [][]uint16, k int) *Weight {
 			direct = direct && uintptr(words[c])%4 == 0
 		}
 		if direct {
-			// A pair is the little-endian word at its first element: 16
-			// word loads and stores a step, no shifts or bounds checks (the
-			// loop below takes 3-4 times as long, most of a bf16 load).
+			// A pair is the little-endian word at its first element: a
+			// step is 16 word loads and stores, where the element loop
+			// below shifts and checks bounds per element (with the fused
+			// weights read in place, a warm load of Qwen3-0.6B packs in two
+			// thirds of the time: docs/performance.md, "The load's packing").
 			for q := range k / 2 {
 				d := (*[panelWidth]uint32)(dst[q*panelWidth:])
 				for c := range d {
@@ -121,17 +123,17 @@ func FromBF16Parts(parts [][]uint16, k int) *Weight {
 // machine word the pairs layout stores.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
-// rows is a row-major matrix of k columns held in consecutive parts of
+// rowParts is a row-major matrix of k columns held in consecutive parts of
 // whole rows.
-type rows struct {
+type rowParts struct {
 	parts [][]uint16
 	n, k  int
 }
 
-// newRows checks that parts hold whole rows of k (at least one) and panics
+// newRowParts checks that parts hold whole rows of k (at least one) and panics
 // otherwise, as checkShape does.
-func newRows(what string, parts [][]uint16, k int) rows {
-	m := rows{parts: parts, k: k}
+func newRowParts(what string, parts [][]uint16, k int) rowParts {
+	m := rowParts{parts: parts, k: k}
 	for _, p := range parts {
 		if k < 1 || len(p)%k != 0 {
 			panic(fmt.Sprintf("gemm.%s: a part of %d elements is not rows of %d", what, len(p), k))
@@ -145,7 +147,7 @@ func newRows(what string, parts [][]uint16, k int) rows {
 }
 
 // row is row i (counted across the parts).
-func (m rows) row(i int) []uint16 {
+func (m rowParts) row(i int) []uint16 {
 	for _, p := range m.parts {
 		if n := len(p) / m.k; i >= n {
 			i -= n
@@ -185,7 +187,7 @@ func QuantizeInt8(w []uint16, n, k int) *Weight {
 // QuantizeInt8Parts is QuantizeInt8 of the rows of parts one after the
 // other, as FromBF16Parts reads them.
 func QuantizeInt8Parts(parts [][]uint16, k int) *Weight {
-	m := newRows("QuantizeInt8Parts", parts, k)
+	m := newRowParts("QuantizeInt8Parts", parts, k)
 	p := newInt8(m.n, k)
 	parallelPanels(p.panels, func(panel int) {
 		for c := range min(panelWidth, m.n-panel*panelWidth) {
