@@ -16,12 +16,11 @@ import (
 )
 
 // TestCheckpointLayouts rewrites the dense tiny model's checkpoint two ways
-// that change how its fused weights are packed, and runs one prompt on each:
-// every bf16 tensor two bytes off a word boundary (a one-element tensor
-// first, so that packing takes the element loop rather than word loads)
-// must give the original's logits bit for bit; with layer 0's k_proj stored
-// as f32 (widened exactly), q/k/v must be packed as one f32 weight of the
-// three in order.
+// that change how its fused weights are packed. With every bf16 tensor two
+// bytes off a word boundary (a one-element tensor first, so that packing
+// takes the element loop rather than word loads), a prompt's logits must be
+// the original's bit for bit; with layer 0's k_proj stored as f32 (widened
+// exactly), q/k/v must be packed as one f32 weight of the three in order.
 func TestCheckpointLayouts(t *testing.T) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	cfg, err := modelcfg.Load(dir)
