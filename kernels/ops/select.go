@@ -58,7 +58,7 @@ func (k *Kernels) Max(x []float32) float32 {
 // argmaxSIMD finds the largest non-NaN value, then its first index: the
 // same answer as argmaxGo (which returns 0 when every element is NaN).
 func (k *Kernels) argmaxSIMD(x []float32) int {
-	n := len(x) &^ 15
+	n := k.lead16(len(x))
 	m := k.Max(x)
 	if n > 0 {
 		if i := k.asm.findEq(&x[0], n, m); i >= 0 {
