@@ -157,22 +157,31 @@ func (c *codedPairs) block(p, s int) []byte {
 
 // codeBlock codes pairs into dst and returns the block's escape, if it
 // needs one; ok is false if two high bytes have no code (dst is then left
-// partly written and the block is read raw). A pair of rows at a time: its
-// codes share bytes.
+// partly written and the block is read raw). A pair of rows at a time: code
+// byte j holds slots j and j+32, which pairSlot puts in the same row, at
+// bf16 e and e+16; a group of eight slots is eight bf16 in a row.
 func codeBlock(pairs []uint32, dst []byte, code *[256]int8) (esc byte, ok bool) {
-	low, codes := dst[:512], dst[512:]
-	clear(codes)
 	var e escape
 	for r := 0; r < amxSteps; r += 2 {
-		for i := range 64 {
-			row, el := pairSlot(i)
-			v := uint16(pairs[(r+row)*panelWidth+el>>1] >> (16 * uint(el&1)))
-			low[32*r+i] = byte(v)
-			c, ok := e.code(code, byte(v>>8))
-			if !ok {
-				return 0, false
+		low, codes := dst[32*r:][:64], dst[512+16*r:][:32]
+		for g := range 4 {
+			row, e0 := pairSlot(8 * g)
+			src := pairs[(r+row)*panelWidth+e0/2:][:12] // bf16 e0.. in [0, 4), e0+16.. in [8, 12)
+			for t := range 8 {
+				shift := 16 * uint(t&1)
+				v0, v1 := uint16(src[t/2]>>shift), uint16(src[8+t/2]>>shift)
+				low[8*g+t], low[32+8*g+t] = byte(v0), byte(v1)
+				c0, c1 := byte(code[v0>>8]), byte(code[v1>>8])
+				if (c0|c1)&0x80 != 0 { // a high byte without a table code
+					var ok0, ok1 bool
+					c0, ok0 = e.code(code, byte(v0>>8))
+					c1, ok1 = e.code(code, byte(v1>>8))
+					if !ok0 || !ok1 {
+						return 0, false
+					}
+				}
+				codes[8*g+t] = c0 | c1<<4
 			}
-			codes[16*r+i%32] |= c << (4 * uint(i/32))
 		}
 	}
 	return e.hi, true

@@ -102,26 +102,31 @@ func roundUp(v float64) float32 {
 }
 
 // bound sets channel ch's factors from its bf16 row (quantized already) and
-// returns its largest |w|, NaN if the row is not finite.
+// returns its largest |w|, NaN if the row is not finite. What needs no
+// float (the finite check, the largest |w|, Σ|q|) is done on integers: a
+// bf16's magnitude bits order as its magnitude does.
 func (s *Screen) bound(ch int, row []uint16) float64 {
 	q, k := s.q, s.q.K
 	panel, c := ch/panelWidth, ch%panelWidth
 	quads := q.quads[panel*q.steps*panelWidth:]
 	sw := float64(q.scale[ch])
-	var maxW, maxErr, sqErr, sumQ float64
+	var maxBits uint16
+	var sumQ int
+	var maxErr, sqErr float64
 	for i, b := range row {
-		v := float64(bf16ToF32(b))
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+		if b&0x7f80 == 0x7f80 {
 			return math.NaN()
 		}
-		qv := float64(int8(quads[(i/4)*panelWidth+c] >> (8 * (i % 4))))
-		e := math.Abs(v - sw*qv)
-		maxW, maxErr = max(maxW, math.Abs(v)), max(maxErr, e)
+		maxBits = max(maxBits, b&0x7fff)
+		qv := int8(quads[(i/4)*panelWidth+c] >> (8 * (i % 4)))
+		sumQ += max(int(qv), -int(qv))
+		e := math.Abs(float64(bf16ToF32(b)) - sw*float64(qv))
+		maxErr = max(maxErr, e)
 		sqErr += e * e
-		sumQ += math.Abs(qv)
 	}
+	maxW := float64(bf16ToF32(maxBits))
 	sums := float64(k+2) * 0x1p-23 * maxW
-	scales := scaleBound * sw * sumQ
+	scales := scaleBound * sw * float64(sumQ)
 	s.byNorm1[ch] = roundUp(maxErr + sums + scales)
 	s.byNorm2[ch] = roundUp(math.Sqrt(sqErr)*(1+0x1p-40) + math.Sqrt(float64(k))*sums + scales)
 	return maxW

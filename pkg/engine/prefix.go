@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ellm-dev/ellm/pkg/cpu"
+	"github.com/ellm-dev/ellm/pkg/numa"
 )
 
 // prefixStore keeps the KV of prefixes that left the slots, in host memory,
@@ -143,20 +144,9 @@ func (p *prefixStore) warm() bool {
 		return false
 	}
 	end := min(p.warmed+warmStep, target)
-	commit(p.arena[p.warmed:end])
+	numa.Commit(p.arena[p.warmed:end])
 	p.warmed = end
 	return true
-}
-
-// commit makes the pages of b resident and writable, as a first write
-// would: MADV_POPULATE_WRITE (Linux 5.14), else a write to each page.
-func commit(b []byte) {
-	if unix.Madvise(b, unix.MADV_POPULATE_WRITE) == nil {
-		return
-	}
-	for i := 0; i < len(b); i += 4096 {
-		b[i] = 0
-	}
 }
 
 func (p *prefixStore) close() error {

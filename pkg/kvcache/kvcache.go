@@ -20,6 +20,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels/attn"
 
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/numa"
 )
 
 // DType is the element type of the cache.
@@ -117,7 +118,7 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 	// Hints, best effort: kernels without THP, or a container with a small
 	// RLIMIT_MEMLOCK, still get a working cache.
 	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
-	prefault(mem)
+	numa.Commit(mem) // committed at start-up, not page by page during the first long prompts
 	_ = unix.Mlock(mem)
 	c.mem = mem
 	c.layers = make([]attn.Cache, c.Layers)
@@ -148,16 +149,6 @@ func New(cfg *modelcfg.Config, slots, seqLen int, dtype DType) (*Cache, error) {
 }
 
 func (c *Cache) tensorElems() int { return c.Slots * c.KVHeads * c.SeqLen * c.HeadDim }
-
-// prefault touches every page now, after MADV_HUGEPAGE, so that the cache's
-// memory (in huge pages where the kernel has them) is committed at start-up
-// rather than page by page during the first long prompts.
-func prefault(mem []byte) {
-	page := unix.Getpagesize()
-	for i := 0; i < len(mem); i += page {
-		mem[i] = 0
-	}
-}
 
 // Layer returns layer l's view, which kernels/attn reads and writes in place.
 func (c *Cache) Layer(l int) *attn.Cache { return &c.layers[l] }

@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sync/atomic"
 	"unsafe"
@@ -15,6 +14,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
+	"github.com/ellm-dev/ellm/pkg/numa"
 )
 
 // LogitsMode says which rows of a segment need logits.
@@ -174,22 +174,13 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 		r.intervals = intervalTask{r: r, refused: make([]bool, r.pool.Size())}
 		r.refine.r = r
 	}
-	commit(r.x, r.xn, r.y, r.qkv, r.h, r.aoFused, r.lmIn, r.logits, r.moe.gathered, r.moe.outRows, r.screenIn, r.screenOut)
+	// Touched now, as kvcache does the cache: the memory the start-up report
+	// counts is then resident, and the first request does not pay its page
+	// faults (a fresh runner's first 512-token prefill of the Qwen3-0.6B
+	// shape was ~12 % slower than the next ones; docs/performance.md, "Short
+	// prefill").
+	numa.Commit(r.x, r.xn, r.y, r.qkv, r.h, r.aoFused, r.lmIn, r.logits, r.moe.gathered, r.moe.outRows, r.screenIn, r.screenOut)
 	return r, nil
-}
-
-// commit touches every page of the activation buffers now, as kvcache does
-// for the cache: the memory the start-up report counts is then resident,
-// and the first request does not pay its page faults (a fresh runner's
-// first 512-token prefill of the Qwen3-0.6B shape was ~12 % slower than the
-// next ones; docs/performance.md, "Short prefill").
-func commit(bufs ...[]float32) {
-	step := os.Getpagesize() / 4
-	for _, b := range bufs {
-		for i := 0; i < len(b); i += step {
-			b[i] = 0
-		}
-	}
 }
 
 // yarn converts config.json's rope_scaling for the RoPE table (nil: plain
