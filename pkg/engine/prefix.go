@@ -139,6 +139,9 @@ func (p *prefixStore) warm() bool {
 	if p == nil {
 		return false
 	}
+	// Buffers handed out hold KV, and the saves that wrote it committed
+	// them: only the arena past them is fresh, which numa.Commit needs.
+	p.warmed = max(p.warmed, p.handed*p.blockBytes)
 	target := min(len(p.arena), p.handed*p.blockBytes+p.reserve)
 	if p.warmed >= target {
 		return false

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -61,6 +62,32 @@ func TestPrefixStoreWarm(t *testing.T) {
 		t.Fatalf("warmed %d bytes with 2 buffers handed out, want %d", p.warmed, 5*blockBytes)
 	}
 	resident(t, p.arena[:p.warmed])
+
+	// Saves that run ahead of warm (a busy scheduler) hand out buffers
+	// warm has not reached: it must leave their KV as it is.
+	ahead, err := newPrefixStore(be, int64(16*blockBytes), blockTokens, int64(2*blockBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ahead.close()
+	b := seqTokens(2, 4*blockTokens)
+	computed(be, 0, b)
+	if _, err := ahead.insert(b, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	saved := slices.Clone(ahead.arena[:4*blockBytes])
+	if !slices.ContainsFunc(saved, func(v byte) bool { return v != 0 }) {
+		t.Fatal("the saved blocks are all zeros: the test cannot see them overwritten")
+	}
+	for ahead.warm() {
+	}
+	if !bytes.Equal(ahead.arena[:4*blockBytes], saved) {
+		t.Fatal("warm changed the KV of buffers handed out before it ran")
+	}
+	if ahead.warmed != 6*blockBytes {
+		t.Fatalf("warmed %d bytes with 4 buffers handed out, want %d", ahead.warmed, 6*blockBytes)
+	}
+	resident(t, ahead.arena[:ahead.warmed])
 
 	big, err := newPrefixStore(be, int64(4*blockBytes), blockTokens, 1<<40)
 	if err != nil {

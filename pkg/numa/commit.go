@@ -18,12 +18,11 @@ const commitChunk = 2 << 20
 // so that memory reported at start-up is committed and the first request
 // does not pay its page faults. It runs on GOMAXPROCS threads at once: a
 // page's first touch is a fault that zeroes it, and in a virtual machine
-// whose host backs memory lazily a far slower exit too (2 GiB took 2.4–3.0
-// s on one thread of the AMD EPYC VM and 1.5–1.9 s on two:
-// docs/performance.md, "Start-up"), so one thread committing a large KV
-// cache would hold the start back by seconds. Each page lands where the
-// policy of its range (Interleave) or else the touching thread's node puts
-// it.
+// whose host backs memory lazily a far slower exit too (1.88 GB took
+// 2.6–3.0 s on one thread of the AMD EPYC VM and 1.5–1.7 s on two:
+// docs/performance.md, "Start-up: memory committed on every CPU"). Each
+// page lands where the policy of its range (Interleave) or else the
+// touching thread's node puts it.
 func Commit[T any](bufs ...[]T) {
 	var chunks [][]byte
 	for _, buf := range bufs {
