@@ -72,7 +72,7 @@ const CodedBytesPerWeight = float64(codedBlock+2) / (amxSteps * panelWidth * 2)
 // not a multiple of a tile step's, and returns the bytes it added.
 // Call it before any product with w: products read w.coded unsynchronised.
 func (w *Weight) Code() int {
-	if w.kind != kindBF16 || w.steps%amxSteps != 0 || w.coded != nil {
+	if !w.Codable() || w.coded != nil {
 		return 0
 	}
 	tsteps := w.steps / amxSteps
@@ -115,6 +115,10 @@ func ReadsCoded(p kernels.Path) bool {
 
 // escapeCode is the code of a block's own high byte.
 const escapeCode = 15
+
+// Codable reports whether Code gives w a coded copy: a bf16 weight whose
+// K is whole tile steps.
+func (w *Weight) Codable() bool { return w.kind == kindBF16 && w.steps%amxSteps == 0 }
 
 // Coded reports whether w has a coded copy (Code).
 func (w *Weight) Coded() bool { return w.coded != nil }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -391,6 +392,15 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	var decodeWeights string
 	if c, ok := m.ChooseCoded(pool); ok {
 		decodeWeights = c.String()
+		if c.Kept && placement != nil {
+			// The copies coded after the choice go where the rest went
+			// (pages already placed stay).
+			for _, w := range interleave(placement, m.WeightMemory()) {
+				if !slices.Contains(numaWarns, w) {
+					numaWarns = append(numaWarns, w)
+				}
+			}
+		}
 	}
 	ro := runnerOptions(opts)
 	ro.Pool = pool

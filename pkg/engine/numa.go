@@ -32,19 +32,23 @@ func startPool(opts Options, m *model.Model, cache *kvcache.Cache) (*threads.Poo
 		pool, th := NewPool(opts.Threads, opts.NoPin)
 		return pool, th, nil, nil, nil
 	}
-	warns := plan.Warnings
-	for _, b := range append(m.WeightMemory(), cache.Memory()) {
-		if err := numa.Interleave(b, plan.Interleave); err != nil {
-			warns = append(warns, fmt.Sprintf("%v: weights and KV cache stay where first touched (in a container, grant CAP_SYS_NICE)", err))
-			break
-		}
-	}
+	warns := append(plan.Warnings, interleave(plan, append(m.WeightMemory(), cache.Memory()))...)
 	if opts.NoPin {
 		return threads.New(len(plan.CPUs), false), th, plan, warns, nil
 	}
 	th.CPUs = plan.CPUs
 	th.Why += fmt.Sprintf(", spread over NUMA nodes %v", plan.Interleave)
 	return threads.NewPinned(plan.CPUs), th, plan, warns, nil
+}
+
+// interleave spreads bufs over plan's nodes; a warning if it cannot.
+func interleave(plan *numa.Plan, bufs [][]byte) []string {
+	for _, b := range bufs {
+		if err := numa.Interleave(b, plan.Interleave); err != nil {
+			return []string{fmt.Sprintf("%v: weights and KV cache stay where first touched (in a container, grant CAP_SYS_NICE)", err)}
+		}
+	}
+	return nil
 }
 
 // placeNUMA plans th.N workers on th.Allowed over the NUMA nodes: nil (no

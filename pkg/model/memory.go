@@ -66,34 +66,59 @@ func (c CodedChoice) String() string {
 // on, so that the products stream from memory as a decode step's do.
 const minTimedBytes = 1 << 30
 
+// codedSample is the weights a load codes before ChooseCoded has measured
+// whether the copies pay: the layers' linear weights in order, up to limit
+// (minTimedBytes) bytes of their bf16 (or all of them), and lm_head, whose kernels
+// the load picks by whether it is coded (SetFewRows). The rest are coded
+// only if the copies stay: coding is most of a bf16 load's time, and on a
+// machine where the pairs stream as fast it would be spent for nothing.
+func (m *Model) codedSample(limit int64) []*gemm.Weight {
+	var out []*gemm.Weight
+	var bytes int64
+	for _, w := range m.linearWeights() {
+		if w.Codable() && (bytes < limit || w == m.lmHead) {
+			out = append(out, w)
+			bytes += 2 * int64(w.N) * int64(w.K)
+		}
+	}
+	return out
+}
+
+// code gives each of ws a coded copy, if it has none (Code, which spreads a
+// weight's panels over the CPUs).
+func (m *Model) code(ws []*gemm.Weight) {
+	for _, w := range ws {
+		n := int64(w.Code())
+		m.codedBytes += n
+		m.weightBytes += n
+	}
+}
+
 // ChooseCoded keeps the coded copies of the weights (LoadOptions.
 // NoCodedWeights) if decode products on pool read them faster than the
-// pairs, timed over the weights in order (gemm.CodedRates, three rounds),
-// and otherwise drops them: the two give the same bits, and the quarter of
-// the bytes the copy saves is not a quarter of the time on every machine.
-// ok is false when there was nothing to choose (no coded copies). Call it
-// before the model's runners run.
+// pairs, timed over the weights the load coded (codedSample; gemm.
+// CodedRates, three rounds), and then codes the rest; otherwise it drops
+// them: the two give the same bits, and the quarter of the bytes the copy
+// saves is not a quarter of the time on every machine. ok is false when
+// there was nothing to choose (no coded copies). Call it before the
+// model's runners run.
 func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
 	if m.codedBytes == 0 {
 		return CodedChoice{}, false
 	}
-	var timed []*gemm.Weight
-	var bytes int64
-	for _, w := range m.linearWeights() {
-		if w.Coded() && bytes < minTimedBytes {
-			timed = append(timed, w)
-			bytes += 2 * int64(w.N) * int64(w.K)
-		}
-	}
-	c.PlainGBps, c.CodedGBps = gemm.CodedRates(pool, timed, 3)
-	if c.Kept = c.CodedGBps >= c.PlainGBps; !c.Kept {
-		m.dropCoded()
-	}
+	c.PlainGBps, c.CodedGBps = gemm.CodedRates(pool, m.linearWeights(), 3)
+	c.Kept = c.CodedGBps >= c.PlainGBps
+	m.keepCoded(c.Kept)
 	return c, true
 }
 
-// dropCoded drops every coded copy and hands their memory back.
-func (m *Model) dropCoded() {
+// keepCoded codes the weights the load left uncoded (codedSample) if keep,
+// and otherwise drops every coded copy and hands their memory back.
+func (m *Model) keepCoded(keep bool) {
+	if keep {
+		m.code(m.linearWeights())
+		return
+	}
 	var freed int64
 	for _, w := range m.linearWeights() {
 		freed += int64(w.Uncode())

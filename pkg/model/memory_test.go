@@ -33,7 +33,7 @@ func TestChooseCoded(t *testing.T) {
 		t.Fatalf("%v: coded bytes %d → %d, weight bytes %d → %d", c, coded, m.CodedBytes(), total, m.WeightBytes())
 	}
 	if c.Kept {
-		m.dropCoded()
+		m.keepCoded(false)
 		if m.CodedBytes() != 0 || m.WeightBytes() != total-coded {
 			t.Fatalf("dropped: coded bytes %d → %d, weight bytes %d → %d (want −%d)", coded, m.CodedBytes(), total, m.WeightBytes(), coded)
 		}
@@ -41,7 +41,7 @@ func TestChooseCoded(t *testing.T) {
 	var mem int64
 	for _, w := range m.linearWeights() {
 		if w.Coded() {
-			t.Fatal("a weight kept its coded copy after dropCoded")
+			t.Fatal("a weight kept its coded copy after keepCoded(false)")
 		}
 	}
 	for _, b := range m.WeightMemory() {
@@ -52,5 +52,46 @@ func TestChooseCoded(t *testing.T) {
 	}
 	if _, ok := m.ChooseCoded(pool); ok {
 		t.Fatal("ChooseCoded with the copies gone: want nothing to choose")
+	}
+}
+
+// TestCodedSample: the load codes the layers' weights in order up to the
+// sample's bytes, and lm_head; keeping the copies then codes every other
+// weight, dropping them takes every one, and the bytes counted follow.
+func TestCodedSample(t *testing.T) {
+	if !(LoadOptions{}).codes() {
+		t.Skip("this kernel path reads no coded weights")
+	}
+	for _, keep := range []bool{true, false} {
+		m := loadTiny(t, "tiny-qwen3-a", LoadOptions{NoCodedWeights: true})
+		ws := m.linearWeights()
+		plain := m.WeightBytes()
+		if m.CodedBytes() != 0 || len(ws) < 3 || ws[len(ws)-1] != m.lmHead {
+			t.Fatalf("loaded without copies: %d coded bytes, %d linear weights", m.CodedBytes(), len(ws))
+		}
+		// A limit the first two weights reach: they and lm_head are coded.
+		m.code(m.codedSample(2*int64(ws[0].N)*int64(ws[0].K) + 1))
+		for i, w := range ws {
+			if want := i < 2 || w == m.lmHead; w.Coded() != want {
+				t.Fatalf("weight %d of %d coded %v after the sample, want %v", i, len(ws), w.Coded(), want)
+			}
+		}
+		sample := m.CodedBytes()
+		if sample <= 0 || m.WeightBytes() != plain+sample {
+			t.Fatalf("sample: %d coded bytes, weight bytes %d → %d", sample, plain, m.WeightBytes())
+		}
+		m.keepCoded(keep)
+		var held int64
+		for i, w := range ws {
+			if w.Coded() != keep {
+				t.Fatalf("keep %v: weight %d coded %v", keep, i, w.Coded())
+			}
+			for _, b := range w.Memory()[1:] {
+				held += int64(len(b))
+			}
+		}
+		if m.CodedBytes() != held || m.WeightBytes() != plain+held || keep && held <= sample {
+			t.Fatalf("keep %v: %d coded bytes counted, %d held (sample %d); weight bytes %d, plain %d", keep, m.CodedBytes(), held, sample, m.WeightBytes(), plain)
+		}
 	}
 }

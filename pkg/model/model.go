@@ -31,7 +31,8 @@ type LoadOptions struct {
 	// NoCodedWeights skips the coded copy of bf16 weights that decode steps
 	// stream where the products run on AMX tiles or AVX-512
 	// (gemm.Weight.Code, gemm.ReadsCoded): it saves 3/4 of the bf16 weights'
-	// memory and reads 1/3 more bytes a step.
+	// memory and reads 1/3 more bytes a step. Without it the load codes a
+	// sample, and Model.ChooseCoded the rest if the copy stays.
 	NoCodedWeights bool
 	// NoLogitScreen skips the int8 copy of a bf16 lm_head that screens the
 	// logits of greedy and top-k draws (gemm.Screen, Runner.Screened): it
@@ -156,7 +157,7 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 	if dtype != "bf16" && dtype != "f32" && dtype != "int8" {
 		return nil, fmt.Errorf("weight dtype %q: want bf16, f32 or int8", opts.DType)
 	}
-	b := &binder{ck: ck, dtype: dtype, layer: -1, code: opts.codes()}
+	b := &binder{ck: ck, dtype: dtype, layer: -1}
 	m := &Model{Config: cfg, DType: dtype, ck: ck}
 	h := cfg.HiddenSize
 	m.embed = b.table("model.embed_tokens.weight", cfg.VocabSize, h)
@@ -175,6 +176,10 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 		return nil, err
 	}
 	b.packAll()
+	m.weightBytes = b.bytes
+	if opts.codes() {
+		m.code(m.codedSample(minTimedBytes))
+	}
 	// Logits are computed for the last row of each sequence only: a decode
 	// step's product, whose weights stream faster off AMX tiles, unless
 	// coded.
@@ -186,7 +191,7 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 			m.screenBytes = int64(m.lmScreen.Bytes())
 		}
 	}
-	m.weightBytes, m.codedBytes = b.bytes+m.screenBytes, b.coded
+	m.weightBytes += m.screenBytes
 	m.LoadTime = time.Since(start)
 	return m, nil
 }

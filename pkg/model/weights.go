@@ -28,11 +28,9 @@ import (
 type binder struct {
 	ck    *safetensors.Checkpoint
 	dtype string
-	layer int  // -1 outside the decoder layers (set by the caller)
-	code  bool // add the coded copies (LoadOptions.codes)
+	layer int // -1 outside the decoder layers (set by the caller)
 	errs  []error
 	bytes int64
-	coded int64 // of bytes, the coded copies
 	jobs  []packJob
 }
 
@@ -194,7 +192,7 @@ type packJob struct {
 func (b *binder) packAll() {
 	jobs := make(chan *packJob)
 	var wg sync.WaitGroup
-	var bytes, coded atomic.Int64
+	var bytes atomic.Int64
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
@@ -202,9 +200,6 @@ func (b *binder) packAll() {
 			for j := range jobs {
 				bf, f := j.parts()
 				*j.dst = pack(bf, f, j.n, j.k, j.dtype)
-				if b.code {
-					coded.Add(int64((*j.dst).Code()))
-				}
 				bytes.Add(int64((*j.dst).Bytes()))
 				for _, s := range j.src {
 					dropPages(s)
@@ -218,7 +213,6 @@ func (b *binder) packAll() {
 	close(jobs)
 	wg.Wait()
 	b.bytes += bytes.Load()
-	b.coded += coded.Load()
 	b.jobs = nil
 	// Weights widened to f32 (dtype f32, or a fused weight with an f32
 	// part) went through temporaries, one weight at a time per CPU; hand
