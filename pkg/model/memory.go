@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/threads"
@@ -84,14 +85,13 @@ func (m *Model) codedSample(limit int64) []*gemm.Weight {
 	return out
 }
 
-// code gives each of ws a coded copy, if it has none (Code, which spreads a
-// weight's panels over the CPUs).
+// code gives each of ws a coded copy, if it has none, a weight at a time
+// per CPU.
 func (m *Model) code(ws []*gemm.Weight) {
-	for _, w := range ws {
-		n := int64(w.Code())
-		m.codedBytes += n
-		m.weightBytes += n
-	}
+	var added atomic.Int64
+	threads.Each(len(ws), func(i int) { added.Add(int64(ws[i].Code())) })
+	m.codedBytes += added.Load()
+	m.weightBytes += added.Load()
 }
 
 // ChooseCoded keeps the coded copies of the weights (LoadOptions.

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/ops"
+	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 	"github.com/ellm-dev/ellm/pkg/safetensors"
 )
@@ -190,28 +189,16 @@ type packJob struct {
 // process (MADV_DONTNEED; they stay in the page cache, clean and
 // reclaimable): the model does not hold its linear weights twice.
 func (b *binder) packAll() {
-	jobs := make(chan *packJob)
-	var wg sync.WaitGroup
 	var bytes atomic.Int64
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range jobs {
-				bf, f := j.parts()
-				*j.dst = pack(bf, f, j.n, j.k, j.dtype)
-				bytes.Add(int64((*j.dst).Bytes()))
-				for _, s := range j.src {
-					dropPages(s)
-				}
-			}
-		}()
-	}
-	for i := range b.jobs {
-		jobs <- &b.jobs[i]
-	}
-	close(jobs)
-	wg.Wait()
+	threads.Each(len(b.jobs), func(i int) {
+		j := &b.jobs[i]
+		bf, f := j.parts()
+		*j.dst = pack(bf, f, j.n, j.k, j.dtype)
+		bytes.Add(int64((*j.dst).Bytes()))
+		for _, s := range j.src {
+			dropPages(s)
+		}
+	})
 	b.bytes += bytes.Load()
 	b.jobs = nil
 	// Weights widened to f32 (dtype f32, or a fused weight with an f32

@@ -1,12 +1,11 @@
 package numa
 
 import (
-	"runtime"
-	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
 // commitChunk is the most of a buffer one worker commits at a time: a
@@ -36,23 +35,7 @@ func Commit[T any](bufs ...[]T) {
 			b = b[n:]
 		}
 	}
-	workers := min(runtime.GOMAXPROCS(0), len(chunks))
-	if workers <= 1 {
-		for _, c := range chunks {
-			touch(c)
-		}
-		return
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(len(chunks)); i = next.Add(1) - 1 {
-				touch(chunks[i])
-			}
-		})
-	}
-	wg.Wait()
+	threads.Each(len(chunks), func(i int) { touch(chunks[i]) })
 }
 
 // touch writes a zero to a byte of each page of b (and to its last byte,
