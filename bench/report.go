@@ -155,6 +155,10 @@ type Model struct {
 	DecodeWeights  string `json:"decode_weights,omitempty"`
 	ScreenedLogits bool   `json:"screened_logits,omitempty"`
 	KVDType        string `json:"kv_dtype"`
+	// LoadSeconds is how long the engine took to start (engine.Info.
+	// LoadTime): the weights loaded, packed and coded, the KV cache and
+	// scratch committed.
+	LoadSeconds float64 `json:"load_seconds,omitempty"`
 	// Scaled is true when results were scaled from a layer-truncated model
 	// to the full depth (see Scale).
 	Scaled bool `json:"scaled,omitempty"`
@@ -219,6 +223,9 @@ func Write(w io.Writer, r Report, f Format) error {
 	if r.Model != nil {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)
 		var notes []string
+		if r.Model.LoadSeconds > 0 {
+			notes = append(notes, fmt.Sprintf("started in %.1f s", r.Model.LoadSeconds))
+		}
 		switch {
 		case r.Model.DecodeWeights != "":
 			notes = append(notes, "decode reads "+r.Model.DecodeWeights)

@@ -39,7 +39,10 @@ func TestAgentJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	var rep struct {
-		Kind    string `json:"kind"`
+		Kind  string `json:"kind"`
+		Model struct {
+			LoadSeconds float64 `json:"load_seconds"`
+		} `json:"model"`
 		Results []struct {
 			Turn     int    `json:"turn"`
 			Kind     string `json:"kind"`
@@ -51,8 +54,8 @@ func TestAgentJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if rep.Kind != "agent" || len(rep.Results) != 4 {
-		t.Fatalf("report %+v", rep)
+	if rep.Kind != "agent" || len(rep.Results) != 4 || !(rep.Model.LoadSeconds > 0) {
+		t.Fatalf("report %+v: want 4 results and the engine's start-up time", rep)
 	}
 	// One slot: turn 2's main request comes back from the prefix store.
 	if r := rep.Results[2]; r.Kind != "main" || r.Cached != r.Reusable || r.Restored == 0 {
