@@ -16,7 +16,20 @@ func init() {
 		simdPrep = &prepFuncs{absMaxBitsAVX512, quantizeQuadsAVX512, bf16PairsAVX512, f32StridedAVX2}
 		endsAVX512 = intervalEndsAVX512
 	}
+	if kernels.CPU().AVX512BW {
+		codeBlockSIMD = codeBlockAVX512
+		screenPanelSIMD, panelAbsMaxSIMD = screenPanelAVX512, panelAbsMaxAVX512
+	}
 }
+
+//go:noescape
+func screenPanelAVX512(pairs *uint32, steps int, sw *float32, inv *[panelWidth]float32, quads *uint32, f *panelSums)
+
+//go:noescape
+func panelAbsMaxAVX512(pairs *uint32, steps int, amax *[panelWidth]uint32)
+
+//go:noescape
+func codeBlockAVX512(pairs *uint32, dst *byte, lut *[32]byte) (esc byte, ok bool)
 
 //go:noescape
 func intervalEndsAVX512(lo, hi, a, b *float32, n int, n1, n2, floor float32) int

@@ -303,6 +303,17 @@ func BenchmarkPack(b *testing.B) {
 	}
 }
 
+// BenchmarkCommonHighBytes is the coded copy's table of an 8192×1024
+// weight (bytes: the bf16 weights counted).
+func BenchmarkCommonHighBytes(b *testing.B) {
+	const n, k = 8192, 1024
+	w := FromBF16(randBF16(n, k, 6), n, k)
+	b.SetBytes(2 * n * k)
+	for b.Loop() {
+		w.commonHighBytes()
+	}
+}
+
 var prefillRows = []int{512, 2048}
 
 // BenchmarkScreen is a decode step's logits for m rows of Qwen3-0.6B's

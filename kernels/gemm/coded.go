@@ -94,7 +94,13 @@ func (w *Weight) Code() int {
 	parallelPanels(w.panels, func(p int) {
 		for s := range tsteps {
 			f := s*w.panels + p
-			esc, ok := codeBlock(w.block(p, s), c.block(p, s), &code)
+			var esc byte
+			var ok bool
+			if codeBlockSIMD != nil {
+				esc, ok = codeBlockSIMD(&w.block(p, s)[0], &c.block(p, s)[0], &c.lut)
+			} else {
+				esc, ok = codeBlock(w.block(p, s), c.block(p, s), &code)
+			}
 			c.flags[blocks+f] = esc
 			if !ok {
 				c.flags[f] = 1
@@ -127,10 +133,25 @@ func (w *Weight) Coded() bool { return w.coded != nil }
 // the smaller byte), each repeated as codedPairs.lut wants it, with 0 for
 // the escape.
 func (w *Weight) commonHighBytes() [32]byte {
+	// Four tallies, so that runs of one high byte, which trained weights
+	// are full of, do not wait on the same counter's last increment.
+	var tally [4][256]int
+	pairs := w.pairs
+	for len(pairs) >= 2 {
+		v, u := pairs[0], pairs[1]
+		tally[0][v>>8&0xff]++
+		tally[1][v>>24]++
+		tally[2][u>>8&0xff]++
+		tally[3][u>>24]++
+		pairs = pairs[2:]
+	}
+	for _, v := range pairs {
+		tally[0][v>>8&0xff]++
+		tally[1][v>>24]++
+	}
 	var count [256]int
-	for _, v := range w.pairs {
-		count[v>>8&0xff]++
-		count[v>>24]++
+	for i := range count {
+		count[i] = tally[0][i] + tally[1][i] + tally[2][i] + tally[3][i]
 	}
 	order := make([]int, 256)
 	for i := range order {
@@ -190,6 +211,10 @@ func codeBlock(pairs []uint32, dst []byte, code *[256]int8) (esc byte, ok bool) 
 	}
 	return e.hi, true
 }
+
+// codeBlockSIMD is codeBlock on the table lut (commonHighBytes), where
+// the CPU has a kernel for it: the same bytes where ok.
+var codeBlockSIMD func(pairs *uint32, dst *byte, lut *[32]byte) (esc byte, ok bool)
 
 // escape is a block's own high byte, once one without a code is met.
 type escape struct {

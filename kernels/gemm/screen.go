@@ -59,6 +59,10 @@ func (w *Weight) Screen() *Screen {
 	s := &Screen{q: newInt8(n, k), byNorm1: make([]float32, n), byNorm2: make([]float32, n)}
 	maxW := make([]float64, w.panels) // the panels' largest |w|; NaN if one is not finite
 	parallelPanels(w.panels, func(panel int) {
+		if screenPanelSIMD != nil && k%4 == 0 {
+			maxW[panel] = s.panelSIMD(w, panel)
+			return
+		}
 		row := make([]uint16, k)
 		for c := range min(panelWidth, n-panel*panelWidth) {
 			ch := panel*panelWidth + c
@@ -102,20 +106,28 @@ func roundUp(v float64) float32 {
 }
 
 // bound sets channel ch's factors from its bf16 row (quantized already) and
-// returns its largest |w|, NaN if the row is not finite. What needs no
-// float (the finite check, the largest |w|, Σ|q|) is done on integers: a
-// bf16's magnitude bits order as its magnitude does.
+// returns its largest |w|, NaN if the row is not finite.
 func (s *Screen) bound(ch int, row []uint16) float64 {
-	q, k := s.q, s.q.K
+	maxBits, sumQ, maxErr, sqErr, finite := s.sums(ch, row)
+	if !finite {
+		return math.NaN()
+	}
+	return s.factors(ch, maxBits, sumQ, maxErr, sqErr)
+}
+
+// sums is what channel ch's factors come from, for its bf16 row quantized
+// already: the largest |w| as bits, Σ|q|, the largest |w − s·q| and
+// Σ(w − s·q)² in float64, the weights in order; finite is false if a weight
+// is not. What needs no float (the finite check, the largest |w|, Σ|q|) is
+// done on integers: a bf16's magnitude bits order as its magnitude does.
+func (s *Screen) sums(ch int, row []uint16) (maxBits uint16, sumQ int, maxErr, sqErr float64, finite bool) {
+	q := s.q
 	panel, c := ch/panelWidth, ch%panelWidth
 	quads := q.quads[panel*q.steps*panelWidth:]
 	sw := float64(q.scale[ch])
-	var maxBits uint16
-	var sumQ int
-	var maxErr, sqErr float64
 	for i, b := range row {
 		if b&0x7f80 == 0x7f80 {
-			return math.NaN()
+			return 0, 0, 0, 0, false
 		}
 		maxBits = max(maxBits, b&0x7fff)
 		qv := int8(quads[(i/4)*panelWidth+c] >> (8 * (i % 4)))
@@ -124,11 +136,62 @@ func (s *Screen) bound(ch int, row []uint16) float64 {
 		maxErr = max(maxErr, e)
 		sqErr += e * e
 	}
+	return maxBits, sumQ, maxErr, sqErr, true
+}
+
+// factors sets channel ch's factors from its largest |w| (as bits), Σ|q|,
+// the largest quantization error and the sum of the errors' squares, and
+// returns its largest |w|.
+func (s *Screen) factors(ch int, maxBits uint16, sumQ int, maxErr, sqErr float64) float64 {
+	k, sw := s.q.K, float64(s.q.scale[ch])
 	maxW := float64(bf16ToF32(maxBits))
 	sums := float64(k+2) * 0x1p-23 * maxW
 	scales := scaleBound * sw * float64(sumQ)
 	s.byNorm1[ch] = roundUp(maxErr + sums + scales)
 	s.byNorm2[ch] = roundUp(math.Sqrt(sqErr)*(1+0x1p-40) + math.Sqrt(float64(k))*sums + scales)
+	return maxW
+}
+
+// screenPanelSIMD quantizes a panel of bf16 pairs (steps of 16 channels,
+// steps even) with each channel's 1/scale (inv) into int8 quads, as
+// quantizeChannel does, and sums up what bound needs, in its order: each
+// channel's errors in the order of its weights. panelAbsMaxSIMD is the
+// largest |w| of each channel, as bits.
+var (
+	screenPanelSIMD func(pairs *uint32, steps int, sw *float32, inv *[panelWidth]float32, quads *uint32, f *panelSums)
+	panelAbsMaxSIMD func(pairs *uint32, steps int, amax *[panelWidth]uint32)
+)
+
+// panelSums is what screenPanelSIMD sums up for each channel of a panel:
+// Σq (for the int8 weight's correction), Σ|q|, the largest |w − s·q| and
+// Σ(w − s·q)² in float64.
+type panelSums struct {
+	sum, sumQ     [panelWidth]int32
+	maxErr, sqErr [panelWidth]float64
+}
+
+// panelSIMD is the loop in Screen for one panel, on the SIMD kernels:
+// the same bytes and factors.
+func (s *Screen) panelSIMD(w *Weight, panel int) float64 {
+	q := s.q
+	pairs := w.pairs[panel*w.steps*panelWidth:]
+	var amax [panelWidth]uint32
+	panelAbsMaxSIMD(&pairs[0], w.steps, &amax)
+	ch0 := panel * panelWidth
+	var inv [panelWidth]float32
+	for c, a := range amax {
+		if a >= 0x7f80 { // Inf or NaN
+			return math.NaN()
+		}
+		q.scale[ch0+c], inv[c] = rowScale(a << 16)
+	}
+	var f panelSums
+	screenPanelSIMD(&pairs[0], w.steps, &q.scale[ch0], &inv, &q.quads[panel*q.steps*panelWidth], &f)
+	var maxW float64
+	for c := range min(panelWidth, q.N-ch0) {
+		q.corr[ch0+c] = 128 * f.sum[c]
+		maxW = max(maxW, s.factors(ch0+c, uint16(amax[c]), int(f.sumQ[c]), f.maxErr[c], f.sqErr[c]))
+	}
 	return maxW
 }
 
