@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 	"time"
-	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/threads"
@@ -107,7 +106,7 @@ func (w *Weight) Code() int {
 			}
 		}
 	})
-	settle(bytesOf(c.blocks))
+	settle(asBytes(c.blocks))
 	w.coded = c
 	return c.Bytes()
 }
@@ -128,6 +127,14 @@ func (w *Weight) Codable() bool { return w.kind == kindBF16 && w.steps%amxSteps 
 
 // Coded reports whether w has a coded copy (Code).
 func (w *Weight) Coded() bool { return w.coded != nil }
+
+// CodedBytes is the memory w's coded copy holds (0 without one).
+func (w *Weight) CodedBytes() int {
+	if w.coded == nil {
+		return 0
+	}
+	return w.coded.Bytes()
+}
 
 // commonHighBytes is the table of w's 15 most frequent high bytes (ties to
 // the smaller byte), each repeated as codedPairs.lut wants it, with 0 for
@@ -175,7 +182,7 @@ func (w *Weight) block(p, s int) []uint32 {
 
 // block is the coded bytes of panel p, tile step s.
 func (c *codedPairs) block(p, s int) []byte {
-	b := bytesOf(c.blocks)
+	b := asBytes(c.blocks)
 	start := (p*c.tsteps + s) * codedBlock
 	return b[start : start+codedBlock]
 }
@@ -237,10 +244,6 @@ func (e *escape) code(code *[256]int8, hi byte) (c byte, ok bool) {
 
 // Bytes is the memory the coded copy occupies (its blocks and flags).
 func (c *codedPairs) Bytes() int { return 4*len(c.blocks) + len(c.flags) }
-
-func bytesOf(u []uint32) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(u))), 4*len(u))
-}
 
 // Uncode drops w's coded copy (Code), if any, and returns the bytes it held.
 func (w *Weight) Uncode() int {

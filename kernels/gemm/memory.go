@@ -12,7 +12,7 @@ import (
 func (w *Weight) Memory() [][]byte {
 	b := [][]byte{w.panelMemory()}
 	if w.coded != nil {
-		b = append(b, bytesOf(w.coded.blocks), w.coded.flags)
+		b = append(b, asBytes(w.coded.blocks), w.coded.flags)
 	}
 	return b
 }

@@ -1,8 +1,11 @@
 package cmdutil
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 
@@ -34,6 +37,7 @@ type EngineFlags struct {
 	PrefixCacheBytes     ByteLimit
 	PrefixCacheDir       string
 	PrefixCacheDiskBytes ByteLimit
+	WeightsCache
 }
 
 // Byte-limit flags whose old numbers keep their meaning (see ByteLimit).
@@ -52,6 +56,7 @@ func (e *EngineFlags) AddFlags(fl *pflag.FlagSet, seqLen int, seqHelp string, ba
 	e.ThreadFlags.AddFlags(fl)
 	e.KernelFlags.AddFlags(fl)
 	AddScreenLogitsFlag(fl, &e.ScreenLogits)
+	e.WeightsCache.AddFlag(fl)
 	fl.IntVar(&e.SequenceLength, "sequence-length", seqLen, seqHelp)
 	fl.IntVar(&e.BatchSize, "batch-size", batch, batchHelp)
 	fl.IntVar(&e.ChunkSize, "chunk-size", 0, "prefill in chunks of this many tokens (0 = one pass)")
@@ -100,6 +105,41 @@ func (e *EngineFlags) Options() engine.Options {
 		SequenceLength: e.SequenceLength, BatchSize: e.BatchSize, ChunkSize: e.ChunkSize,
 		PrefixCacheBytes: e.PrefixCacheBytes.Bytes(), PrefixCacheDir: e.PrefixCacheDir, PrefixCacheDiskBytes: e.PrefixCacheDiskBytes.Bytes(),
 		AllowLongContext: e.AllowLongContext, NUMA: e.NUMA}
+}
+
+// WeightsCache is --weights-cache: where a start keeps the packed weights
+// for the next (engine.Options.WeightsImageDir); serve, run and bench
+// share it.
+type WeightsCache string
+
+// AddFlag defines --weights-cache on fl.
+func (w *WeightsCache) AddFlag(fl *pflag.FlagSet) {
+	fl.StringVar((*string)(w), "weights-cache", "auto", "directory keeping the weights as the kernels read them between starts, "+
+		"so that a start maps them instead of packing again: auto (ellm/weights in the user cache directory), off, or a directory "+
+		"(one file per checkpoint and dtype, about the size of the weights in memory; not written if it would leave less than a tenth of the file system free)")
+}
+
+// Apply sets eo's weights image directory and key for a build of version.
+// auto without a user cache directory keeps no image.
+func (w WeightsCache) Apply(eo *engine.Options, version string) error {
+	switch w {
+	case "off":
+		return nil
+	case "", "auto":
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			return nil
+		}
+		eo.WeightsImageDir = filepath.Join(dir, "ellm", "weights")
+	default:
+		eo.WeightsImageDir = string(w)
+	}
+	key, err := json.Marshal(tune.MachineKey(version))
+	if err != nil {
+		return fmt.Errorf("--weights-cache: %w", err)
+	}
+	eo.WeightsImageKey = string(key)
+	return nil
 }
 
 // AddScreenLogitsFlag defines --screen-logits (engine.Options.NoLogitScreen

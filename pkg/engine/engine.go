@@ -104,6 +104,11 @@ type Options struct {
 	NUMA string
 	// Topology describes the NUMA nodes (default: SystemTopology).
 	Topology Topology
+	// WeightsImageDir keeps the packed weights between starts
+	// (model.LoadOptions.ImageDir; "" packs at every start), for the
+	// machine and build WeightsImageKey (tune.MachineKey). Not with a
+	// NUMA placement, whose weights are interleaved as they are packed.
+	WeightsImageDir, WeightsImageKey string
 }
 
 // Info describes what an Engine committed at start-up.
@@ -136,6 +141,10 @@ type Info struct {
 	// ScreenBytes is the part of WeightBytes that is lm_head's int8 screen
 	// (model.Model.ScreenBytes).
 	ScreenBytes int64
+	// WeightsImage says where the packed weights came from: "mapped PATH"
+	// (an image of an earlier start), "written PATH" (packed, and kept for
+	// the next starts) or "" (packed; no image).
+	WeightsImage string
 	// Fit is the start-up fit check the engine passed.
 	Fit *Fit
 	// NUMA is the placement over several nodes (nil on one node).
@@ -370,7 +379,11 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
-	m, err := md.LoadWeights(opts.loadOptions())
+	lo := opts.loadOptions()
+	if len(nodes(opts)) > 1 {
+		lo.ImageDir = ""
+	}
+	m, err := md.LoadWeights(lo)
 	if err != nil {
 		return fail(err)
 	}
@@ -402,6 +415,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 			}
 		}
 	}
+	weightsImage, imageWarn := saveImage(m)
 	ro := runnerOptions(opts)
 	ro.Pool = pool
 	runner, err := m.NewRunner(cache, ro)
@@ -415,7 +429,8 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 		KernelPath: kernels.Describe(), Attention: attentionOf(runner.AttentionMode(), kvd), DType: m.DType, KVDType: string(kvd),
 		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
-		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), DecodeWeights: decodeWeights, ScreenBytes: m.ScreenBytes(), KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
+		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), DecodeWeights: decodeWeights, ScreenBytes: m.ScreenBytes(), WeightsImage: weightsImage,
+		KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
 		Fit: fit, NUMA: placement, SessionStore: opts.SessionStore,
 	}
 	be := &modelBackend{runner: runner, cache: cache, pool: pool}
@@ -432,6 +447,9 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	for _, w := range append(fit.Warnings, numaWarns...) {
 		e.log.Warn(w)
 	}
+	if imageWarn != "" {
+		e.log.Warn("weights image", "note", imageWarn)
+	}
 	if placement != nil {
 		for _, n := range placement.Nodes {
 			e.log.Info("numa node", "node", n.Node, "workers", fmt.Sprintf("%d-%d", n.FirstWorker, n.FirstWorker+n.Workers-1),
@@ -440,7 +458,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	}
 	e.log.Info("engine ready",
 		"model", info.ModelName, "synthetic", info.Synthetic, "path", dir,
-		"weights", info.DType, "weight_bytes", info.WeightBytes, "coded_weight_bytes", info.CodedWeightBytes, "decode_weights", info.DecodeWeights, "logit_screen_bytes", info.ScreenBytes,
+		"weights", info.DType, "weight_bytes", info.WeightBytes, "coded_weight_bytes", info.CodedWeightBytes, "decode_weights", info.DecodeWeights, "logit_screen_bytes", info.ScreenBytes, "weights_image", info.WeightsImage,
 		"kv_cache", fmt.Sprintf("%d slots × %d positions %s", info.Slots, info.SequenceLength, info.KVDType),
 		"kv_bytes", info.KVBytes, "scratch_bytes", e.info.ScratchBytes, "prefix_cache_bytes", e.info.PrefixCacheBytes,
 		"usable_memory", fit.Memory.Usable(), "max_sequence_length", fit.MaxSequenceLength,
@@ -485,7 +503,31 @@ func runnerOptions(o Options) model.RunnerOptions {
 
 // loadOptions are the model's load options among o.
 func (o Options) loadOptions() model.LoadOptions {
-	return model.LoadOptions{DType: o.DType, NoCodedWeights: o.NoCodedWeights, NoLogitScreen: o.NoLogitScreen}
+	return model.LoadOptions{DType: o.DType, NoCodedWeights: o.NoCodedWeights, NoLogitScreen: o.NoLogitScreen,
+		ImageDir: o.WeightsImageDir, ImageKey: o.WeightsImageKey}
+}
+
+// saveImage writes m's weights image if the load packed them, and says
+// where they came from (Info.WeightsImage) and what went wrong, if
+// anything: an image that was there and did not fit (model.ImageState.
+// Note), or one that could not be written.
+func saveImage(m *model.Model) (state, warn string) {
+	img := m.Image()
+	switch {
+	case img.Path == "":
+		return "", img.Note
+	case img.Mapped:
+		return "mapped " + img.Path, ""
+	}
+	start := time.Now()
+	size, err := m.SaveImage()
+	if err != nil {
+		if img.Note != "" {
+			err = fmt.Errorf("%s; %w", img.Note, err)
+		}
+		return "", err.Error()
+	}
+	return fmt.Sprintf("written %s (%.2f GB in %.1f s)", img.Path, float64(size)/1e9, time.Since(start).Seconds()), img.Note
 }
 
 func withDefaults(o Options) Options {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -347,5 +348,25 @@ func TestModelScreenedDrawsMatch(t *testing.T) {
 	check("beside logprobs", withLogprobs)
 	if n := on.Stats().ScreenedRows - before; n >= 4*16 {
 		t.Errorf("%d rows screened in passes beside a request for logprobs", n)
+	}
+}
+
+// An engine started with a weights image directory writes the image, the
+// next one maps it (Info.WeightsImage) and generates the same tokens.
+func TestModelEngineWeightsImage(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	o := Options{WeightsImageDir: t.TempDir(), WeightsImageKey: "test"}
+	prompt := openModel(t, dir).Tokenizer.Encode("Once upon a time")
+	var tokens [2][]int32
+	for i, want := range []string{"written ", "mapped "} {
+		e := newModelEngine(t, dir, o)
+		if got := e.Info().WeightsImage; !strings.HasPrefix(got, want+o.WeightsImageDir) {
+			t.Fatalf("start %d: weights image %q, want %q…", i, got, want)
+		}
+		tokens[i], _ = collect(t, e, Request{Tokens: prompt, MaxTokens: 8, StopTokens: []int32{}})
+		e.Close()
+	}
+	if !slices.Equal(tokens[0], tokens[1]) {
+		t.Fatalf("from the packed weights %v, from the image %v", tokens[0], tokens[1])
 	}
 }

@@ -51,6 +51,23 @@ func interleave(plan *numa.Plan, bufs [][]byte) []string {
 	return nil
 }
 
+// nodes is the NUMA nodes a placement would spread over: none with NUMA
+// "off" or without NUMA support.
+func nodes(opts Options) []numa.Node {
+	if opts.NUMA == "off" {
+		return nil
+	}
+	topo := opts.Topology
+	if topo == nil {
+		topo = SystemTopology
+	}
+	nodes, err := topo()
+	if err != nil {
+		return nil
+	}
+	return nodes
+}
+
 // placeNUMA plans th.N workers on th.Allowed over the NUMA nodes: nil (no
 // placement) with NUMA "off", on one node, or when the allowed CPUs are on one.
 func placeNUMA(opts Options, th cpu.Threads, bytes int64) (*numa.Plan, error) {
@@ -61,12 +78,8 @@ func placeNUMA(opts Options, th cpu.Threads, bytes int64) (*numa.Plan, error) {
 	default:
 		return nil, fmt.Errorf("numa %q: want auto or off", opts.NUMA)
 	}
-	topo := opts.Topology
-	if topo == nil {
-		topo = SystemTopology
-	}
-	nodes, err := topo()
-	if err != nil || len(nodes) < 2 {
+	nodes := nodes(opts)
+	if len(nodes) < 2 {
 		return nil, nil // one node (or no NUMA support): first touch is local
 	}
 	plan, err := numa.Place(nodes, th.Allowed, th.N, bytes)

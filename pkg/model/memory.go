@@ -102,13 +102,26 @@ func (m *Model) code(ws []*gemm.Weight) {
 // saves is not a quarter of the time on every machine. ok is false when
 // there was nothing to choose (no coded copies). Call it before the
 // model's runners run.
+//
+// A model whose weights are its image's keeps the choice the image was
+// written with (its copies are there or not), as the kernel paths keep
+// their calibration: measured once for this machine and build.
 func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
+	if m.image != nil && m.image.data != nil {
+		if m.image.coded == nil {
+			return CodedChoice{}, false
+		}
+		return *m.image.coded, true
+	}
 	if m.codedBytes == 0 {
 		return CodedChoice{}, false
 	}
 	c.PlainGBps, c.CodedGBps = gemm.CodedRates(pool, m.linearWeights(), 3)
 	c.Kept = c.CodedGBps >= c.PlainGBps
 	m.keepCoded(c.Kept)
+	if m.image != nil {
+		m.image.coded = &c
+	}
 	return c, true
 }
 

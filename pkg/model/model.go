@@ -9,9 +9,12 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/gemm"
@@ -38,6 +41,12 @@ type LoadOptions struct {
 	// logits of greedy and top-k draws (gemm.Screen, Runner.Screened): it
 	// saves a byte a lm_head weight, and decode steps read lm_head whole.
 	NoLogitScreen bool
+	// ImageDir keeps the packed weights between loads (a weights image,
+	// image.go): the load maps the checkpoint's image there if one fits,
+	// else packs, and SaveImage writes it. "" packs every time.
+	ImageDir string
+	// ImageKey is the machine and build the image is for (tune.MachineKey).
+	ImageKey string
 }
 
 // ScreensLogits reports whether models loaded with o screen their logits:
@@ -67,9 +76,18 @@ type Model struct {
 	lmScreen  *gemm.Screen // nil unless LoadOptions.ScreensLogits
 
 	ck          *safetensors.Checkpoint // mapped files the bf16 views point into
+	packed      []packedWeight          // the linear weights in the order they are bound
+	image       *image                  // LoadOptions.ImageDir
 	weightBytes int64
 	codedBytes  int64
 	screenBytes int64
+}
+
+// packedWeight is a linear weight of the model and the tensors it is
+// packed from, as the weights image names it.
+type packedWeight struct {
+	name string
+	w    **gemm.Weight
 }
 
 // layer is one decoder layer's weights. Shapes are [out, in] as in safetensors.
@@ -175,21 +193,32 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 	if err := b.err(); err != nil {
 		return nil, err
 	}
-	b.packAll()
-	m.weightBytes = b.bytes
-	if opts.codes() {
-		m.code(m.codedSample(minTimedBytes))
+	for _, j := range b.jobs {
+		m.packed = append(m.packed, packedWeight{j.name, j.dst})
 	}
-	// Logits are computed for the last row of each sequence only: a decode
-	// step's product, whose weights stream faster off AMX tiles, unless
-	// coded.
-	if !m.lmHead.Coded() {
-		m.lmHead.SetFewRows()
-	}
-	if opts.ScreensLogits() {
-		if m.lmScreen = m.lmHead.Screen(); m.lmScreen != nil {
-			m.screenBytes = int64(m.lmScreen.Bytes())
+	if opts.ImageDir != "" && m.openImage(b, opts) {
+		m.weightBytes = b.bytes
+		for _, w := range m.linearWeights() {
+			m.codedBytes += int64(w.CodedBytes())
 		}
+	} else {
+		b.packAll()
+		m.weightBytes = b.bytes
+		if opts.codes() {
+			m.code(m.codedSample(minTimedBytes))
+		}
+		// Logits are computed for the last row of each sequence only: a
+		// decode step's product, whose weights stream faster off AMX tiles,
+		// unless coded.
+		if !m.lmHead.Coded() {
+			m.lmHead.SetFewRows()
+		}
+		if opts.ScreensLogits() {
+			m.lmScreen = m.lmHead.Screen()
+		}
+	}
+	if m.lmScreen != nil {
+		m.screenBytes = int64(m.lmScreen.Bytes())
 	}
 	m.weightBytes += m.screenBytes
 	m.LoadTime = time.Since(start)
@@ -249,5 +278,9 @@ func (m *Model) Close() error {
 	}
 	err := m.ck.Close()
 	m.ck = nil
+	if m.image != nil && m.image.data != nil {
+		err = errors.Join(err, unix.Munmap(m.image.data))
+		m.image.data = nil
+	}
 	return err
 }

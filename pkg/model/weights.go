@@ -137,7 +137,11 @@ type part struct {
 func (b *binder) fused(dst **gemm.Weight, k int, parts ...part) {
 	j := packJob{dst: dst, k: k, dtype: b.dtype}
 	ok := true
-	for _, p := range parts {
+	for i, p := range parts {
+		if i > 0 {
+			j.name += "+"
+		}
+		j.name += p.name
 		bf, f, src, found := b.mapped(p.name, p.n, k)
 		if !found {
 			ok = false
@@ -158,7 +162,7 @@ func (b *binder) router(dst **gemm.Weight, name string, n, k int) {
 		dtype = "bf16"
 	}
 	if bf, f, src, ok := b.mapped(name, n, k); ok {
-		b.jobs = append(b.jobs, packJob{dst: dst, bf: [][]uint16{bf}, f: [][]float32{f}, src: [][]byte{src}, n: n, k: k, dtype: dtype})
+		b.jobs = append(b.jobs, packJob{name: name, dst: dst, bf: [][]uint16{bf}, f: [][]float32{f}, src: [][]byte{src}, n: n, k: k, dtype: dtype})
 	}
 }
 
@@ -168,13 +172,14 @@ func (b *binder) router(dst **gemm.Weight, name string, n, k int) {
 // page cache, as tokens touch them.
 func (b *binder) tied(dst **gemm.Weight, t *table, n, k int) {
 	if t.bf16 != nil || t.f32 != nil { // a missing table is already reported
-		b.jobs = append(b.jobs, packJob{dst: dst, bf: [][]uint16{t.bf16}, f: [][]float32{t.f32}, src: [][]byte{t.src}, n: n, k: k, dtype: b.dtype})
+		b.jobs = append(b.jobs, packJob{name: "lm_head tied", dst: dst, bf: [][]uint16{t.bf16}, f: [][]float32{t.f32}, src: [][]byte{t.src}, n: n, k: k, dtype: b.dtype})
 	}
 }
 
 // packJob is one linear weight to pack (or quantize) for the kernels, from
 // one or more tensors ([i] is tensor i: bf16 or f32, and its mapped bytes).
 type packJob struct {
+	name  string // the tensors', joined by "+"
 	dst   **gemm.Weight
 	bf    [][]uint16
 	f     [][]float32

@@ -25,6 +25,7 @@ type Common struct {
 	Layers    int
 	cmdutil.ThreadFlags
 	cmdutil.KernelFlags
+	cmdutil.WeightsCache
 	DType   string
 	KVDType string
 	Repeat  int
@@ -69,6 +70,7 @@ func addCommonFlags(cmd *cobra.Command, c *Common) {
 	c.ThreadFlags.AddFlags(fl)
 	c.KernelFlags.AddFlags(fl)
 	cmdutil.AddScreenLogitsFlag(fl, &c.ScreenLogits)
+	c.WeightsCache.AddFlag(fl)
 	fl.StringVar(&c.DType, "dtype", "bf16", "weight dtype: bf16, int8 or f32")
 	fl.StringVar(&c.KVDType, "kv-dtype", "bf16", "KV cache dtype: bf16, int8 (half the bytes, per-head per-position scales) or f32")
 	cmdutil.AddAllowLongContextFlag(fl, &c.AllowLongContext)
@@ -140,6 +142,9 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}
 	eo := engine.Options{DType: c.DType, KVDType: c.KVDType, NoCodedWeights: !c.CodedWeights, NoLogitScreen: !c.ScreenLogits, Threads: c.Threads, NoPin: !c.PinThreads,
 		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk, AllowLongContext: c.AllowLongContext, NUMA: c.NUMA}
+	if err := c.WeightsCache.Apply(&eo, c.Version); err != nil {
+		return nil, err
+	}
 	// Refuse what cannot fit before generating a synthetic checkpoint.
 	cfg, _, err := src.Config()
 	if err != nil {

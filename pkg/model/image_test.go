@@ -1,0 +1,178 @@
+package model
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ellm-dev/ellm/kernels/threads"
+	"github.com/ellm-dev/ellm/pkg/kvcache"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
+)
+
+// logitsOf runs a prefill and two decode steps on m, screened where m has a
+// screen, and returns every step's logits.
+func logitsOf(t *testing.T, m *Model) []float32 {
+	t.Helper()
+	r := newRunner(t, m, kvcache.BF16, 1, 32, RunnerOptions{MaxTokens: 32})
+	var out []float32
+	seg := Segment{Tokens: []int32{1, 2, 3, 4, 5, 6, 7}, Logits: LogitsLast}
+	for range 3 {
+		if err := r.Forward([]Segment{seg}); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r.Logits(0)...)
+		seg = Segment{Start: seg.Start + len(seg.Tokens), Tokens: []int32{int32(len(out) % 50)}, Logits: LogitsLast, Screen: m.lmScreen != nil}
+		if seg.Screen {
+			if err := r.Forward([]Segment{seg}); err != nil {
+				t.Fatal(err)
+			}
+			lo, hi := r.Interval(0)
+			out = append(out, lo...)
+			out = append(out, hi...)
+			seg.Start++
+			seg.Screen = false
+		}
+	}
+	return out
+}
+
+// TestWeightsImage: a load writes its packed weights (SaveImage) and the
+// next load maps them, with the same coded copies, screen and coded choice,
+// and the same logits bit for bit; an image that is not one, is cut short
+// or is for another key is packed over, and a checkpoint keeps one image a
+// dtype.
+func TestWeightsImage(t *testing.T) {
+	pool := threads.New(2, false)
+	defer pool.Close()
+	for _, name := range []string{"tiny-qwen3-a", "tiny-qwen3moe-a"} {
+		for _, dtype := range []string{"bf16", "int8"} {
+			t.Run(name+"/"+dtype, func(t *testing.T) {
+				dir := t.TempDir()
+				path := sharedtest.Path(t, "models", name)
+				opts := LoadOptions{DType: dtype, ImageDir: dir, ImageKey: "machine A"}
+				load := func(o LoadOptions) *Model {
+					m, err := Load(path, o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { m.Close() })
+					return m
+				}
+				packed := load(opts)
+				choice, chosen := packed.ChooseCoded(pool)
+				if img := packed.Image(); img.Mapped || img.Note != "" || filepath.Dir(img.Path) != dir {
+					t.Fatalf("first load: image %+v", img)
+				}
+				size, err := packed.SaveImage()
+				if err != nil || size <= 0 {
+					t.Fatalf("SaveImage: %d bytes, %v", size, err)
+				}
+				want := logitsOf(t, packed)
+
+				mapped := load(opts)
+				img := mapped.Image()
+				if !img.Mapped || img.Path != packed.Image().Path {
+					t.Fatalf("second load: image %+v", img)
+				}
+				if c, ok := mapped.ChooseCoded(pool); ok != chosen || c != choice {
+					t.Fatalf("mapped model's coded choice %+v %v, the packing load's %+v %v", c, ok, choice, chosen)
+				}
+				if mapped.CodedBytes() != packed.CodedBytes() || mapped.ScreenBytes() != packed.ScreenBytes() || mapped.WeightBytes() != packed.WeightBytes() {
+					t.Fatalf("mapped: %d coded, %d screen, %d weight bytes; packed: %d, %d, %d", mapped.CodedBytes(), mapped.ScreenBytes(), mapped.WeightBytes(),
+						packed.CodedBytes(), packed.ScreenBytes(), packed.WeightBytes())
+				}
+				if n, err := mapped.SaveImage(); n != 0 || err != nil {
+					t.Fatalf("SaveImage of a mapped model wrote %d bytes, %v", n, err)
+				}
+				if got := logitsOf(t, mapped); !slices.EqualFunc(got, want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+					t.Fatal("the mapped weights' logits differ from the packed ones'")
+				}
+
+				damage := map[string]func(f string){
+					"not a weights image": func(f string) { writeAt(t, f, 0, []byte("x")) },
+					"outside the file":    func(f string) { truncate(t, f, 0.9) },
+					"header":              func(f string) { writeAt(t, f, 20, []byte("\x00")) },
+				}
+				for note, harm := range damage {
+					harm(img.Path)
+					m := load(opts)
+					if got := m.Image(); got.Mapped || !strings.Contains(got.Note, note) {
+						t.Fatalf("image damaged (%s): %+v", note, got)
+					}
+					if got := logitsOf(t, m); !slices.EqualFunc(got, want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+						t.Fatalf("image damaged (%s): the packed weights' logits differ", note)
+					}
+					m.ChooseCoded(pool)
+					if _, err := m.SaveImage(); err != nil {
+						t.Fatal(err)
+					}
+					if !load(opts).Image().Mapped {
+						t.Fatalf("image damaged (%s) and written again: not mapped", note)
+					}
+				}
+
+				other := load(LoadOptions{DType: dtype, ImageDir: dir, ImageKey: "machine B"})
+				if got := other.Image(); got.Mapped || got.Note != "" || got.Path == img.Path {
+					t.Fatalf("another key: image %+v (the first: %s)", got, img.Path)
+				}
+				other.ChooseCoded(pool)
+				if _, err := other.SaveImage(); err != nil {
+					t.Fatal(err)
+				}
+				files, _ := filepath.Glob(filepath.Join(dir, "*"))
+				if len(files) != 1 || files[0] != other.Image().Path {
+					t.Fatalf("after an image for another key: files %v, want only %s", files, other.Image().Path)
+				}
+				// What a write killed an hour ago left goes with the next write;
+				// one that may still run stays.
+				old, recent := filepath.Join(dir, ".writing-1.img"), filepath.Join(dir, ".writing-2.img")
+				for _, f := range []string{old, recent} {
+					if err := os.WriteFile(f, []byte("partial"), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := os.Chtimes(old, time.Now(), time.Now().Add(-2*time.Hour)); err != nil {
+					t.Fatal(err)
+				}
+				writeAt(t, other.Image().Path, 0, []byte("x"))
+				again := load(LoadOptions{DType: dtype, ImageDir: dir, ImageKey: "machine B"})
+				again.ChooseCoded(pool)
+				if _, err := again.SaveImage(); err != nil {
+					t.Fatal(err)
+				}
+				files, _ = filepath.Glob(filepath.Join(dir, "*"))
+				if !slices.Equal(files, []string{recent, other.Image().Path}) {
+					t.Fatalf("after an image for another key: files %v, want only %s", files, other.Image().Path)
+				}
+			})
+		}
+	}
+}
+
+func writeAt(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func truncate(t *testing.T, path string, frac float64) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, int64(float64(st.Size())*frac)); err != nil {
+		t.Fatal(err)
+	}
+}
