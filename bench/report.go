@@ -159,6 +159,9 @@ type Model struct {
 	// LoadTime): the weights loaded, packed and coded, the KV cache and
 	// scratch committed.
 	LoadSeconds float64 `json:"load_seconds,omitempty"`
+	// WeightsMapped: the engine mapped its packed weights from the image an
+	// earlier start wrote (engine.Info.WeightsMapped) rather than packing.
+	WeightsMapped bool `json:"weights_mapped,omitempty"`
 	// Scaled is true when results were scaled from a layer-truncated model
 	// to the full depth (see Scale).
 	Scaled bool `json:"scaled,omitempty"`
@@ -224,7 +227,11 @@ func Write(w io.Writer, r Report, f Format) error {
 		fmt.Fprintf(w, ", model %s %s", r.Model.Name, r.Model.DType)
 		var notes []string
 		if r.Model.LoadSeconds > 0 {
-			notes = append(notes, fmt.Sprintf("started in %.1f s", r.Model.LoadSeconds))
+			started := fmt.Sprintf("started in %.1f s", r.Model.LoadSeconds)
+			if r.Model.WeightsMapped {
+				started += " from the weights image"
+			}
+			notes = append(notes, started)
 		}
 		switch {
 		case r.Model.DecodeWeights != "":

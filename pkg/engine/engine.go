@@ -142,9 +142,10 @@ type Info struct {
 	// (model.Model.ScreenBytes).
 	ScreenBytes int64
 	// WeightsImage says where the packed weights came from: "mapped PATH"
-	// (an image of an earlier start), "written PATH" (packed, and kept for
-	// the next starts) or "" (packed; no image).
-	WeightsImage string
+	// (an image of an earlier start; WeightsMapped), "written PATH" (packed,
+	// and kept for the next starts) or "" (packed; no image).
+	WeightsImage  string
+	WeightsMapped bool
 	// Fit is the start-up fit check the engine passed.
 	Fit *Fit
 	// NUMA is the placement over several nodes (nil on one node).
@@ -429,7 +430,7 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 		KernelPath: kernels.Describe(), Attention: attentionOf(runner.AttentionMode(), kvd), DType: m.DType, KVDType: string(kvd),
 		Threads: pool.Size(), ThreadsWhy: th.Why, PinnedCPUs: pool.CPUs(), Slots: opts.BatchSize, SequenceLength: opts.SequenceLength,
 		ChunkSize: opts.ChunkSize, StallTokens: opts.StallTokens,
-		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), DecodeWeights: decodeWeights, ScreenBytes: m.ScreenBytes(), WeightsImage: weightsImage,
+		WeightBytes: m.WeightBytes(), CodedWeightBytes: m.CodedBytes(), DecodeWeights: decodeWeights, ScreenBytes: m.ScreenBytes(), WeightsImage: weightsImage, WeightsMapped: m.Image().Mapped,
 		KVBytes: cache.Bytes(), ScratchBytes: runner.ScratchBytes(),
 		Fit: fit, NUMA: placement, SessionStore: opts.SessionStore,
 	}

@@ -171,7 +171,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	}
 	info := e.Info()
 	model.CodedWeights, model.DecodeWeights, model.ScreenedLogits = info.CodedWeightBytes > 0, info.DecodeWeights, info.ScreenBytes > 0
-	model.LoadSeconds = info.LoadTime.Seconds()
+	model.LoadSeconds, model.WeightsMapped = info.LoadTime.Seconds(), info.WeightsMapped
 	m := bench.DescribeMachine(info.Threads)
 	m.ThreadsWhy, m.PinnedCPUs = info.ThreadsWhy, info.PinnedCPUs
 	if !c.NoCeilings {

@@ -115,11 +115,11 @@ func TestReportPrintsIdleness(t *testing.T) {
 	var out bytes.Buffer
 	m := bench.Machine{CPU: "test CPU", Ceilings: &bench.Ceilings{DRAMGBps: 40},
 		Idle: &bench.Idleness{Before: bench.CPULoad{Others: 0.05}, During: &bench.CPULoad{Others: 0.3, Steal: 0.1}}}
-	model := &bench.Model{Name: "m", DType: "bf16", CodedWeights: true, KVDType: "int8", LoadSeconds: 6.32}
+	model := &bench.Model{Name: "m", DType: "bf16", CodedWeights: true, KVDType: "int8", LoadSeconds: 6.32, WeightsMapped: true}
 	if err := bench.Write(&out, bench.Report{Kind: "ellm vs llama.cpp", Machine: m, Model: model, Results: bench.CompareResults{}}, bench.FormatTable); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"model m bf16 (started in 6.3 s, coded for decode), KV cache int8", "DRAM read 40.0 GB/s", "others' CPU: before the run 0.05 cores (steal 0.00), during it 0.30 (steal 0.10)"} {
+	for _, want := range []string{"model m bf16 (started in 6.3 s from the weights image, coded for decode), KV cache int8", "DRAM read 40.0 GB/s", "others' CPU: before the run 0.05 cores (steal 0.00), during it 0.30 (steal 0.10)"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}
