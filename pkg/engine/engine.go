@@ -518,7 +518,7 @@ func saveImage(m *model.Model) (state, warn string) {
 	case img.Path == "":
 		return "", img.Note
 	case img.Mapped:
-		return "mapped " + img.Path, ""
+		return "mapped " + img.Path, img.Note
 	}
 	start := time.Now()
 	size, err := m.SaveImage()

@@ -87,7 +87,8 @@ type ImageState struct {
 	Path string
 	// Mapped: the weights are the image's, not packed by this load.
 	Mapped bool
-	// Note says why an image that was there could not be mapped.
+	// Note says why an image that was there could not be mapped, or that
+	// the one mapped could not be locked in memory.
 	Note string
 }
 
@@ -115,6 +116,13 @@ func (m *Model) openImage(b *binder, opts LoadOptions) bool {
 		var screen *gemm.Screen
 		if screen, err = b.restoreImage(data, h); err == nil {
 			m.image.data, m.image.coded, m.lmScreen = data, h.Coded, screen
+			// The packed weights are anonymous memory, which the kernel
+			// never drops; a file mapping's clean pages it may drop under
+			// memory pressure and read back from disk, mid-token.
+			if err := unix.Mlock(data); err != nil {
+				m.image.note = fmt.Sprintf("%s is mapped but not locked in memory (%v): under memory pressure the kernel may drop its pages "+
+					"and read them again from disk; give the process CAP_IPC_LOCK or a larger ulimit -l, or pack at start-up with --weights-cache off", m.image.path, err)
+			}
 			return true
 		}
 		_ = unix.Munmap(data)
@@ -158,7 +166,7 @@ func shortHash(s string) string {
 }
 
 // mapImage maps the image at path if its key is key, and returns its header
-// and each part's bytes; an image that is missing is (nil, nil, nil).
+// an image that is missing is (nil, nil, nil).
 func mapImage(path, key string) ([]byte, *imageHeader, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
