@@ -286,7 +286,7 @@ func (b *binder) restoreImage(data []byte, h *imageHeader) (*gemm.Screen, error)
 // is written beside its name and renamed when complete, so that a load
 // never maps half an image.
 func (m *Model) SaveImage() (size int64, err error) {
-	if m.image == nil || m.image.data != nil {
+	if m.image == nil || m.image.data != nil || m.image.path == "" {
 		return 0, nil
 	}
 	h := imageHeader{Version: imageVersion, Key: m.image.key, Coded: m.image.coded}
