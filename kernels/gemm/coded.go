@@ -83,13 +83,7 @@ func (w *Weight) Code() int {
 		flags:  make([]byte, 2*blocks),
 	}
 	c.lut = w.commonHighBytes()
-	var code [256]int8
-	for i := range code {
-		code[i] = -1
-	}
-	for i, b := range c.lut[:escapeCode] {
-		code[b] = int8(i)
-	}
+	code := codeTable(&c.lut)
 	parallelPanels(w.panels, func(p int) {
 		for s := range tsteps {
 			f := s*w.panels + p
@@ -98,7 +92,7 @@ func (w *Weight) Code() int {
 			if codeBlockSIMD != nil {
 				esc, ok = codeBlockSIMD(&w.block(p, s)[0], &c.block(p, s)[0], &c.lut)
 			} else {
-				esc, ok = codeBlock(w.block(p, s), c.block(p, s), &code)
+				esc, ok = codeBlock(w.block(p, s), c.block(p, s), code)
 			}
 			c.flags[blocks+f] = esc
 			if !ok {
@@ -172,6 +166,19 @@ func (w *Weight) commonHighBytes() [32]byte {
 		}
 	}
 	return lut
+}
+
+// codeTable is each high byte's code in the table lut (commonHighBytes),
+// −1 for the bytes it does not hold: what codeBlock looks codes up in.
+func codeTable(lut *[32]byte) *[256]int8 {
+	var code [256]int8
+	for i := range code {
+		code[i] = -1
+	}
+	for i, b := range lut[:escapeCode] {
+		code[b] = int8(i)
+	}
+	return &code
 }
 
 // block is w's pairs of panel p, tile step s: 16 rows of 16 pairs.

@@ -22,13 +22,7 @@ func TestCodeBlockAVX512(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 32))
 	w := FromBF16(codedWeights(rng, 64, 1024), 64, 1024)
 	lut := w.commonHighBytes()
-	var code [256]int8
-	for i := range code {
-		code[i] = -1
-	}
-	for i, b := range lut[:escapeCode] {
-		code[b] = int8(i)
-	}
+	code := codeTable(&lut)
 	outside := byte(0)
 	for code[outside] >= 0 {
 		outside++
@@ -73,7 +67,7 @@ func TestCodeBlockAVX512(t *testing.T) {
 	for i, b := range blocks {
 		want := make([]byte, codedBlock)
 		got := make([]byte, codedBlock)
-		wantEsc, wantOK := codeBlock(b, want, &code)
+		wantEsc, wantOK := codeBlock(b, want, code)
 		gotEsc, gotOK := codeBlockSIMD(&b[0], &got[0], &lut)
 		if gotOK != wantOK || gotOK && (gotEsc != wantEsc || !bytes.Equal(got, want)) {
 			t.Fatalf("block %d: kernel gives ok %v, escape %#x, bytes %x; Go ok %v, escape %#x, bytes %x", i, gotOK, gotEsc, got, wantOK, wantEsc, want)
@@ -110,15 +104,9 @@ func BenchmarkCodeBlock(b *testing.B) {
 	w := FromBF16(randBF16(n, k, 6), n, k)
 	w.Code()
 	c, lut := w.coded, w.coded.lut
-	var code [256]int8
-	for i := range code {
-		code[i] = -1
-	}
-	for i, h := range lut[:escapeCode] {
-		code[h] = int8(i)
-	}
+	code := codeTable(&lut)
 	paths := map[string]func(pairs []uint32, dst []byte){
-		"go": func(pairs []uint32, dst []byte) { codeBlock(pairs, dst, &code) },
+		"go": func(pairs []uint32, dst []byte) { codeBlock(pairs, dst, code) },
 	}
 	if codeBlockSIMD != nil {
 		paths["avx512"] = func(pairs []uint32, dst []byte) { codeBlockSIMD(&pairs[0], &dst[0], &lut) }

@@ -1,7 +1,6 @@
 package cmdutil
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -121,25 +120,20 @@ func (w *WeightsCache) AddFlag(fl *pflag.FlagSet) {
 
 // Apply sets eo's weights image directory and key for a build of version.
 // auto without a user cache directory keeps no image.
-func (w WeightsCache) Apply(eo *engine.Options, version string) error {
+func (w WeightsCache) Apply(eo *engine.Options, version string) {
 	switch w {
 	case "off":
-		return nil
+		return
 	case "", "auto":
 		dir, err := os.UserCacheDir()
 		if err != nil {
-			return nil
+			return
 		}
 		eo.WeightsImageDir = filepath.Join(dir, "ellm", "weights")
 	default:
 		eo.WeightsImageDir = string(w)
 	}
-	key, err := json.Marshal(tune.MachineKey(version))
-	if err != nil {
-		return fmt.Errorf("--weights-cache: %w", err)
-	}
-	eo.WeightsImageKey = string(key)
-	return nil
+	eo.WeightsImageKey = fmt.Sprintf("%+v", tune.MachineKey(version))
 }
 
 // AddScreenLogitsFlag defines --screen-logits (engine.Options.NoLogitScreen

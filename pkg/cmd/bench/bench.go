@@ -142,9 +142,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	src := bench.ModelSource{Path: c.ModelPath, Preset: c.Preset, Layers: c.Layers, Seed: c.Seed}
 	eo := engine.Options{DType: c.DType, KVDType: c.KVDType, NoCodedWeights: !c.CodedWeights, NoLogitScreen: !c.ScreenLogits, Threads: c.Threads, NoPin: !c.PinThreads,
 		SequenceLength: seqLen, BatchSize: slots, ChunkSize: chunk, AllowLongContext: c.AllowLongContext, NUMA: c.NUMA}
-	if err := c.WeightsCache.Apply(&eo, c.Version); err != nil {
-		return nil, err
-	}
+	c.WeightsCache.Apply(&eo, c.Version)
 	// Refuse what cannot fit before generating a synthetic checkpoint.
 	cfg, _, err := src.Config()
 	if err != nil {

@@ -159,9 +159,7 @@ func runRun(opts *Options) error {
 	} else {
 		eo := opts.EngineFlags.Options()
 		eo.Logger = logger(opts.IO.ErrOut, opts.Verbose)
-		if err := opts.WeightsCache.Apply(&eo, opts.Version); err != nil {
-			return err
-		}
+		opts.WeightsCache.Apply(&eo, opts.Version)
 		if err := cmdutil.ChooseKernels(opts.Version, opts.KernelFlags, eo.Logger); err != nil {
 			return err
 		}

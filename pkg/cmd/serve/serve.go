@@ -162,9 +162,7 @@ func serveRun(opts *Options) error {
 		return fail(err)
 	}
 	eo := opts.EngineFlags.Options()
-	if err := opts.WeightsCache.Apply(&eo, opts.Version); err != nil {
-		return fail(err)
-	}
+	opts.WeightsCache.Apply(&eo, opts.Version)
 	eo.SessionStore, eo.MaxQueue, eo.QueueTimeout, eo.Logger = opts.SessionStore, opts.MaxQueue, opts.QueueTimeout, log
 	eo.SessionStoreMaxBytes, eo.SessionTTL = opts.SessionMaxBytes.Bytes(), opts.SessionTTL
 	newEngine := opts.newEngine
