@@ -79,7 +79,7 @@ func (w *Weight) Code() int {
 	c := &codedPairs{
 		panels: w.panels,
 		tsteps: tsteps,
-		blocks: packed[uint32](blocks * codedBlock / 4),
+		blocks: packed[uint32](w.arena, blocks*codedBlock/4),
 		flags:  make([]byte, 2*blocks),
 	}
 	c.lut = w.commonHighBytes()
@@ -100,7 +100,7 @@ func (w *Weight) Code() int {
 			}
 		}
 	})
-	settle(asBytes(c.blocks))
+	settle(w.arena, asBytes(c.blocks))
 	w.coded = c
 	return c.Bytes()
 }

@@ -13,7 +13,7 @@ import (
 // huge page or more start on a 2 MiB boundary; all are zeroed and exactly n long.
 func TestPackedAlignment(t *testing.T) {
 	for _, n := range []int{1, 1000, hugePage/4 - 1, hugePage / 4, 3*hugePage/4 + 5} {
-		b := packed[uint32](n)
+		b := packed[uint32](nil, n)
 		want := uintptr(64)
 		if 4*n >= hugePage {
 			want = hugePage

@@ -56,7 +56,7 @@ func (w *Weight) Screen() *Screen {
 		return nil
 	}
 	n, k := w.N, w.K
-	s := &Screen{q: newInt8(n, k), byNorm1: make([]float32, n), byNorm2: make([]float32, n)}
+	s := &Screen{q: newInt8(w.arena, n, k), byNorm1: make([]float32, n), byNorm2: make([]float32, n)}
 	maxW := make([]float64, w.panels) // the panels' largest |w|; NaN if one is not finite
 	parallelPanels(w.panels, func(panel int) {
 		if screenPanelSIMD != nil && k%4 == 0 {
@@ -79,7 +79,7 @@ func (w *Weight) Screen() *Screen {
 		all = max(all, m)
 	}
 	s.floor = roundUp(float64(k) * (all + 1) * 0x1p-110)
-	settle(s.q.panelMemory())
+	settle(w.arena, s.q.panelMemory())
 	return s
 }
 

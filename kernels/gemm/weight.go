@@ -44,6 +44,7 @@ type Weight struct {
 
 	fewRows bool        // SetFewRows
 	coded   *codedPairs // Code
+	arena   Arena       // where Code and Screen put their buffers (Packer)
 }
 
 // SetFewRows marks w as a weight whose products have a few rows by
@@ -75,10 +76,13 @@ func FromBF16(w []uint16, n, k int) *Weight {
 // FromBF16Parts is FromBF16 of the rows of parts one after the other (the
 // tensors of a fused weight, each of whole rows of k), read where they are
 // rather than concatenated first.
-func FromBF16Parts(parts [][]uint16, k int) *Weight {
+func FromBF16Parts(parts [][]uint16, k int) *Weight { return Packer{}.BF16Parts(parts, k) }
+
+// BF16Parts is FromBF16Parts into p's arena.
+func (pk Packer) BF16Parts(parts [][]uint16, k int) *Weight {
 	m := newRowParts("FromBF16Parts", parts, k)
-	p := &Weight{N: m.n, K: k, kind: kindBF16, panels: ceilDiv(m.n, panelWidth), steps: ceilDiv(k, 2)}
-	p.pairs = packed[uint32](p.panels * p.steps * panelWidth)
+	p := &Weight{N: m.n, K: k, kind: kindBF16, panels: ceilDiv(m.n, panelWidth), steps: ceilDiv(k, 2), arena: pk.Arena}
+	p.pairs = packed[uint32](pk.Arena, p.panels*p.steps*panelWidth)
 	parallelPanels(p.panels, func(panel int) {
 		dst := p.pairs[panel*p.steps*panelWidth : (panel+1)*p.steps*panelWidth]
 		chans := min(panelWidth, m.n-panel*panelWidth)
@@ -115,7 +119,7 @@ func FromBF16Parts(parts [][]uint16, k int) *Weight {
 			}
 		}
 	})
-	settle(p.panelMemory())
+	settle(pk.Arena, p.panelMemory())
 	return p
 }
 
@@ -161,10 +165,13 @@ func (m rowParts) row(i int) []uint16 {
 // FromF32 packs f32 weights (row-major [n,k]) as they are: 4 bytes per weight.
 // Every path computes them in f32 (the bf16 path too: rounding them to bf16
 // would change the model).
-func FromF32(w []float32, n, k int) *Weight {
+func FromF32(w []float32, n, k int) *Weight { return Packer{}.F32(w, n, k) }
+
+// F32 is FromF32 into p's arena.
+func (pk Packer) F32(w []float32, n, k int) *Weight {
 	checkShape("FromF32", len(w), n, k)
-	p := &Weight{N: n, K: k, kind: kindF32, panels: ceilDiv(n, panelWidth), steps: k}
-	p.f32 = packed[float32](p.panels * k * panelWidth)
+	p := &Weight{N: n, K: k, kind: kindF32, panels: ceilDiv(n, panelWidth), steps: k, arena: pk.Arena}
+	p.f32 = packed[float32](pk.Arena, p.panels*k*panelWidth)
 	parallelPanels(p.panels, func(panel int) {
 		dst := p.f32[panel*k*panelWidth : (panel+1)*k*panelWidth]
 		for c := range min(panelWidth, n-panel*panelWidth) {
@@ -173,7 +180,7 @@ func FromF32(w []float32, n, k int) *Weight {
 			}
 		}
 	})
-	settle(p.panelMemory())
+	settle(pk.Arena, p.panelMemory())
 	return p
 }
 
@@ -186,23 +193,27 @@ func QuantizeInt8(w []uint16, n, k int) *Weight {
 
 // QuantizeInt8Parts is QuantizeInt8 of the rows of parts one after the
 // other, as FromBF16Parts reads them.
-func QuantizeInt8Parts(parts [][]uint16, k int) *Weight {
+func QuantizeInt8Parts(parts [][]uint16, k int) *Weight { return Packer{}.Int8Parts(parts, k) }
+
+// Int8Parts is QuantizeInt8Parts into p's arena.
+func (pk Packer) Int8Parts(parts [][]uint16, k int) *Weight {
 	m := newRowParts("QuantizeInt8Parts", parts, k)
-	p := newInt8(m.n, k)
+	p := newInt8(pk.Arena, m.n, k)
 	parallelPanels(p.panels, func(panel int) {
 		for c := range min(panelWidth, m.n-panel*panelWidth) {
 			ch := panel*panelWidth + c
 			p.quantizeChannel(ch, m.row(ch))
 		}
 	})
-	settle(p.panelMemory())
+	settle(pk.Arena, p.panelMemory())
 	return p
 }
 
-// newInt8 allocates an int8 weight [n, k] for quantizeChannel to fill.
-func newInt8(n, k int) *Weight {
-	p := &Weight{N: n, K: k, kind: kindInt8, panels: ceilDiv(n, panelWidth), steps: ceilDiv(k, 4)}
-	p.quads = packed[uint32](p.panels * p.steps * panelWidth)
+// newInt8 allocates an int8 weight [n, k] in arena a for quantizeChannel
+// to fill.
+func newInt8(a Arena, n, k int) *Weight {
+	p := &Weight{N: n, K: k, kind: kindInt8, panels: ceilDiv(n, panelWidth), steps: ceilDiv(k, 4), arena: a}
+	p.quads = packed[uint32](a, p.panels*p.steps*panelWidth)
 	p.scale = make([]float32, p.panels*panelWidth)
 	p.corr = make([]int32, p.panels*panelWidth)
 	return p

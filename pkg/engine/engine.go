@@ -142,8 +142,9 @@ type Info struct {
 	// (model.Model.ScreenBytes).
 	ScreenBytes int64
 	// WeightsImage says where the packed weights came from: "mapped PATH"
-	// (an image of an earlier start; WeightsMapped), "written PATH" (packed,
-	// and kept for the next starts) or "" (packed; no image).
+	// (an image of an earlier start; WeightsMapped), "writing PATH" (packed,
+	// and being written in the background for the next starts:
+	// Engine.WeightsImage waits for it) or "" (packed; no image).
 	WeightsImage  string
 	WeightsMapped bool
 	// Fit is the start-up fit check the engine passed.
@@ -290,6 +291,11 @@ type Engine struct {
 	prefix      *prefixStore // nil: none
 	closers     []func() error
 	janitorDone chan struct{} // nil: no janitor
+	// imageDone is closed when the weights image written in the
+	// background (nil: none) is on disk or failed; imageState is then
+	// what became of it.
+	imageDone  chan struct{}
+	imageState string
 
 	mu       sync.Mutex
 	incoming []*job
@@ -416,7 +422,14 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 			}
 		}
 	}
-	weightsImage, imageWarn := saveImage(m)
+	img := m.Image()
+	weightsImage := ""
+	switch {
+	case img.Mapped:
+		weightsImage = "mapped " + img.Path
+	case img.Writing:
+		weightsImage = "writing " + img.Path
+	}
 	ro := runnerOptions(opts)
 	ro.Pool = pool
 	runner, err := m.NewRunner(cache, ro)
@@ -448,8 +461,8 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	for _, w := range append(fit.Warnings, numaWarns...) {
 		e.log.Warn(w)
 	}
-	if imageWarn != "" {
-		e.log.Warn("weights image", "note", imageWarn)
+	if img.Note != "" {
+		e.log.Warn("weights image", "note", img.Note)
 	}
 	if placement != nil {
 		for _, n := range placement.Nodes {
@@ -467,6 +480,10 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 		"load", e.info.LoadTime.Round(time.Millisecond))
 	if info.Synthetic {
 		e.log.Warn("running the built-in synthetic model: random weights, output is not language")
+	}
+	if img.Writing {
+		e.imageDone = make(chan struct{})
+		go e.writeImage(m)
 	}
 	return e, nil
 }
@@ -508,27 +525,34 @@ func (o Options) loadOptions() model.LoadOptions {
 		ImageDir: o.WeightsImageDir, ImageKey: o.WeightsImageKey}
 }
 
-// saveImage writes m's weights image if the load packed them, and says
-// where they came from (Info.WeightsImage) and what went wrong, if
-// anything: an image that was there and did not fit (model.ImageState.
-// Note), or one that could not be written.
-func saveImage(m *model.Model) (state, warn string) {
-	img := m.Image()
-	switch {
-	case img.Path == "":
-		return "", img.Note
-	case img.Mapped:
-		return "mapped " + img.Path, img.Note
-	}
-	start := time.Now()
+// writeImage writes m's weights image, which its load packed, while the
+// engine serves: the write (mostly the disk's) is not part of a first
+// start's wait. Close waits for it, so that a short run leaves its image
+// for the next; WeightsImage says what became of it.
+func (e *Engine) writeImage(m *model.Model) {
+	defer close(e.imageDone)
+	path, start := m.Image().Path, time.Now()
 	size, err := m.SaveImage()
 	if err != nil {
-		if img.Note != "" {
-			err = fmt.Errorf("%s; %w", img.Note, err)
-		}
-		return "", err.Error()
+		e.imageState = "not written: " + err.Error()
+		e.log.Warn("weights image", "note", e.imageState)
+		return
 	}
-	return fmt.Sprintf("written %s (%.2f GB in %.1f s)", img.Path, float64(size)/1e9, time.Since(start).Seconds()), img.Note
+	e.imageState = fmt.Sprintf("written %s (%.2f GB in %.1f s)", path, float64(size)/1e9, time.Since(start).Seconds())
+	e.log.Info("weights image", "state", e.imageState)
+}
+
+// WeightsImage waits for the weights image a first start writes in the
+// background, if any, and says what became of the engine's image: ""
+// (none), "mapped PATH", "written PATH (size in time)" or "not written:
+// why". Info.WeightsImage is the state at start ("writing PATH" until
+// then).
+func (e *Engine) WeightsImage() string {
+	if e.imageDone == nil {
+		return e.info.WeightsImage
+	}
+	<-e.imageDone
+	return e.imageState
 }
 
 func withDefaults(o Options) Options {
@@ -666,6 +690,7 @@ func (e *Engine) Close() error {
 	if e.janitorDone != nil {
 		<-e.janitorDone
 	}
+	e.WeightsImage()
 	if e.store != nil {
 		e.store.close()
 	}

@@ -351,20 +351,24 @@ func TestModelScreenedDrawsMatch(t *testing.T) {
 	}
 }
 
-// An engine started with a weights image directory writes the image, the
-// next one maps it (Info.WeightsImage) and generates the same tokens.
+// An engine started with a weights image directory writes the image in the
+// background (Info.WeightsImage "writing", WeightsImage once written;
+// Close waits for it), the next one maps it and generates the same tokens.
 func TestModelEngineWeightsImage(t *testing.T) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	o := Options{WeightsImageDir: t.TempDir(), WeightsImageKey: "test"}
 	prompt := openModel(t, dir).Tokenizer.Encode("Once upon a time")
 	var tokens [2][]int32
-	for i, want := range []string{"written ", "mapped "} {
+	for i, want := range []string{"writing ", "mapped "} {
 		e := newModelEngine(t, dir, o)
 		if got := e.Info().WeightsImage; !strings.HasPrefix(got, want+o.WeightsImageDir) {
 			t.Fatalf("start %d: weights image %q, want %q…", i, got, want)
 		}
 		tokens[i], _ = collect(t, e, Request{Tokens: prompt, MaxTokens: 8, StopTokens: []int32{}})
-		e.Close()
+		e.Close() // the first start's Close waits for the write
+		if got := e.WeightsImage(); i == 0 && !strings.HasPrefix(got, "written "+o.WeightsImageDir) {
+			t.Fatalf("after the first start: weights image %q, want written…", got)
+		}
 	}
 	if !slices.Equal(tokens[0], tokens[1]) {
 		t.Fatalf("from the packed weights %v, from the image %v", tokens[0], tokens[1])

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -11,39 +10,49 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
-	"sort"
 	"strings"
+	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/gemm"
-	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/safetensors"
 )
 
 // A weights image is a file holding a load's packed weights (gemm.Weight.
 // Parts: the panels, their coded copy, lm_head's screen) as the kernels
-// read them, written once after a load packed them and mapped by the next
+// read them, made by the first load of a checkpoint and mapped by the next
 // loads of the same checkpoint, instead of packing again. On a host whose
 // new memory is slow to fault in (a cloud VM: about 1.8 CPU-seconds a GB
-// measured on the AMD EPYC VM), the packing's first touch is most of a
-// start-up, while the image's pages stay in the page cache between
+// of heap measured on the AMD EPYC VM), the packing's first touch is most
+// of a start-up, while the image's pages stay in the page cache between
 // processes and map in milliseconds. The key (imageKey) covers everything
 // the packed bytes depend on; a file that does not match it, or does not
 // parse, is packed over.
 //
-// Layout: imageMagic, the header's length (8 bytes, little endian), the
-// header (imageHeader, JSON), then the parts at the offsets it gives: 2 MiB
-// aligned for parts of 2 MiB or more, so that the page cache's huge folios
-// can map them, 64 bytes for the rest.
+// The first load packs straight into the file (imageArena): the weights'
+// large buffers are its shared mapping, advised to take huge pages, so the
+// packing's writes are the image's (no second copy in memory, nor a copy
+// to write) and its page faults map 2 MiB folios of the page cache, which
+// cost a quarter of the heap's (docs/performance.md). SaveImage then adds
+// the small parts and the header, syncs and renames the file into place.
+//
+// Layout: imageMagic, the header's offset and length (8 bytes each, little
+// endian), the parts at the offsets the header gives (2 MiB aligned for
+// parts of 2 MiB or more, so that huge folios map them; 64 bytes for the
+// rest), then the header (imageHeader, JSON).
 
 const (
 	imageMagic   = "ellm-img"
-	imageVersion = 1
+	imageVersion = 2
 	imageAlign   = 2 << 20
+	imagePrefix  = len(imageMagic) + 16
+	// arenaStart is where the arena's first part may start: past the
+	// prefix, on a page of its own.
+	arenaStart = 4 << 10
 )
 
 type imageHeader struct {
@@ -73,10 +82,13 @@ type imagePart struct {
 	Offset, Size int64
 }
 
-// image is where a model's weights image is, and whether the load mapped it.
+// image is where a model's weights image is, and how the load came by its
+// weights.
 type image struct {
 	path, key string
-	data      []byte // the mapping, if the load mapped the image
+	data      []byte      // the mapping the weights are in (nil: the heap)
+	mapped    bool        // data is an earlier load's image, not packed by this one
+	arena     *imageArena // the file the load packs into, until SaveImage
 	coded     *CodedChoice
 	note      string
 }
@@ -87,8 +99,12 @@ type ImageState struct {
 	Path string
 	// Mapped: the weights are the image's, not packed by this load.
 	Mapped bool
-	// Note says why an image that was there could not be mapped, or that
-	// the one mapped could not be locked in memory.
+	// Writing: the load packed the weights into a new image, which
+	// SaveImage completes.
+	Writing bool
+	// Note says why an image that was there could not be mapped, why no
+	// image is written, or that the weights' image could not be locked in
+	// memory.
 	Note string
 }
 
@@ -97,13 +113,14 @@ func (m *Model) Image() ImageState {
 	if m.image == nil {
 		return ImageState{}
 	}
-	return ImageState{Path: m.image.path, Mapped: m.image.data != nil, Note: m.image.note}
+	return ImageState{Path: m.image.path, Mapped: m.image.mapped, Writing: m.image.arena != nil, Note: m.image.note}
 }
 
 // openImage maps the image of the checkpoint in opts.ImageDir into the
-// queued packing jobs' weights and m's screen, if there is one that fits;
-// it reports whether it did. An image that does not fit is noted and left
-// for SaveImage to replace.
+// queued packing jobs' weights and m's screen, if there is one that fits,
+// and reports whether it did. Otherwise it notes why an image that was
+// there did not fit, and has b pack into a new image file (imageArena) if
+// the directory can take one.
 func (m *Model) openImage(b *binder, opts LoadOptions) bool {
 	key, name, err := imageKey(m.ck, m.DType, opts)
 	if err != nil {
@@ -115,23 +132,36 @@ func (m *Model) openImage(b *binder, opts LoadOptions) bool {
 	if err == nil && h != nil {
 		var screen *gemm.Screen
 		if screen, err = b.restoreImage(data, h); err == nil {
-			m.image.data, m.image.coded, m.lmScreen = data, h.Coded, screen
-			// The packed weights are anonymous memory, which the kernel
-			// never drops; a file mapping's clean pages it may drop under
-			// memory pressure and read back from disk, mid-token.
-			if err := unix.Mlock(data); err != nil {
-				m.image.note = fmt.Sprintf("%s is mapped but not locked in memory (%v): under memory pressure the kernel may drop its pages "+
-					"and read them again from disk; give the process CAP_IPC_LOCK or a larger ulimit -l, or pack at start-up with --weights-cache off", m.image.path, err)
-			}
+			m.image.data, m.image.mapped, m.image.coded, m.lmScreen = data, true, h.Coded, screen
+			m.image.note = lockImage(data, m.image.path)
 			return true
 		}
 		_ = unix.Munmap(data)
 		err = fmt.Errorf("%s: %w", m.image.path, err)
 	}
+	var notes []string
 	if err != nil {
-		m.image.note = err.Error()
+		notes = append(notes, err.Error())
 	}
+	if m.image.arena, err = newImageArena(m.image.path, b.imageBound()); err != nil {
+		notes = append(notes, err.Error())
+	} else {
+		b.packer.Arena = m.image.arena
+	}
+	m.image.note = strings.Join(notes, "; ")
 	return false
+}
+
+// lockImage locks the image's pages in memory and says why it could not.
+// Packed weights on the heap are anonymous memory, which the kernel never
+// drops; a file mapping's clean pages it may drop under memory pressure and
+// read back from disk, mid-token.
+func lockImage(data []byte, path string) (note string) {
+	if err := unix.Mlock(data); err != nil {
+		return fmt.Sprintf("%s is mapped but not locked in memory (%v): under memory pressure the kernel may drop its pages "+
+			"and read them again from disk; give the process CAP_IPC_LOCK or a larger ulimit -l, or pack at start-up with --weights-cache off", path, err)
+	}
+	return ""
 }
 
 // imageKey is what the packed weights depend on: the format, the machine
@@ -180,7 +210,7 @@ func mapImage(path, key string) ([]byte, *imageHeader, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if st.Size() < int64(len(imageMagic))+8 {
+	if st.Size() < int64(imagePrefix) {
 		return nil, nil, fmt.Errorf("%s: %d bytes, too short for an image", path, st.Size())
 	}
 	// The pages are in the page cache if a load wrote or read them lately:
@@ -198,18 +228,18 @@ func mapImage(path, key string) ([]byte, *imageHeader, error) {
 }
 
 // parseImage checks an image's magic, header and key, and that every part
-// lies within it, 4-byte aligned.
+// lies between the prefix and the header, 4-byte aligned.
 func parseImage(data []byte, key string) (*imageHeader, error) {
-	if string(data[:len(imageMagic)]) != imageMagic {
+	if len(data) < imagePrefix || string(data[:len(imageMagic)]) != imageMagic {
 		return nil, errors.New("not a weights image")
 	}
-	n := binary.LittleEndian.Uint64(data[len(imageMagic):])
-	start := uint64(len(imageMagic) + 8)
-	if n > uint64(len(data))-start {
-		return nil, fmt.Errorf("header of %d bytes in a %d-byte file", n, len(data))
+	at := binary.LittleEndian.Uint64(data[len(imageMagic):])
+	n := binary.LittleEndian.Uint64(data[len(imageMagic)+8:])
+	if at < uint64(imagePrefix) || at > uint64(len(data)) || n > uint64(len(data))-at {
+		return nil, fmt.Errorf("header of %d bytes at %d in a %d-byte file", n, at, len(data))
 	}
 	var h imageHeader
-	if err := json.Unmarshal(data[start:start+n], &h); err != nil {
+	if err := json.Unmarshal(data[at:at+n], &h); err != nil {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	if h.Version != imageVersion || h.Key != key {
@@ -217,8 +247,8 @@ func parseImage(data []byte, key string) (*imageHeader, error) {
 	}
 	check := func(parts []imagePart) error {
 		for _, p := range parts {
-			if p.Offset < int64(start+n) || p.Size < 0 || p.Offset > int64(len(data))-p.Size || p.Offset%4 != 0 {
-				return fmt.Errorf("part %s at [%d, +%d) outside the file's %d bytes", p.Name, p.Offset, p.Size, len(data))
+			if p.Offset < int64(imagePrefix) || p.Size < 0 || p.Offset > int64(at)-p.Size || p.Offset%4 != 0 {
+				return fmt.Errorf("part %s at [%d, +%d) outside the file's parts [%d, %d)", p.Name, p.Offset, p.Size, imagePrefix, at)
 			}
 		}
 		return nil
@@ -278,112 +308,103 @@ func (b *binder) restoreImage(data []byte, h *imageHeader) (*gemm.Screen, error)
 	return screen, nil
 }
 
-// SaveImage writes the model's packed weights to its image file
-// (LoadOptions.ImageDir), replacing the checkpoint's image of another key,
-// unless the load mapped it or had no image directory; call it once the
-// coded copies are settled (ChooseCoded). It leaves a tenth of the file
-// system free: a larger image is not written (an error says so). The file
-// is written beside its name and renamed when complete, so that a load
-// never maps half an image.
-func (m *Model) SaveImage() (size int64, err error) {
-	if m.image == nil || m.image.data != nil || m.image.path == "" {
+// SaveImage completes the image the load packed its weights into (the
+// parts still on the heap, and the header), syncs it and renames it into
+// place, replacing the checkpoint's image of another key, and returns the
+// bytes it holds; call it once the coded copies are settled (ChooseCoded).
+// It does nothing unless the load packed into an image (ImageState.
+// Writing). The file ends after the last buffer a weight holds: the coded
+// copies ChooseCoded dropped, packed last (Load), are cut off. The weights
+// are then read-only and locked in memory where the process may. On an
+// error the file is removed; the weights stay where they are.
+func (m *Model) SaveImage() (held int64, err error) {
+	if m.image == nil || m.image.arena == nil {
 		return 0, nil
 	}
+	a := m.image.arena
+	defer func() {
+		if err != nil {
+			_ = os.Remove(a.f.Name())
+			err = fmt.Errorf("weights image: %w", err)
+		}
+		_ = a.f.Close()
+		m.image.arena, m.image.data = nil, a.mem
+	}()
 	h := imageHeader{Version: imageVersion, Key: m.image.key, Coded: m.image.coded}
-	var blobs [][]byte
-	var offsets []*int64
-	add := func(parts []gemm.Part) []imagePart {
+	type entry struct {
+		part *imagePart
+		b    []byte
+	}
+	var entries []entry
+	list := func(parts []gemm.Part) []imagePart {
 		out := make([]imagePart, len(parts))
 		for i, p := range parts {
 			out[i] = imagePart{Name: p.Name, Size: int64(len(p.Bytes))}
-			blobs = append(blobs, p.Bytes)
-		}
-		for i := range out {
-			offsets = append(offsets, &out[i].Offset)
+			entries = append(entries, entry{&out[i], p.Bytes})
 		}
 		return out
 	}
 	for _, pw := range m.packed {
 		shape, parts := (*pw.w).Parts()
-		h.Weights = append(h.Weights, imageWeight{Name: pw.name, Shape: shape, Parts: add(parts)})
+		h.Weights = append(h.Weights, imageWeight{Name: pw.name, Shape: shape, Parts: list(parts)})
 	}
 	if m.lmScreen != nil {
 		floor, shape, parts := m.lmScreen.ScreenParts()
-		h.Screen = &imageScreen{Floor: floor, Shape: shape, Parts: add(parts)}
+		h.Screen = &imageScreen{Floor: floor, Shape: shape, Parts: list(parts)}
 	}
-	// The header's length does not depend on the offsets' digits if they
-	// are laid out from a bound on it: the parts start past the header
-	// written with the largest offsets first, then it is written again.
-	for _, o := range offsets {
-		*o = 1 << 62
+	// The parts in the arena stay where they are; the others (small ones,
+	// or packed past the arena's bound) follow its last.
+	end := int64(arenaStart)
+	var tail []entry
+	for _, e := range entries {
+		held += e.part.Size
+		if off, ok := a.offset(e.b); ok {
+			e.part.Offset = off
+			end = max(end, off+e.part.Size)
+		} else {
+			tail = append(tail, e)
+		}
+	}
+	var spans []fileSpan
+	for _, e := range tail {
+		end = alignUp(end, 64)
+		if e.part.Size >= imageAlign {
+			end = alignUp(end, imageAlign)
+		}
+		e.part.Offset = end
+		spans = append(spans, fileSpan{e.b, end})
+		end += e.part.Size
 	}
 	head, err := json.Marshal(h)
 	if err != nil {
 		return 0, err
 	}
-	off := int64(len(imageMagic) + 8 + len(head))
-	for i, o := range offsets {
-		align := int64(64)
-		if len(blobs[i]) >= imageAlign {
-			align = imageAlign
-		}
-		off = (off + align - 1) / align * align
-		*o = off
-		off += int64(len(blobs[i]))
-	}
-	if head, err = json.Marshal(h); err != nil {
+	at := alignUp(end, 64)
+	size := at + int64(len(head))
+	held += int64(imagePrefix + len(head))
+	if err := a.f.Truncate(size); err != nil {
 		return 0, err
 	}
-	size = off
-	dir := filepath.Dir(m.image.path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, fmt.Errorf("weights image: %w", err)
-	}
-	var fsst unix.Statfs_t
-	if err := unix.Statfs(dir, &fsst); err == nil {
-		free, total := int64(fsst.Bavail)*fsst.Bsize, int64(fsst.Blocks)*fsst.Bsize
-		if free-size < total/10 {
-			return 0, fmt.Errorf("weights image of %.1f GB not written: %s would have less than a tenth of its file system free", float64(size)/1e9, dir)
+	a.trim(size)
+	prefix := binary.LittleEndian.AppendUint64([]byte(imageMagic), uint64(at))
+	prefix = binary.LittleEndian.AppendUint64(prefix, uint64(len(head)))
+	for _, sp := range append(spans, fileSpan{prefix, 0}, fileSpan{head, at}) {
+		if _, err := a.f.WriteAt(sp.b, sp.off); err != nil {
+			return 0, err
 		}
 	}
-	if err := writeImage(m.image.path, head, blobs, offsets, size); err != nil {
-		return 0, fmt.Errorf("weights image: %w", err)
+	if err := a.f.Sync(); err != nil {
+		return 0, err
+	}
+	if err := os.Rename(a.f.Name(), m.image.path); err != nil {
+		return 0, err
 	}
 	imageReplace(m.image.path)
-	return size, nil
-}
-
-// writeImage writes the image beside path and renames it there once it is
-// on disk.
-func writeImage(path string, head []byte, blobs [][]byte, offsets []*int64, size int64) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), partialImage)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	var prefix bytes.Buffer
-	prefix.WriteString(imageMagic)
-	_ = binary.Write(&prefix, binary.LittleEndian, uint64(len(head)))
-	prefix.Write(head)
-	spans := []fileSpan{{prefix.Bytes(), 0}}
-	for i, b := range blobs {
-		spans = append(spans, fileSpan{b, *offsets[i]})
-	}
-	if err = writeSpans(f, spans, size); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	// Nothing writes the weights from now on; and their pages, now clean,
+	// the kernel could otherwise drop.
+	_ = unix.Mprotect(a.mem, unix.PROT_READ)
+	m.image.note = lockImage(a.mem, m.image.path)
+	return held, nil
 }
 
 // fileSpan is bytes b at offset off of a file.
@@ -392,40 +413,102 @@ type fileSpan struct {
 	off int64
 }
 
-// writeSpans writes the file of size bytes that holds spans (in order of
-// offset, not overlapping) and zeros elsewhere, in whole pieces of 32 MiB
-// (2 MiB aligned) on every CPU: written whole, every 2 MiB of the file can
-// be one huge folio of the page cache, which the loads that map it read as
-// fast as the packing's own memory (its pages are new memory of the page
-// cache, whose faults are most of the write's time on a VM).
-func writeSpans(f *os.File, spans []fileSpan, size int64) error {
-	const piece = 32 << 20
-	pieces := int((size + piece - 1) / piece)
-	bufs := make(chan []byte, runtime.GOMAXPROCS(0))
-	for range cap(bufs) {
-		bufs <- nil
+func alignUp(n, align int64) int64 { return (n + align - 1) / align * align }
+
+// imageArena is a new image file, beside its path, whose shared mapping the
+// load packs the weights' large buffers into (gemm.Arena): handed out in
+// order from arenaStart, up to a bound on what the packing needs.
+type imageArena struct {
+	f    *os.File
+	mem  []byte // the mapping: the file's first len(mem) bytes
+	mu   sync.Mutex
+	used int
+}
+
+// newImageArena creates the file of bound bytes (sparse: only what the
+// packing writes takes memory and disk) and maps it. It refuses a bound
+// that would leave less than a tenth of the file system free: a write fault
+// the file system cannot back (no space left) kills the process.
+func newImageArena(path string, bound int64) (a *imageArena, err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("weights image: %w", err)
 	}
-	errs := make([]error, pieces)
-	threads.Each(pieces, func(i int) {
-		buf := <-bufs
-		defer func() { bufs <- buf }()
-		if buf == nil {
-			buf = make([]byte, piece)
+	var fsst unix.Statfs_t
+	if err := unix.Statfs(dir, &fsst); err != nil {
+		return nil, fmt.Errorf("weights image: %w", err)
+	}
+	if free, total := int64(fsst.Bavail)*fsst.Bsize, int64(fsst.Blocks)*fsst.Bsize; free-bound < total/10 {
+		return nil, fmt.Errorf("weights image of up to %.1f GB not written: %s would have less than a tenth of its file system free", float64(bound)/1e9, dir)
+	}
+	f, err := os.CreateTemp(dir, partialImage)
+	if err != nil {
+		return nil, fmt.Errorf("weights image: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			err = fmt.Errorf("weights image: %w", err)
 		}
-		lo, hi := int64(i)*piece, min(int64(i+1)*piece, size)
-		out := buf[:hi-lo]
-		clear(out)
-		// the first span that ends past lo
-		j := sort.Search(len(spans), func(j int) bool { return spans[j].off+int64(len(spans[j].b)) > lo })
-		for ; j < len(spans) && spans[j].off < hi; j++ {
-			sp := spans[j]
-			from := max(lo, sp.off)
-			to := min(hi, sp.off+int64(len(sp.b)))
-			copy(out[from-lo:to-lo], sp.b[from-sp.off:to-sp.off])
+	}()
+	if err := f.Truncate(bound); err != nil {
+		return nil, err
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(bound), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	_ = unix.Madvise(mem, unix.MADV_HUGEPAGE)
+	return &imageArena{f: f, mem: mem, used: arenaStart}, nil
+}
+
+// Alloc implements gemm.Arena.
+func (a *imageArena) Alloc(n int) []byte {
+	align := 64
+	if n >= imageAlign {
+		align = imageAlign
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	off := int(alignUp(int64(a.used), int64(align)))
+	if off+n > len(a.mem) {
+		return nil
+	}
+	a.used = off + n
+	return a.mem[off : off+n : off+n]
+}
+
+// offset is where b lies in the file, if it is in the arena.
+func (a *imageArena) offset(b []byte) (int64, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	base, p := uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base || p+uintptr(len(b)) > base+uintptr(a.used) {
+		return 0, false
+	}
+	return int64(p - base), true
+}
+
+// trim shrinks the arena's mapping, in place, to the file's size: pages
+// past the end of a file fault.
+func (a *imageArena) trim(size int64) {
+	keep := int(alignUp(size, int64(os.Getpagesize())))
+	if keep < len(a.mem) {
+		if mem, err := unix.Mremap(a.mem, keep, 0); err == nil {
+			a.mem = mem
 		}
-		_, errs[i] = f.WriteAt(out, lo)
-	})
-	return errors.Join(errs...)
+	}
+}
+
+// close unmaps the arena and removes its file: the load ended before
+// SaveImage.
+func (a *imageArena) close() error {
+	err := unix.Munmap(a.mem)
+	a.f.Close()
+	os.Remove(a.f.Name())
+	return err
 }
 
 // imageReplace removes the other images of path's checkpoint and dtype

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ellm-dev/ellm/kernels/threads"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
@@ -60,17 +64,31 @@ func TestWeightsImage(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					t.Cleanup(func() { m.Close() })
+					t.Cleanup(func() {
+						if err := m.Close(); err != nil {
+							t.Error(err)
+						}
+					})
 					return m
 				}
 				packed := load(opts)
 				choice, chosen := packed.ChooseCoded(pool)
-				if img := packed.Image(); img.Mapped || img.Note != "" || filepath.Dir(img.Path) != dir {
+				if img := packed.Image(); img.Mapped || !img.Writing || img.Note != "" || filepath.Dir(img.Path) != dir {
 					t.Fatalf("first load: image %+v", img)
 				}
 				size, err := packed.SaveImage()
 				if err != nil || size <= 0 {
 					t.Fatalf("SaveImage: %d bytes, %v", size, err)
+				}
+				if img := packed.Image(); img.Mapped || img.Writing || img.Note != "" {
+					t.Fatalf("first load, image saved: %+v", img)
+				}
+				// The load packed into the file: the weights are its mapping.
+				in := packed.image.data
+				for _, w := range packed.linearWeights() {
+					if b := w.Memory()[0]; !contains(in, b) {
+						t.Fatalf("a packed weight of %d bytes is not in the image's mapping", len(b))
+					}
 				}
 				want := logitsOf(t, packed)
 
@@ -94,9 +112,9 @@ func TestWeightsImage(t *testing.T) {
 				}
 
 				damage := map[string]func(f string){
-					"not a weights image": func(f string) { writeAt(t, f, 0, []byte("x")) },
-					"outside the file":    func(f string) { truncate(t, f, 0.9) },
-					"header":              func(f string) { writeAt(t, f, 20, []byte("\x00")) },
+					"not a weights image":       func(f string) { writeAt(t, f, 0, []byte("x")) },
+					"header of":                 func(f string) { truncate(t, f, 0.9) },
+					"header: invalid character": func(f string) { writeAt(t, f, headerAt(t, f), []byte("\x00")) },
 				}
 				for note, harm := range damage {
 					harm(img.Path)
@@ -154,6 +172,73 @@ func TestWeightsImage(t *testing.T) {
 	}
 }
 
+// contains reports whether b lies in mem.
+func contains(mem, b []byte) bool {
+	lo, p := uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(mem))
+}
+
+// headerAt is where the image at path has its header.
+func headerAt(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(binary.LittleEndian.Uint64(b[len(imageMagic):]))
+}
+
+// TestWeightsImageDropsCodedCopies: the pages of the coded copies a load
+// drops (ChooseCoded's choice) are punched out of the image it packed them
+// into, and the weights, there and mapped, give the same logits.
+func TestWeightsImageDropsCodedCopies(t *testing.T) {
+	dir, path := t.TempDir(), sharedtest.Path(t, "models", "tiny-qwen3-a")
+	opts := LoadOptions{DType: "bf16", ImageDir: dir, ImageKey: "k"}
+	m, err := Load(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	coded := m.CodedBytes()
+	if coded == 0 {
+		t.Skip("no coded copies: this kernel path does not read them")
+	}
+	if coded < 1<<20 {
+		t.Fatalf("%d coded bytes: too few to see them punched out", coded)
+	}
+	want := logitsOf(t, m)
+	m.keepCoded(false)
+	held, err := m.SaveImage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(m.Image().Path, &st); err != nil {
+		t.Fatal(err)
+	}
+	if disk := st.Blocks * 512; disk > held+coded/4 {
+		t.Fatalf("the image takes %d bytes of disk for the %d it holds, having had %d of coded copies", disk, held, coded)
+	}
+	if got := logitsOf(t, m); !slices.EqualFunc(got, want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+		t.Fatal("the weights' logits changed with the coded copies dropped and the image saved")
+	}
+	mapped, err := Load(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mapped.Close()
+	if !mapped.Image().Mapped || mapped.CodedBytes() != 0 {
+		t.Fatalf("mapped %v with %d coded bytes", mapped.Image().Mapped, mapped.CodedBytes())
+	}
+	if got := logitsOf(t, mapped); !slices.EqualFunc(got, want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+		t.Fatal("the mapped weights' logits differ from the packed ones'")
+	}
+}
+
 func writeAt(t *testing.T, path string, off int64, b []byte) {
 	t.Helper()
 	f, err := os.OpenFile(path, os.O_WRONLY, 0)
@@ -174,5 +259,24 @@ func truncate(t *testing.T, path string, frac float64) {
 	}
 	if err := os.Truncate(path, int64(float64(st.Size())*frac)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A load that packed into a new image and ends without SaveImage (a start
+// that failed after the load) leaves no file behind.
+func TestUnsavedImageRemoved(t *testing.T) {
+	dir := t.TempDir()
+	m, err := Load(sharedtest.Path(t, "models", "tiny-qwen3-a"), LoadOptions{DType: "bf16", ImageDir: dir, ImageKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, ".writing-*")); len(files) != 1 {
+		t.Fatalf("while loading: files %v, want the image being packed into", files)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "*")); len(files) != 0 {
+		t.Fatalf("after Close: files %v, want none", files)
 	}
 }

@@ -107,7 +107,7 @@ func (m *Model) code(ws []*gemm.Weight) {
 // written with (its copies are there or not), as the kernel paths keep
 // their calibration: measured once for this machine and build.
 func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
-	if m.image != nil && m.image.data != nil {
+	if m.image != nil && m.image.mapped {
 		if m.image.coded == nil {
 			return CodedChoice{}, false
 		}

@@ -204,6 +204,12 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 	} else {
 		b.packAll()
 		m.weightBytes = b.bytes
+		// The screen before the coded copies: packed into an image, the
+		// copies ChooseCoded may drop are then its last buffers, which
+		// SaveImage cuts off.
+		if opts.ScreensLogits() {
+			m.lmScreen = m.lmHead.Screen()
+		}
 		if opts.codes() {
 			m.code(m.codedSample(minTimedBytes))
 		}
@@ -212,9 +218,6 @@ func New(cfg *modelcfg.Config, ck *safetensors.Checkpoint, opts LoadOptions) (*M
 		// unless coded.
 		if !m.lmHead.Coded() {
 			m.lmHead.SetFewRows()
-		}
-		if opts.ScreensLogits() {
-			m.lmScreen = m.lmHead.Screen()
 		}
 	}
 	if m.lmScreen != nil {
@@ -278,6 +281,10 @@ func (m *Model) Close() error {
 	}
 	err := m.ck.Close()
 	m.ck = nil
+	if m.image != nil && m.image.arena != nil {
+		err = errors.Join(err, m.image.arena.close())
+		m.image.arena = nil
+	}
 	if m.image != nil && m.image.data != nil {
 		err = errors.Join(err, unix.Munmap(m.image.data))
 		m.image.data = nil

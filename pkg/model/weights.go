@@ -31,6 +31,9 @@ type binder struct {
 	errs  []error
 	bytes int64
 	jobs  []packJob
+	// packer is where packAll packs: into the weights image being made
+	// (openImage), or the heap.
+	packer gemm.Packer
 }
 
 func (b *binder) fail(name, format string, args ...any) {
@@ -198,7 +201,7 @@ func (b *binder) packAll() {
 	threads.Each(len(b.jobs), func(i int) {
 		j := &b.jobs[i]
 		bf, f := j.parts()
-		*j.dst = pack(bf, f, j.n, j.k, j.dtype)
+		*j.dst = pack(b.packer, bf, f, j.n, j.k, j.dtype)
 		bytes.Add(int64((*j.dst).Bytes()))
 		for _, s := range j.src {
 			dropPages(s)
@@ -252,17 +255,34 @@ func dropPages(b []byte) {
 	_ = unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED) // advice only: keeping the pages is correct too
 }
 
-func pack(bf [][]uint16, f []float32, n, k int, dtype string) *gemm.Weight {
+func pack(pk gemm.Packer, bf [][]uint16, f []float32, n, k int, dtype string) *gemm.Weight {
 	switch {
 	case dtype == "int8" && bf == nil:
 		// Quantization is defined on bf16 weights; f32 sources are rounded first.
-		return gemm.QuantizeInt8(roundBF16(f), n, k)
+		return pk.Int8Parts([][]uint16{roundBF16(f)}, k)
 	case dtype == "int8":
-		return gemm.QuantizeInt8Parts(bf, k)
+		return pk.Int8Parts(bf, k)
 	case bf == nil:
-		return gemm.FromF32(f, n, k)
+		return pk.F32(f, n, k)
 	}
-	return gemm.FromBF16Parts(bf, k)
+	return pk.BF16Parts(bf, k)
+}
+
+// imageBound bounds the bytes the queued jobs pack into a weights image:
+// per weight 4 bytes for f32 panels, 1 for int8 ones, 2 for bf16 pairs and
+// 1.5 for their coded copy, and 1 for lm_head's screen; each buffer 2 MiB
+// aligned. Packing past it would take the heap (gemm.Arena), which
+// SaveImage copies into the file.
+func (b *binder) imageBound() int64 {
+	bound := int64(arenaStart)
+	for _, j := range b.jobs {
+		perWeight := map[string]float64{"f32": 4, "int8": 1, "bf16": 3.5}[j.dtype]
+		if strings.HasPrefix(j.name, "lm_head") {
+			perWeight++
+		}
+		bound += int64(perWeight*float64(j.n)*float64(j.k)) + 3*imageAlign
+	}
+	return bound
 }
 
 func widen(bf []uint16) []float32 {

@@ -34,7 +34,7 @@ trap cleanup EXIT
 serve() {
 	local name=$1 port=$2
 	shift 2
-	"$bin" serve --host 127.0.0.1 --port "$port" --api-key test-key --threads 1 "$@" >"$work/$name.log" 2>&1 &
+	"$bin" serve --host 127.0.0.1 --port "$port" --api-key test-key --threads 1 --weights-cache "$work/weights" "$@" >"$work/$name.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 240); do
 		if node -e "fetch('http://127.0.0.1:$port/health').then(r => process.exit(r.ok ? 0 : 1), () => process.exit(1))"; then

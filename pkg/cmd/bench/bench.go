@@ -167,6 +167,9 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	if err != nil {
 		return nil, err
 	}
+	// A first start writes its weights image in the background: not while
+	// anything is measured.
+	e.WeightsImage()
 	info := e.Info()
 	model.CodedWeights, model.DecodeWeights, model.ScreenedLogits = info.CodedWeightBytes > 0, info.DecodeWeights, info.ScreenBytes > 0
 	model.LoadSeconds, model.WeightsMapped = info.LoadTime.Seconds(), info.WeightsMapped
