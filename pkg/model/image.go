@@ -58,11 +58,19 @@ const (
 type imageHeader struct {
 	Version int
 	Key     string
+	// Files are the checkpoint's files as the key has them, by which a
+	// later write finds the images whose checkpoints are gone (imageStale).
+	Files   []imageFile
 	Weights []imageWeight
 	Screen  *imageScreen `json:",omitempty"`
 	// Coded is the choice ChooseCoded made when the image was written
 	// (nil: there was none), which the loads that map it keep.
 	Coded *CodedChoice `json:",omitempty"`
+}
+
+type imageFile struct {
+	Path          string
+	Size, ModTime int64
 }
 
 type imageWeight struct {
@@ -86,6 +94,7 @@ type imagePart struct {
 // weights.
 type image struct {
 	path, key string
+	files     []imageFile
 	data      []byte      // the mapping the weights are in (nil: the heap)
 	mapped    bool        // data is an earlier load's image, not packed by this one
 	arena     *imageArena // the file the load packs into, until SaveImage
@@ -122,12 +131,12 @@ func (m *Model) Image() ImageState {
 // there did not fit, and has b pack into a new image file (imageArena) if
 // the directory can take one.
 func (m *Model) openImage(b *binder, opts LoadOptions) bool {
-	key, name, err := imageKey(m.ck, m.DType, opts)
+	key, name, files, err := imageKey(m.ck, m.DType, opts)
 	if err != nil {
 		m.image = &image{note: err.Error()}
 		return false
 	}
-	m.image = &image{path: filepath.Join(opts.ImageDir, name), key: key}
+	m.image = &image{path: filepath.Join(opts.ImageDir, name), key: key, files: files}
 	data, h, err := mapImage(m.image.path, key)
 	if err == nil && h != nil {
 		var screen *gemm.Screen
@@ -171,23 +180,23 @@ func lockImage(data []byte, path string) (note string) {
 // name is the file's name under the image directory: the checkpoint's part
 // of the key, the dtype and a hash of the rest, so that a checkpoint keeps
 // one image per dtype (imageReplace).
-func imageKey(ck *safetensors.Checkpoint, dtype string, opts LoadOptions) (key, name string, err error) {
-	var files strings.Builder
+func imageKey(ck *safetensors.Checkpoint, dtype string, opts LoadOptions) (key, name string, files []imageFile, err error) {
+	var list strings.Builder
 	for _, f := range ck.Files() {
-		p := f.Path
-		st, err := os.Stat(p)
+		st, err := os.Stat(f.Path)
 		if err != nil {
-			return "", "", err
+			return "", "", nil, err
 		}
-		abs, err := filepath.Abs(p)
+		abs, err := filepath.Abs(f.Path)
 		if err != nil {
-			return "", "", err
+			return "", "", nil, err
 		}
-		fmt.Fprintf(&files, "%s %d %d\n", abs, st.Size(), st.ModTime().UnixNano())
+		files = append(files, imageFile{abs, st.Size(), st.ModTime().UnixNano()})
+		fmt.Fprintf(&list, "%s %d %d\n", abs, st.Size(), st.ModTime().UnixNano())
 	}
 	key = fmt.Sprintf("version %d\nmachine %s\nbf16 path %s\ndtype %s coded %v screened %v\n%s", imageVersion, opts.ImageKey,
-		kernels.PathFor(kernels.MatMulBF16), dtype, opts.codes(), opts.ScreensLogits(), files.String())
-	return key, fmt.Sprintf("%s-%s-%s.img", shortHash(files.String()), dtype, shortHash(key)), nil
+		kernels.PathFor(kernels.MatMulBF16), dtype, opts.codes(), opts.ScreensLogits(), list.String())
+	return key, fmt.Sprintf("%s-%s-%s.img", shortHash(list.String()), dtype, shortHash(key)), files, nil
 }
 
 func shortHash(s string) string {
@@ -233,8 +242,7 @@ func parseImage(data []byte, key string) (*imageHeader, error) {
 	if len(data) < imagePrefix || string(data[:len(imageMagic)]) != imageMagic {
 		return nil, errors.New("not a weights image")
 	}
-	at := binary.LittleEndian.Uint64(data[len(imageMagic):])
-	n := binary.LittleEndian.Uint64(data[len(imageMagic)+8:])
+	at, n := headerSpan(data)
 	if at < uint64(imagePrefix) || at > uint64(len(data)) || n > uint64(len(data))-at {
 		return nil, fmt.Errorf("header of %d bytes at %d in a %d-byte file", n, at, len(data))
 	}
@@ -330,7 +338,7 @@ func (m *Model) SaveImage() (held int64, err error) {
 		_ = a.f.Close()
 		m.image.arena, m.image.data = nil, a.mem
 	}()
-	h := imageHeader{Version: imageVersion, Key: m.image.key, Coded: m.image.coded}
+	h := imageHeader{Version: imageVersion, Key: m.image.key, Files: m.image.files, Coded: m.image.coded}
 	type entry struct {
 		part *imagePart
 		b    []byte
@@ -513,14 +521,15 @@ func (a *imageArena) close() error {
 
 // imageReplace removes the other images of path's checkpoint and dtype
 // (another build, machine or options): a checkpoint keeps one. It also
-// removes what writes that did not finish left in the directory (a process
-// killed while writing) an hour or more ago.
+// removes the images of checkpoints whose files are gone or changed
+// (imageStale), and what writes that did not finish left in the directory
+// (a process killed while writing) an hour or more ago.
 func imageReplace(path string) {
 	dir, base := filepath.Split(path)
 	prefix := base[:strings.LastIndexByte(base, '-')+1]
-	others, _ := filepath.Glob(filepath.Join(dir, prefix+"*.img"))
+	others, _ := filepath.Glob(filepath.Join(dir, "*.img"))
 	for _, o := range others {
-		if o != path {
+		if o != path && (strings.HasPrefix(filepath.Base(o), prefix) || imageStale(o)) {
 			_ = os.Remove(o)
 		}
 	}
@@ -530,6 +539,51 @@ func imageReplace(path string) {
 			_ = os.Remove(p)
 		}
 	}
+}
+
+// imageStale reports whether the image at path was made from checkpoint
+// files that are gone or have changed since: no load will map it again. A
+// file it cannot read as an image is not judged.
+func imageStale(path string) bool {
+	h, err := readImageHeader(path)
+	if err != nil || len(h.Files) == 0 {
+		return false
+	}
+	for _, f := range h.Files {
+		st, err := os.Stat(f.Path)
+		if errors.Is(err, fs.ErrNotExist) || err == nil && (st.Size() != f.Size || st.ModTime().UnixNano() != f.ModTime) {
+			return true
+		}
+	}
+	return false
+}
+
+// headerSpan is where an image's prefix says its header is.
+func headerSpan(prefix []byte) (at, n uint64) {
+	return binary.LittleEndian.Uint64(prefix[len(imageMagic):]), binary.LittleEndian.Uint64(prefix[len(imageMagic)+8:])
+}
+
+// readImageHeader reads the header of the image at path, whatever its key.
+func readImageHeader(path string) (*imageHeader, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	prefix := make([]byte, imagePrefix)
+	if _, err := f.ReadAt(prefix, 0); err != nil || string(prefix[:len(imageMagic)]) != imageMagic {
+		return nil, errors.New("not a weights image")
+	}
+	at, n := headerSpan(prefix)
+	if n > 64<<20 {
+		return nil, errors.New("not a weights image")
+	}
+	head := make([]byte, n)
+	if _, err := f.ReadAt(head, int64(at)); err != nil {
+		return nil, err
+	}
+	var h imageHeader
+	return &h, json.Unmarshal(head, &h)
 }
 
 // partialImage is the name pattern of an image being written.

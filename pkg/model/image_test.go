@@ -280,3 +280,50 @@ func TestUnsavedImageRemoved(t *testing.T) {
 		t.Fatalf("after Close: files %v, want none", files)
 	}
 }
+
+// Writing an image removes the images of checkpoints whose files are gone
+// or changed since theirs were written, and keeps those of the others.
+func TestStaleImagesRemoved(t *testing.T) {
+	src := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	images := t.TempDir()
+	ckpt := map[string]string{}
+	for _, name := range []string{"kept", "deleted", "changed", "writer"} {
+		dir := t.TempDir()
+		for _, f := range []string{"config.json", "model.safetensors"} {
+			b, err := os.ReadFile(filepath.Join(src, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ckpt[name] = dir
+	}
+	save := func(name string) string {
+		m, err := Load(ckpt[name], LoadOptions{DType: "bf16", NoCodedWeights: true, ImageDir: images, ImageKey: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if _, err := m.SaveImage(); err != nil {
+			t.Fatal(err)
+		}
+		return m.Image().Path
+	}
+	kept, deleted, changed := save("kept"), save("deleted"), save("changed")
+	if err := os.Remove(filepath.Join(ckpt["deleted"], "model.safetensors")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filepath.Join(ckpt["changed"], "model.safetensors"), time.Now(), time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	writer := save("writer")
+	files, _ := filepath.Glob(filepath.Join(images, "*.img"))
+	slices.Sort(files)
+	want := []string{kept, writer}
+	slices.Sort(want)
+	if !slices.Equal(files, want) {
+		t.Fatalf("images %v, want %v (removed: %s, %s)", files, want, deleted, changed)
+	}
+}

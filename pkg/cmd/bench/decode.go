@@ -20,8 +20,10 @@ type DecodeOptions struct {
 	Depths  string
 	Batches string
 	Tokens  int
-	// CPUProfile, if set, receives a CPU profile of the timed decoding only
-	// (not the model's load or the ceilings), for go tool pprof.
+	// CPUProfile, if set, receives a CPU profile of the measurements (not
+	// the model's load or the ceilings), for go tool pprof. It holds the
+	// prefills that fill each depth as well as the decoding: at depth, the
+	// prefill kernels (tile4DotPairsAVX512, bf16x512R8P2) are theirs.
 	CPUProfile string
 }
 
@@ -43,7 +45,7 @@ func newCmdDecode(f *cmdutil.Factory, runF func(*DecodeOptions) error) *cobra.Co
 	cmd.Flags().StringVar(&opts.Depths, "depths", "0,1024,8192", "context depths (tokens already in the KV cache)")
 	cmd.Flags().StringVar(&opts.Batches, "batch", "1,2,4", "numbers of sequences decoding together")
 	cmd.Flags().IntVar(&opts.Tokens, "tokens", 32, "decode steps timed per measurement")
-	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the decoding (load and ceilings excluded) to this file, for go tool pprof")
+	cmd.Flags().StringVar(&opts.CPUProfile, "cpuprofile", "", "write a CPU profile of the measurements (the prefills that fill each depth and the decoding; load and ceilings excluded) to this file, for go tool pprof")
 	return cmd
 }
 
