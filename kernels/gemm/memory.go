@@ -19,19 +19,15 @@ func (w *Weight) Memory() [][]byte {
 
 // panelMemory is the packed panels as bytes.
 func (w *Weight) panelMemory() []byte {
-	var p unsafe.Pointer
-	var n int
 	switch {
 	case len(w.pairs) > 0:
-		p, n = unsafe.Pointer(unsafe.SliceData(w.pairs)), 4*len(w.pairs)
+		return asBytes(w.pairs)
 	case len(w.f32) > 0:
-		p, n = unsafe.Pointer(unsafe.SliceData(w.f32)), 4*len(w.f32)
+		return asBytes(w.f32)
 	case len(w.quads) > 0:
-		p, n = unsafe.Pointer(unsafe.SliceData(w.quads)), 4*len(w.quads)
-	default:
-		return nil
+		return asBytes(w.quads)
 	}
-	return unsafe.Slice((*byte)(p), n)
+	return nil
 }
 
 // hugePage is the size of a transparent huge page on amd64 and arm64 (4 KiB
@@ -82,8 +78,10 @@ func packed[T uint32 | float32](a Arena, n int) []T {
 // settle collapses what of a packed buffer is still on base pages into huge
 // pages, once it is written (MADV_COLLAPSE, Linux 6.1 and later; a no-op
 // error before). The Go heap hands out memory it already used, and zeroed,
-// on base pages: MADV_HUGEPAGE covers only pages not yet touched. A buffer
-// in an arena (its own huge-page advised mapping) is left as it is.
+// on base pages: MADV_HUGEPAGE covers only pages not yet touched. The
+// buffers of a weight packed for an arena are left as they are: in the
+// arena's own huge-page advised mapping, or (past its room, which its bound
+// leaves for a wrong bound only) on the heap, not collapsed.
 func settle(a Arena, b []byte) {
 	if a == nil && len(b) >= hugePage {
 		_ = unix.Madvise(wholeHugePages(unsafe.Pointer(&b[0]), len(b)), unix.MADV_COLLAPSE)

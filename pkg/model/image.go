@@ -152,13 +152,27 @@ func (m *Model) openImage(b *binder, opts LoadOptions) bool {
 	if err != nil {
 		notes = append(notes, err.Error())
 	}
-	if m.image.arena, err = newImageArena(m.image.path, b.imageBound()); err != nil {
+	bound, err := m.imageBound(opts, len(b.jobs))
+	if err == nil {
+		m.image.arena, err = newImageArena(m.image.path, bound)
+	}
+	if err != nil {
 		notes = append(notes, err.Error())
 	} else {
 		b.packer.Arena = m.image.arena
 	}
 	m.image.note = strings.Join(notes, "; ")
 	return false
+}
+
+// imageBound bounds the bytes a load packs into a new image: what it
+// commits for its weights (WeightBytes, which also counts what stays
+// mapped, such as the embedding table), with each of a weight's buffers
+// (panels, coded copy, screen) 2 MiB aligned. Packing past it takes the
+// heap (gemm.Arena), which SaveImage copies into the file.
+func (m *Model) imageBound(opts LoadOptions, weights int) (int64, error) {
+	n, _, err := WeightBytes(m.Config, opts)
+	return arenaStart + n + int64(3*weights)*imageAlign, err
 }
 
 // lockImage locks the image's pages in memory and says why it could not.

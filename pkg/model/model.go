@@ -281,13 +281,15 @@ func (m *Model) Close() error {
 	}
 	err := m.ck.Close()
 	m.ck = nil
-	if m.image != nil && m.image.arena != nil {
-		err = errors.Join(err, m.image.arena.close())
-		m.image.arena = nil
-	}
-	if m.image != nil && m.image.data != nil {
-		err = errors.Join(err, unix.Munmap(m.image.data))
-		m.image.data = nil
+	if img := m.image; img != nil {
+		if img.arena != nil {
+			err = errors.Join(err, img.arena.close())
+			img.arena = nil
+		}
+		if img.data != nil {
+			err = errors.Join(err, unix.Munmap(img.data))
+			img.data = nil
+		}
 	}
 	return err
 }

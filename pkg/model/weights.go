@@ -268,23 +268,6 @@ func pack(pk gemm.Packer, bf [][]uint16, f []float32, n, k int, dtype string) *g
 	return pk.BF16Parts(bf, k)
 }
 
-// imageBound bounds the bytes the queued jobs pack into a weights image:
-// per weight 4 bytes for f32 panels, 1 for int8 ones, 2 for bf16 pairs and
-// 1.5 for their coded copy, and 1 for lm_head's screen; each buffer 2 MiB
-// aligned. Packing past it would take the heap (gemm.Arena), which
-// SaveImage copies into the file.
-func (b *binder) imageBound() int64 {
-	bound := int64(arenaStart)
-	for _, j := range b.jobs {
-		perWeight := map[string]float64{"f32": 4, "int8": 1, "bf16": 3.5}[j.dtype]
-		if strings.HasPrefix(j.name, "lm_head") {
-			perWeight++
-		}
-		bound += int64(perWeight*float64(j.n)*float64(j.k)) + 3*imageAlign
-	}
-	return bound
-}
-
 func widen(bf []uint16) []float32 {
 	f := make([]float32, len(bf))
 	ops.For(kernels.Active()).ToF32(f, bf) // at load: the path's conversion, the same bits on every path
