@@ -447,17 +447,20 @@ type imageArena struct {
 	used int
 }
 
-// newImageArena creates the file of bound bytes (sparse: only what the
-// packing writes takes memory and disk) and maps it. It refuses a bound
-// that would leave less than a tenth of the file system free: a write fault
-// the file system cannot back (no space left) kills the process.
+// newImageArena creates the file of bound bytes, its blocks reserved, and
+// maps it. The reservation is what makes the packing's stores through the
+// mapping safe: a store the file system cannot back (no space left) is a
+// SIGBUS, which kills the process, where a reservation that does not fit is
+// an error the load survives. A file system without fallocate gets a sparse
+// file, guarded only by the free-space check: a bound that would leave less
+// than a tenth of the file system free is refused on any.
 func newImageArena(path string, bound int64) (a *imageArena, err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("weights image: %w", err)
 	}
 	var fsst unix.Statfs_t
-	if err := unix.Statfs(dir, &fsst); err != nil {
+	if err := statfs(dir, &fsst); err != nil {
 		return nil, fmt.Errorf("weights image: %w", err)
 	}
 	if free, total := int64(fsst.Bavail)*fsst.Bsize, int64(fsst.Blocks)*fsst.Bsize; free-bound < total/10 {
@@ -474,8 +477,13 @@ func newImageArena(path string, bound int64) (a *imageArena, err error) {
 			err = fmt.Errorf("weights image: %w", err)
 		}
 	}()
-	if err := f.Truncate(bound); err != nil {
-		return nil, err
+	switch err := fallocate(int(f.Fd()), 0, 0, bound); {
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS):
+		if err := f.Truncate(bound); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, fmt.Errorf("reserve %.1f GB in %s: %w", float64(bound)/1e9, dir, err)
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, int(bound), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -599,6 +607,13 @@ func readImageHeader(path string) (*imageHeader, error) {
 	var h imageHeader
 	return &h, json.Unmarshal(head, &h)
 }
+
+// The file system calls newImageArena makes, which tests replace to see a
+// full disk.
+var (
+	statfs    = unix.Statfs
+	fallocate = unix.Fallocate
+)
 
 // partialImage is the name pattern of an image being written.
 const partialImage = ".writing-*.img"

@@ -327,3 +327,86 @@ func TestStaleImagesRemoved(t *testing.T) {
 		t.Fatalf("images %v, want %v (removed: %s, %s)", files, want, deleted, changed)
 	}
 }
+
+// A directory that cannot take the image leaves the load as it would be
+// without one: the weights on the heap, nothing left in the directory, and
+// the reason in the image's note. A file system without fallocate gets a
+// sparse image, written and mapped as any other.
+func TestImageOnFullDisk(t *testing.T) {
+	path := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	opts := LoadOptions{DType: "bf16", NoCodedWeights: true, ImageKey: "k"}
+	want := func() []float32 {
+		m, err := Load(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		return logitsOf(t, m)
+	}()
+	for _, tc := range []struct {
+		name      string
+		statfs    func(string, *unix.Statfs_t) error
+		fallocate func(int, uint32, int64, int64) error
+		note      string // "": an image is written
+	}{
+		{"no-space", statfs, func(int, uint32, int64, int64) error { return unix.ENOSPC }, "no space left on device"},
+		{"tenth-free", func(dir string, st *unix.Statfs_t) error {
+			err := unix.Statfs(dir, st)
+			st.Bavail = st.Blocks / 10
+			return err
+		}, fallocate, "less than a tenth of its file system free"},
+		{"no-fallocate", statfs, func(int, uint32, int64, int64) error { return unix.EOPNOTSUPP }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func(s func(string, *unix.Statfs_t) error, f func(int, uint32, int64, int64) error) {
+				statfs, fallocate = s, f
+			}(statfs, fallocate)
+			statfs, fallocate = tc.statfs, tc.fallocate
+			dir := t.TempDir()
+			opts := opts
+			opts.ImageDir = dir
+			m, err := Load(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img := m.Image()
+			if tc.note == "" {
+				if !img.Writing || img.Note != "" {
+					t.Fatalf("image %+v, want one being written", img)
+				}
+				if _, err := m.SaveImage(); err != nil {
+					t.Fatal(err)
+				}
+			} else if img.Writing || !strings.Contains(img.Note, tc.note) {
+				t.Fatalf("image %+v, want none written and a note saying %q", img, tc.note)
+			}
+			if got := logitsOf(t, m); !slices.Equal(got, want) {
+				t.Fatal("logits differ from a load without an image")
+			}
+			if err := m.Close(); err != nil {
+				t.Fatal(err)
+			}
+			files, _ := filepath.Glob(filepath.Join(dir, "*"))
+			if partial, _ := filepath.Glob(filepath.Join(dir, partialImage)); len(partial) != 0 {
+				t.Fatalf("files %v left of an image being written", partial)
+			}
+			if tc.note != "" {
+				if len(files) != 0 {
+					t.Fatalf("files %v, want none", files)
+				}
+				return
+			}
+			mapped, err := Load(path, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mapped.Close()
+			if !mapped.Image().Mapped {
+				t.Fatalf("second load: image %+v, want it mapped", mapped.Image())
+			}
+			if got := logitsOf(t, mapped); !slices.Equal(got, want) {
+				t.Fatal("logits of the mapped sparse image differ")
+			}
+		})
+	}
+}
