@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -29,7 +30,14 @@ func TestEngineNUMAPlacement(t *testing.T) {
 		return []numa.Node{{ID: 0, Cores: [][]int{{allowed[0]}}}, {ID: 1, Cores: [][]int{{allowed[1]}}}}, nil
 	}
 	var log bytes.Buffer
-	e := newModelEngine(t, dir, Options{Threads: 2, Topology: twoNodes, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	images := t.TempDir()
+	e := newModelEngine(t, dir, Options{Threads: 2, Topology: twoNodes, WeightsImageDir: images, WeightsImageKey: "k",
+		Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	// Weights packed into an image would lie where they were first faulted
+	// in, not interleaved: no image on several nodes.
+	if files, _ := filepath.Glob(filepath.Join(images, "*")); e.Info().WeightsImage != "" || len(files) != 0 {
+		t.Errorf("on two nodes: weights image %q, files %v; want none", e.Info().WeightsImage, files)
+	}
 	p := e.Info().NUMA
 	if p == nil || !slices.Equal(p.CPUs, allowed[:2]) || !slices.Equal(p.Interleave, []int{0, 1}) || e.Info().Threads != 2 ||
 		!slices.Equal(e.Info().PinnedCPUs, allowed[:2]) || !strings.Contains(e.Info().ThreadsWhy, "NUMA nodes [0 1]") {

@@ -180,7 +180,7 @@ func (m *Model) imageBound(opts LoadOptions, weights int) (int64, error) {
 // drops; a file mapping's clean pages it may drop under memory pressure and
 // read back from disk, mid-token.
 func lockImage(data []byte, path string) (note string) {
-	if err := unix.Mlock(data); err != nil {
+	if err := mlock(data); err != nil {
 		return fmt.Sprintf("%s is mapped but not locked in memory (%v): under memory pressure the kernel may drop its pages "+
 			"and read them again from disk; give the process CAP_IPC_LOCK or a larger ulimit -l, or pack at start-up with --weights-cache off", path, err)
 	}
@@ -608,11 +608,12 @@ func readImageHeader(path string) (*imageHeader, error) {
 	return &h, json.Unmarshal(head, &h)
 }
 
-// The file system calls newImageArena makes, which tests replace to see a
-// full disk.
+// The system calls whose failures an image survives, which tests replace:
+// newImageArena's on a full disk, lockImage's without the right to lock.
 var (
 	statfs    = unix.Statfs
 	fallocate = unix.Fallocate
+	mlock     = unix.Mlock
 )
 
 // partialImage is the name pattern of an image being written.

@@ -410,3 +410,35 @@ func TestImageOnFullDisk(t *testing.T) {
 		})
 	}
 }
+
+// An image the process may not lock in memory is mapped all the same, with
+// a note that says what to grant.
+func TestImageNotLocked(t *testing.T) {
+	defer func(f func([]byte) error) { mlock = f }(mlock)
+	mlock = func([]byte) error { return unix.EPERM }
+	path := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	opts := LoadOptions{DType: "bf16", NoCodedWeights: true, ImageDir: t.TempDir(), ImageKey: "k"}
+	var logits [2][]float32
+	for i := range logits {
+		m, err := Load(path, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if _, err := m.SaveImage(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		img := m.Image()
+		if img.Mapped != (i == 1) || !strings.Contains(img.Note, "not locked in memory (operation not permitted)") || !strings.Contains(img.Note, "CAP_IPC_LOCK") {
+			t.Fatalf("load %d: image %+v, want it mapped on the second and a note on both", i, img)
+		}
+		logits[i] = logitsOf(t, m)
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(logits[0], logits[1]) {
+		t.Fatal("logits of the unlocked image differ from the packing's")
+	}
+}
