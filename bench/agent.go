@@ -21,8 +21,9 @@ type AgentRequest struct {
 	Restored  int     `json:"restored_tokens"` // of Cached: from the prefix store
 	Prefilled int     `json:"prefilled_tokens"`
 	TTFTms    float64 `json:"ttft_ms"`
-	// Reusable is what the prompt shares with the previous request of its
-	// kind (its transcript); CachedFraction is Cached / Reusable.
+	// Reusable is what the prompt shares with what the previous request of
+	// its kind computed (its transcript but the reply's last token, whose
+	// KV this request computes); CachedFraction is Cached / Reusable.
 	Reusable       int     `json:"reusable_tokens"`
 	CachedFraction float64 `json:"cached_fraction"`
 }
@@ -119,7 +120,7 @@ func RunAgent(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Agent
 		if err != nil {
 			return nil, err
 		}
-		mainReusable = len(transcript)
+		mainReusable = len(transcript) - 1 // the reply's last token gets its KV with the next turn
 		history = append(history, transcript[len(prompt):]...)
 		// The memory prompt extends the previous one but for its closing instruction.
 		prompt = append(append(slices.Clone(memory), history...), instruction...)

@@ -314,7 +314,6 @@ type Engine struct {
 	segs      []model.Segment
 	segSlot   []*slot
 	tick      uint64
-	tails     int // slots whose last generated token still needs its KV
 	rng       *rand.Rand
 	prefillMx int // prompt tokens per step when nothing decodes
 	masks     *maskWorker
@@ -330,12 +329,12 @@ type Engine struct {
 type slot struct {
 	id int
 	// tokens is the slot's content; positions [0, kv) have KV. While a job
-	// decodes, tokens ends with the sampled token whose KV comes next step.
-	tokens []int32
-	kv     int
-	// tail: the job finished and its last sampled token (tokens[kv]) gets
-	// its KV in the next step.
-	tail    bool
+	// decodes, tokens ends with the sampled token whose KV comes next step;
+	// after it, with its last sampled token, whose KV the next job that
+	// continues the slot computes with its prompt, in the same pass (a pass
+	// of its own would read every weight once more for one token).
+	tokens  []int32
+	kv      int
 	session string // pinned conversation, "" = none
 	// owner produced the slot's content: the session of the job that last
 	// started in it, kept after the session leaves the slot ("" = a

@@ -157,11 +157,12 @@ func testModelSessionStore(t *testing.T, kv kvcache.DType) {
 	turn2 := append(slices.Clone(a1.Tokens), delta...)
 	before := e.Stats().PrefilledTokens
 	got, r := collect(t, e, Request{Tokens: turn2, MaxTokens: 6, SessionID: "a", StopTokens: noStop})
-	if !r.Restored || r.CachedTokens != len(a1.Tokens) {
-		t.Errorf("restored %v cached %d, want true and %d", r.Restored, r.CachedTokens, len(a1.Tokens))
+	// A reply's last token gets its KV with the turn that continues it.
+	if !r.Restored || r.CachedTokens != held(a1) {
+		t.Errorf("restored %v cached %d, want true and %d", r.Restored, r.CachedTokens, held(a1))
 	}
-	if n := e.Stats().PrefilledTokens - before; n != int64(len(delta)) {
-		t.Errorf("turn 2 prefilled %d tokens, want the delta %d", n, len(delta))
+	if n := e.Stats().PrefilledTokens - before; n != int64(len(delta)+1) {
+		t.Errorf("turn 2 prefilled %d tokens, want the delta %d and the reply's last token", n, len(delta))
 	}
 	if want := runnerGreedy(t, dir, kv, turn2, 6); !slices.Equal(got, want) {
 		t.Errorf("restored session: %v, recomputed: %v", got, want)
@@ -284,9 +285,9 @@ func TestModelEnginePrefixSharingMatchesScratch(t *testing.T) {
 	a2 := append(slices.Clone(ra.Tokens), tok.Encode(" And then?")...)
 	wantA2, _ := run(scratch, a2)
 	got, res = run(e, a2)
-	if res.StoreTokens != len(ra.Tokens)-len(system) || res.CachedTokens != len(ra.Tokens) {
-		t.Errorf("a's second turn: %d restored, %d cached; want %d and %d", res.StoreTokens, res.CachedTokens,
-			len(ra.Tokens)-len(system), len(ra.Tokens))
+	if n := held(ra); res.StoreTokens != n-len(system) || res.CachedTokens != n {
+		t.Errorf("a's second turn: %d restored, %d cached; want %d and %d (all but the reply's last token)", res.StoreTokens, res.CachedTokens,
+			n-len(system), n)
 	}
 	if !slices.Equal(got.tokens, wantA2.tokens) || !slices.Equal(got.logprobs, wantA2.logprobs) {
 		t.Errorf("restored from the prefix store: %v %v, from scratch: %v %v", got.tokens, got.logprobs, wantA2.tokens, wantA2.logprobs)

@@ -15,7 +15,7 @@ import (
 // a session that shares it too, and an unrelated request: each request's
 // content goes to the prefix store when the next replaces it, so the
 // store holds the system blocks (produced by A, B and the anonymous
-// request), 4 blocks each of A and B alone (86 tokens) and 3 of the
+// request), 4 blocks each of A and B alone (85 positions: held) and 3 of the
 // anonymous request.
 func purgeScenario(t *testing.T, e *Engine) (a, b Result) {
 	t.Helper()
@@ -29,6 +29,11 @@ func purgeScenario(t *testing.T, e *Engine) (a, b Result) {
 	collect(t, e, Request{Tokens: seqTokens(7, 50), MaxTokens: 4})
 	return a, b
 }
+
+// held is the positions a finished request r leaves with KV: all its
+// tokens but the last sampled one, which gets its KV with the turn that
+// continues it.
+func held(r Result) int { return len(r.Tokens) - 1 }
 
 // matchStored is the prefix of prompt the prefix store holds.
 func matchStored(t *testing.T, e *Engine, prompt []int32) int {
@@ -57,23 +62,23 @@ func blockFiles(t *testing.T, dir string) []string {
 func TestDeleteSessionPurgesItsPrefixBlocks(t *testing.T) {
 	e, _ := newFakeEngine(t, fakeOpts{slots: 1, seqLen: 256, opts: Options{PrefixBlockTokens: 16}})
 	a, b := purgeScenario(t, e)
-	if n := matchStored(t, e, a.Tokens); n != len(a.Tokens) {
-		t.Fatalf("before the deletion the store holds %d of A's %d tokens", n, len(a.Tokens))
+	if n := matchStored(t, e, a.Tokens); n != held(a) {
+		t.Fatalf("before the deletion the store holds %d of A's %d tokens", n, held(a))
 	}
 	before := e.Stats()
 	p, err := e.DeleteSession("A")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Purged{PrefixBlocks: 4, PrefixTokens: len(a.Tokens) - 32, PrefixBytes: 4 * 16 * 4, SharedBlocks: 2}
+	want := Purged{PrefixBlocks: 4, PrefixTokens: held(a) - 32, PrefixBytes: 4 * 16 * 4, SharedBlocks: 2}
 	if p != want {
 		t.Errorf("purged %+v, want %+v", p, want)
 	}
 	if n := matchStored(t, e, a.Tokens); n != 32 {
 		t.Errorf("after the deletion the store holds %d of A's tokens, want the 32 of the system prompt", n)
 	}
-	if n := matchStored(t, e, b.Tokens); n != len(b.Tokens) {
-		t.Errorf("B's %d tokens: %d left in the store", len(b.Tokens), n)
+	if n := matchStored(t, e, b.Tokens); n != held(b) {
+		t.Errorf("B's %d tokens: %d left in the store", held(b), n)
 	}
 	st := e.Stats()
 	if st.PrefixStorePurged != 4 || st.SessionsDeleted != 1 || before.PrefixStoreBytes-st.PrefixStoreBytes != 4*16*4 {
@@ -136,8 +141,8 @@ func TestDeleteSessionPurgesDiskBlocks(t *testing.T) {
 	e2, _ := newFakeEngine(t, fakeOpts{slots: 1, seqLen: 256, opts: opts})
 	diskOwners(t, e2, "A", false) // the journal kept A's departure
 	diskOwners(t, e2, "B", true)
-	if n := matchStored(t, e2, b.Tokens); n != len(b.Tokens) {
-		t.Fatalf("after a restart %d of B's %d tokens on disk", n, len(b.Tokens))
+	if n := matchStored(t, e2, b.Tokens); n != held(b) {
+		t.Fatalf("after a restart %d of B's %d tokens on disk", n, held(b))
 	}
 	n := len(blockFiles(t, dir))
 	p, err = e2.DeleteSession("B")
@@ -188,8 +193,8 @@ func TestDeleteSessionWithASessionStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.Stored || p.PrefixBlocks != 4 || p.PrefixTokens != len(a.Tokens) {
-		t.Errorf("purged %+v: want the store's files and A's 4 blocks (%d tokens)", p, len(a.Tokens))
+	if !p.Stored || p.PrefixBlocks != 4 || p.PrefixTokens != held(a) {
+		t.Errorf("purged %+v: want the store's files and A's 4 blocks (%d tokens)", p, held(a))
 	}
 	if after, _ := os.ReadDir(store); len(after) >= len(entries) {
 		t.Errorf("session store: %d entries before, %d after", len(entries), len(after))
@@ -253,8 +258,8 @@ func TestSessionTTLPurgesPrefixBlocks(t *testing.T) {
 	a, b := purgeScenario(t, e)
 	clock.add(30 * time.Minute)
 	e.expireSessions()
-	if n := matchStored(t, e, a.Tokens); n != len(a.Tokens) {
-		t.Fatalf("within the TTL the store holds %d of A's %d tokens", n, len(a.Tokens))
+	if n := matchStored(t, e, a.Tokens); n != held(a) {
+		t.Fatalf("within the TTL the store holds %d of A's %d tokens", n, held(a))
 	}
 	// B is active again (its whole transcript restored into the slot), A is not.
 	_, rb := collect(t, e, Request{Tokens: append(slices.Clone(b.Tokens), 9), MaxTokens: 2, SessionID: "B", StopTokens: []int32{}})
@@ -263,8 +268,8 @@ func TestSessionTTLPurgesPrefixBlocks(t *testing.T) {
 	if n := matchStored(t, e, a.Tokens); n != 32 {
 		t.Errorf("after A's TTL the store holds %d of A's tokens, want the 32 shared with B and the anonymous request", n)
 	}
-	if n := matchStored(t, e, b.Tokens); n != len(b.Tokens) {
-		t.Errorf("B, active 0 s ago in its slot: %d of %d tokens left in the store", n, len(b.Tokens))
+	if n := matchStored(t, e, b.Tokens); n != held(b) {
+		t.Errorf("B, active 0 s ago in its slot: %d of %d tokens left in the store", n, held(b))
 	}
 	if st := e.Stats(); st.PrefixStorePurged != 4 {
 		t.Errorf("%d blocks purged, want A's 4", st.PrefixStorePurged)

@@ -38,7 +38,7 @@ func (e *Engine) run() {
 			e.shutdown()
 			return
 		}
-		if len(e.queue) == 0 && len(e.active) == 0 && e.tails == 0 {
+		if len(e.queue) == 0 && len(e.active) == 0 {
 			if !e.prefix.warm() {
 				<-e.wake
 			}
@@ -87,7 +87,7 @@ func (e *Engine) step() {
 		i++
 	}
 	e.admit()
-	if len(e.active) == 0 && e.tails == 0 {
+	if len(e.active) == 0 {
 		return
 	}
 
@@ -121,19 +121,6 @@ func (e *Engine) step() {
 		e.segSlot = append(e.segSlot, s)
 	}
 
-	// Finished generations' last tokens ride along without logits, so that a
-	// slot's KV covers its whole transcript and the next turn of a
-	// conversation prefills exactly its new tokens.
-	prefillEnd := len(e.segs)
-	for _, s := range e.slots {
-		if s.tail && s.job == nil {
-			e.segs = append(e.segs, model.Segment{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+1], Logits: model.LogitsNone})
-			e.segSlot = append(e.segSlot, s)
-			s.tail = false
-		}
-	}
-	e.tails = 0
-
 	// The constrained rows' masks not in their grammar's cache are worked
 	// out while the forward pass computes their logits.
 	e.prep = e.prep[:0]
@@ -149,9 +136,6 @@ func (e *Engine) step() {
 	if err != nil {
 		err = fmt.Errorf("forward: %w", err)
 		e.log.Error("forward pass failed", "err", err)
-		for _, s := range e.segSlot[prefillEnd:] {
-			s.tokens, s.kv = s.tokens[:0], 0
-		}
 		for len(e.active) > 0 {
 			s := e.active[0]
 			s.tokens, s.kv = s.tokens[:0], 0 // the cache contents are unknown
@@ -164,7 +148,7 @@ func (e *Engine) step() {
 	for i, seg := range e.segs {
 		s := e.segSlot[i]
 		s.kv += len(seg.Tokens)
-		if i >= decoding && i < prefillEnd {
+		if i >= decoding {
 			prefilled += len(seg.Tokens)
 		}
 		if seg.Logits == model.LogitsNone {
@@ -331,7 +315,7 @@ func (e *Engine) pickSlot(j *job) *slot {
 		if n > longN {
 			longest, longN = s, n
 		}
-		if empty == nil && s.kv == 0 && !s.tail {
+		if empty == nil && s.kv == 0 {
 			empty = s
 		}
 		if lru == nil || s.used < lru.used {
@@ -380,10 +364,6 @@ func commonPrefix(a, b []int32) int {
 func (e *Engine) start(j *job, s *slot) {
 	prompt := j.req.Tokens
 	sid := j.req.SessionID
-	// A request that arrives before its slot's last step has run computes
-	// the previous generation's last token first, so the counts below never
-	// depend on that timing.
-	e.flushTail(s)
 	continues := sid != "" && s.session == sid
 	restoring := !continues && sid != "" && e.store != nil && e.store.has(sid)
 	if keep := commonPrefix(s.tokens[:s.kv], prompt); !continues && (restoring || 2*keep < s.kv) {
@@ -511,10 +491,6 @@ func (e *Engine) finish(s *slot, reason string, err error) {
 	j.err = err
 	close(j.events)
 	s.job = nil
-	if err == nil && s.kv == len(s.tokens)-1 && len(s.tokens) <= e.opts.SequenceLength {
-		s.tail = true
-		e.tails++
-	}
 	e.tick++
 	s.used, s.usedAt = e.tick, e.opts.Clock()
 	if i := slices.Index(e.active, s); i >= 0 {
@@ -558,7 +534,6 @@ func (e *Engine) evict(s *slot) {
 		return
 	}
 	if e.store != nil {
-		e.flushTail(s)
 		if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be, s.usedAt); err != nil {
 			e.log.Warn("session store: cannot save session", "session", s.session, "err", err)
 		}
@@ -567,22 +542,6 @@ func (e *Engine) evict(s *slot) {
 	e.mu.Lock()
 	e.stats.SessionsEvicted++
 	e.mu.Unlock()
-}
-
-// flushTail computes the KV of s's pending last token now: before the slot's
-// contents leave it (eviction to the store, shutdown) or a new job starts.
-func (e *Engine) flushTail(s *slot) {
-	if !s.tail {
-		return
-	}
-	s.tail = false
-	e.tails--
-	seg := []model.Segment{{Slot: s.id, Start: s.kv, Tokens: s.tokens[s.kv : s.kv+1], Logits: model.LogitsNone}}
-	if err := e.be.forward(seg); err != nil {
-		e.log.Warn("cannot compute the last token of a finished generation", "err", err)
-		return
-	}
-	s.kv++
 }
 
 // restore loads session sid into s; an unusable stored session is deleted

@@ -141,13 +141,38 @@ func TestSessionTurnPrefillsOnlyTheDelta(t *testing.T) {
 	turn2 := append(slices.Clone(r1.Tokens), delta...)
 	before := e.Stats().PrefilledTokens
 	got, r2 := collect(t, e, Request{Tokens: turn2, MaxTokens: 6, SessionID: "s1"})
-	if prefilled := e.Stats().PrefilledTokens - before; prefilled != int64(len(delta)) {
-		t.Errorf("turn 2 prefilled %d tokens, want exactly the delta %d", prefilled, len(delta))
+	// The reply's last token gets its KV with the delta, in the same pass.
+	if prefilled := e.Stats().PrefilledTokens - before; prefilled != int64(len(delta)+1) {
+		t.Errorf("turn 2 prefilled %d tokens, want the delta %d and the reply's last token", prefilled, len(delta))
 	}
-	if !r2.SessionHit || r2.CachedTokens != len(r1.Tokens) {
+	if !r2.SessionHit || r2.CachedTokens != held(r1) {
 		t.Errorf("turn 2 %+v", r2)
 	}
 	if want := greedyRef(turn2, 6, 97, nil); !slices.Equal(got, want) {
+		t.Errorf("turn 2 tokens %v, want %v", got, want)
+	}
+}
+
+// A reply's last sampled token gets no pass of its own: the engine stays
+// idle after a generation, and the turn that continues the slot computes
+// that token's KV in the pass that prefills its delta.
+func TestReplyLastTokenComputedWithNextTurn(t *testing.T) {
+	e, be := newFakeEngine(t, fakeOpts{slots: 1})
+	_, r1 := collect(t, e, Request{Tokens: seqTokens(2, 20), MaxTokens: 4, SessionID: "s"})
+	passes := len(be.segments())
+	time.Sleep(20 * time.Millisecond) // a pass the scheduler would run while idle
+	if n := len(be.segments()); n != passes {
+		t.Fatalf("%d passes after the generation ended, want none", n-passes)
+	}
+	delta := seqTokens(50, 5)
+	turn2 := append(slices.Clone(r1.Tokens), delta...)
+	got, _ := collect(t, e, Request{Tokens: turn2, MaxTokens: 2, SessionID: "s"})
+	first := be.segments()[passes]
+	want := model.Segment{Start: held(r1), Tokens: turn2[held(r1):]}
+	if len(first) != 1 || first[0].Start != want.Start || !slices.Equal(first[0].Tokens, want.Tokens) {
+		t.Errorf("turn 2's first pass %+v, want one segment of the reply's last token and the delta from %d", first, want.Start)
+	}
+	if want := greedyRef(turn2, 2, 97, nil); !slices.Equal(got, want) {
 		t.Errorf("turn 2 tokens %v, want %v", got, want)
 	}
 }
@@ -164,12 +189,13 @@ func TestSessionStoreEvictRestoreAndRestart(t *testing.T) {
 	if st.SessionsEvicted != 2 || st.SessionsStored != 2 || st.SessionStoreBytes == 0 {
 		t.Fatalf("after 3 sessions on 1 slot: %+v", st)
 	}
-	// Session 0 comes back from the store: only its delta is computed.
+	// Session 0 comes back from the store: only its delta (and its reply's last
+	// token) is computed.
 	delta := seqTokens(40, 7)
 	turn2 := append(slices.Clone(transcripts[0]), delta...)
 	got, r := collect(t, e, Request{Tokens: turn2, MaxTokens: 5, SessionID: sid(0)})
-	if !r.Restored || r.Prefilled != len(delta) {
-		t.Errorf("restored %v prefilled %d, want true and %d", r.Restored, r.Prefilled, len(delta))
+	if !r.Restored || r.Prefilled != len(delta)+1 {
+		t.Errorf("restored %v prefilled %d, want true and %d", r.Restored, r.Prefilled, len(delta)+1)
 	}
 	if want := greedyRef(turn2, 5, 97, nil); !slices.Equal(got, want) {
 		t.Errorf("restored session tokens %v, want %v", got, want)
@@ -185,7 +211,7 @@ func TestSessionStoreEvictRestoreAndRestart(t *testing.T) {
 	}
 	turn2 = append(slices.Clone(transcripts[1]), delta...)
 	got, r = collect(t, e2, Request{Tokens: turn2, MaxTokens: 5, SessionID: sid(1)})
-	if !r.Restored || r.Prefilled != len(delta) || !slices.Equal(got, greedyRef(turn2, 5, 97, nil)) {
+	if !r.Restored || r.Prefilled != len(delta)+1 || !slices.Equal(got, greedyRef(turn2, 5, 97, nil)) {
 		t.Errorf("after restart: restored %v prefilled %d", r.Restored, r.Prefilled)
 	}
 

@@ -196,7 +196,6 @@ func (e *Engine) saveSlotSessions() error {
 	var errs []error
 	for _, s := range e.slots {
 		if s.session != "" && s.job == nil {
-			e.flushTail(s)
 			if err := e.store.save(s.session, s.tokens, s.kv, s.id, e.be, s.usedAt); err != nil {
 				errs = append(errs, err)
 			}
@@ -207,10 +206,6 @@ func (e *Engine) saveSlotSessions() error {
 
 // dropSlotSession empties s of its session's tokens. Scheduler goroutine only.
 func (e *Engine) dropSlotSession(s *slot) {
-	if s.tail {
-		s.tail = false
-		e.tails--
-	}
 	s.session, s.owner, s.tokens, s.kv = "", "", s.tokens[:0], 0
 	e.mu.Lock()
 	e.updateSlotStats()

@@ -182,16 +182,17 @@ func TestRealEngineSessions(t *testing.T) {
 	sess, finishes, _ := userTurns(t, c, turns, option.WithHeader("X-Session-ID", "real"))
 	for i := 1; i < turns; i++ {
 		prev, u := sess[i-1], sess[i]
-		// Prefilled: exactly the new message's tokens and, when max_tokens
-		// cut the reply, the <|im_end|> the server closes it with.
-		want := len(tok.Encode(u.added))
+		// Prefilled: the new message's tokens, the reply's last token (which
+		// gets its KV with them) and, when max_tokens cut the reply, the
+		// <|im_end|> the server closes it with.
+		want := len(tok.Encode(u.added)) + 1
 		if finishes[i-1] == "length" {
 			want++
 		}
 		if got := u.prompt - u.cached; got != want {
 			t.Errorf("turn %d: prefilled %d, want %d (prev finish %s)", i, got, want, finishes[i-1])
 		}
-		if u.prompt != prev.prompt+prev.completion+want {
+		if u.prompt != prev.prompt+prev.completion+want-1 {
 			t.Errorf("turn %d: prompt %d is not the transcript %d + the new tokens", i, u.prompt, prev.prompt+prev.completion)
 		}
 	}
@@ -261,8 +262,8 @@ func TestRealEngineSessionRestart(t *testing.T) {
 	if hits := metric(t, base, "ellm_session_hits_total"); hits != "1" {
 		t.Errorf("transcript session not found after restart (hits %s)", hits)
 	}
-	if got := int(resp.Usage.PromptTokensDetails.CachedTokens); got != transcript {
-		t.Errorf("after restart %d tokens reused, want the stored transcript's %d", got, transcript)
+	if got := int(resp.Usage.PromptTokensDetails.CachedTokens); got != transcript-1 {
+		t.Errorf("after restart %d tokens reused, want the stored transcript's %d but its last token", got, transcript)
 	}
 }
 
