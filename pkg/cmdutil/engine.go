@@ -155,7 +155,7 @@ type KernelFlags struct {
 // AddFlags defines --attention-kernel and --coded-weights on fl.
 func (k *KernelFlags) AddFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&k.CodedWeights, "coded-weights", true, "where bf16 products run on AVX-512 or AMX, decode from a lossless 12-bit copy of the weights "+
-		"(a quarter fewer bytes read per token, the same results; memory: 1.5 bytes more per weight), kept if it streams faster than the weights as stored when the model loads")
+		"(a quarter fewer bytes read per token, the same results; memory: 1.5 bytes more per weight), kept if it streams at least 5 % faster than the weights as stored when the model loads")
 	fl.StringVar(&k.Attention, "attention-kernel", "auto", "attention over a bf16 KV cache: auto (bf16 where the calibration measures VDPBF16PS faster than f32 FMA), "+
 		"f32 (K/V widened, FMA) or bf16 (VDPBF16PS: q as two bf16 parts, probabilities rounded to bf16, f32 softmax; needs AVX512_BF16)")
 }

@@ -95,8 +95,8 @@ func (m *Model) code(ws []*gemm.Weight) {
 }
 
 // ChooseCoded keeps the coded copies of the weights (LoadOptions.
-// NoCodedWeights) if decode products on pool read them faster than the
-// pairs, timed over the weights the load coded (codedSample; gemm.
+// NoCodedWeights) if decode products on pool read them clearly faster than
+// the pairs (worthCoding), timed over the weights the load coded (codedSample; gemm.
 // CodedRates, three rounds), and then codes the rest; otherwise it drops
 // them: the two give the same bits, and the quarter of the bytes the copy
 // saves is not a quarter of the time on every machine. ok is false when
@@ -117,13 +117,26 @@ func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
 		return CodedChoice{}, false
 	}
 	c.PlainGBps, c.CodedGBps = gemm.CodedRates(pool, m.linearWeights(), 3)
-	c.Kept = c.CodedGBps >= c.PlainGBps
+	c.Kept = worthCoding(c.PlainGBps, c.CodedGBps)
 	m.keepCoded(c.Kept)
 	if m.image != nil {
 		m.image.coded = &c
 	}
 	return c, true
 }
+
+// codedMargin is how much faster than the pairs the coded copies must
+// stream to be kept. They cost 1.5 bytes of memory and of the weights image
+// a weight (three quarters more for the linear weights: 48 GB for a 32B
+// model), and a first start that writes them; a gain inside the timing's
+// spread is no gain. On the AMD EPYC VM the two came out within ±4 % load
+// after load (docs/performance.md), on the Intel Xeon decode was 5–17 %
+// faster with the copy.
+const codedMargin = 1.05
+
+// worthCoding reports whether the coded copies pay for themselves: decode
+// products read them at codedMargin times the pairs' rate or faster.
+func worthCoding(plainGBps, codedGBps float64) bool { return codedGBps >= codedMargin*plainGBps }
 
 // keepCoded codes the weights the load left uncoded (codedSample) if keep,
 // and otherwise drops every coded copy and hands their memory back.

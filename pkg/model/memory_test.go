@@ -26,8 +26,8 @@ func TestChooseCoded(t *testing.T) {
 		t.Fatal("a bf16 model on a path with coded kernels: want coded copies")
 	}
 	c, ok := m.ChooseCoded(pool)
-	if !ok || !(c.PlainGBps > 0) || !(c.CodedGBps > 0) {
-		t.Fatalf("ChooseCoded = %+v, %v: want a choice from two positive rates", c, ok)
+	if !ok || !(c.PlainGBps > 0) || !(c.CodedGBps > 0) || c.Kept != worthCoding(c.PlainGBps, c.CodedGBps) {
+		t.Fatalf("ChooseCoded = %+v, %v: want the choice worthCoding makes of two positive rates", c, ok)
 	}
 	if c.Kept != (m.CodedBytes() == coded) || !c.Kept && (m.CodedBytes() != 0 || m.WeightBytes() != total-coded) {
 		t.Fatalf("%v: coded bytes %d → %d, weight bytes %d → %d", c, coded, m.CodedBytes(), total, m.WeightBytes())
@@ -92,6 +92,25 @@ func TestCodedSample(t *testing.T) {
 		}
 		if m.CodedBytes() != held || m.WeightBytes() != plain+held || keep && held <= sample {
 			t.Fatalf("keep %v: %d coded bytes counted, %d held (sample %d); weight bytes %d, plain %d", keep, m.CodedBytes(), held, sample, m.WeightBytes(), plain)
+		}
+	}
+}
+
+// The coded copies stay only for a gain beyond the timing's spread: they
+// cost memory whatever they save.
+func TestWorthCoding(t *testing.T) {
+	for _, tc := range []struct {
+		plain, coded float64
+		want         bool
+	}{
+		{60, 66, true},    // 10 % faster
+		{60, 63, true},    // 5 %
+		{60, 62.9, false}, // within the spread
+		{60, 60, false},
+		{60, 50, false},
+	} {
+		if got := worthCoding(tc.plain, tc.coded); got != tc.want {
+			t.Errorf("worthCoding(%v, %v) = %v, want %v", tc.plain, tc.coded, got, tc.want)
 		}
 	}
 }
