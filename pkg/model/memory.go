@@ -59,7 +59,8 @@ func (c CodedChoice) String() string {
 	if c.Kept {
 		return fmt.Sprintf("coded (measured %.1f GB/s of bf16 against the pairs' %.1f)", c.CodedGBps, c.PlainGBps)
 	}
-	return fmt.Sprintf("pairs (measured %.1f GB/s against the coded copy's %.1f of bf16; copy dropped)", c.PlainGBps, c.CodedGBps)
+	return fmt.Sprintf("pairs (measured %.1f GB/s against the coded copy's %.1f of bf16, short of the %.0f %% it must gain; copy dropped)",
+		c.PlainGBps, c.CodedGBps, 100*(codedMargin-1))
 }
 
 // minTimedBytes is the least of the weights' bf16 bytes ChooseCoded times

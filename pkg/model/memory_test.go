@@ -1,6 +1,7 @@
 package model
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels/threads"
@@ -28,6 +29,9 @@ func TestChooseCoded(t *testing.T) {
 	c, ok := m.ChooseCoded(pool)
 	if !ok || !(c.PlainGBps > 0) || !(c.CodedGBps > 0) || c.Kept != worthCoding(c.PlainGBps, c.CodedGBps) {
 		t.Fatalf("ChooseCoded = %+v, %v: want the choice worthCoding makes of two positive rates", c, ok)
+	}
+	if s := c.String(); c.Kept && !strings.HasPrefix(s, "coded (") || !c.Kept && !strings.Contains(s, "copy dropped") {
+		t.Errorf("%v: says neither what was kept nor what was dropped", c)
 	}
 	if c.Kept != (m.CodedBytes() == coded) || !c.Kept && (m.CodedBytes() != 0 || m.WeightBytes() != total-coded) {
 		t.Fatalf("%v: coded bytes %d → %d, weight bytes %d → %d", c, coded, m.CodedBytes(), total, m.WeightBytes())
