@@ -274,6 +274,11 @@ func background(e *Engine, req Request) (wait func()) {
 	return func() { <-done }
 }
 
+// held is the positions a finished request r leaves with KV: all its
+// tokens but the last sampled one, which gets its KV with the turn that
+// continues it.
+func held(r Result) int { return len(r.Tokens) - 1 }
+
 // collect runs a request and returns the streamed tokens.
 func collect(t testing.TB, e *Engine, req Request) ([]int32, Result) {
 	t.Helper()

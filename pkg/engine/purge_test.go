@@ -30,11 +30,6 @@ func purgeScenario(t *testing.T, e *Engine) (a, b Result) {
 	return a, b
 }
 
-// held is the positions a finished request r leaves with KV: all its
-// tokens but the last sampled one, which gets its KV with the turn that
-// continues it.
-func held(r Result) int { return len(r.Tokens) - 1 }
-
 // matchStored is the prefix of prompt the prefix store holds.
 func matchStored(t *testing.T, e *Engine, prompt []int32) int {
 	t.Helper()

@@ -205,8 +205,9 @@ func imageKey(ck *safetensors.Checkpoint, dtype string, opts LoadOptions) (key, 
 		if err != nil {
 			return "", "", nil, err
 		}
-		files = append(files, imageFile{abs, st.Size(), st.ModTime().UnixNano()})
-		fmt.Fprintf(&list, "%s %d %d\n", abs, st.Size(), st.ModTime().UnixNano())
+		fi := imageFile{abs, st.Size(), st.ModTime().UnixNano()}
+		files = append(files, fi)
+		fmt.Fprintf(&list, "%s %d %d\n", fi.Path, fi.Size, fi.ModTime)
 	}
 	key = fmt.Sprintf("version %d\nmachine %s\nbf16 path %s\ndtype %s coded %v screened %v\n%s", imageVersion, opts.ImageKey,
 		kernels.PathFor(kernels.MatMulBF16), dtype, opts.codes(), opts.ScreensLogits(), list.String())
