@@ -43,7 +43,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
 			tileAVX2(&ml[0], &acc[0], &q[0], &k[0], &v[0], &sc[0], n, len(q), scale)
 		}
-		s.group = tileGroups(tile4AVX2, nil)
+		s.group, s.direct = tileGroups(tile4AVX2, tile2AVX2), directAVX2
 		s.widenK, s.widenV = widenKSIMD(widenKAVX2), widenVSIMD(widenAVX2)
 		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX2), dequantVSIMD(dequantAVX2)
 	}
@@ -60,6 +60,9 @@ func tile2AVX512(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32
 
 //go:noescape
 func tile4AVX2(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)
+
+//go:noescape
+func tile2AVX2(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)
 
 // qref is a query as the group kernels read it (offsets fixed in the assembly).
 type qref struct {
@@ -83,10 +86,7 @@ func tileGroups(four, two groupAsm) func(w *scratch, i int, k, v []float32, n, h
 			run  groupAsm
 		}{{4, four}, {2, two}} {
 			for ; g.run != nil && w.np-i-done >= g.size; done += g.size {
-				for j := range g.size {
-					q := &w.pend[i+done+j]
-					w.refs[j] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[j*Tile]}
-				}
+				pendingRefs(w, i+done, g.size)
 				g.run(&w.refs, &k[0], &v[0], n, hd, scale)
 			}
 		}
@@ -122,10 +122,7 @@ func tileDirect(w *scratch, c *Cache, o, n int, scale float32) bool {
 	default:
 		return false
 	}
-	for j := range w.np {
-		q := &w.pend[j]
-		w.refs[j] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[j*Tile]}
-	}
+	pendingRefs(w, 0, w.np)
 	switch {
 	case c.K16 != nil && w.np == 4:
 		tile4BF16AVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
@@ -135,6 +132,38 @@ func tileDirect(w *scratch, c *Cache, o, n int, scale float32) bool {
 		tile4I8AVX512(&w.refs, &c.K8[o], &c.V8[o], &c.KS[o/hd], &c.VS[o/hd], n, hd, scale)
 	default:
 		tile2I8AVX512(&w.refs, &c.K8[o], &c.V8[o], &c.KS[o/hd], &c.VS[o/hd], n, hd, scale)
+	}
+	w.np = 0
+	return true
+}
+
+// pendingRefs puts w's pending queries [i, i+n) into w.refs[:n] as the
+// group kernels read them.
+func pendingRefs(w *scratch, i, n int) {
+	for j := range n {
+		q := &w.pend[i+j]
+		w.refs[j] = qref{ml: &q.ml[0], acc: &q.acc[0], q: &q.q[0], s: &w.s[j*Tile]}
+	}
+}
+
+//go:noescape
+func tile2BF16AVX2(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale float32)
+
+//go:noescape
+func tile4BF16AVX2(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale float32)
+
+// directAVX2 is tileDirect for the AVX2 kernels, which read a bf16 cache
+// in place up to row n (an int8 cache is dequantized a tile at a time).
+func directAVX2(w *scratch, c *Cache, o, n int, scale float32) bool {
+	hd := c.HeadDim
+	if c.K16 == nil || (w.np != 2 && w.np != 4) || len(c.K16) < o+n*hd || len(c.V16) < o+n*hd {
+		return false
+	}
+	pendingRefs(w, 0, w.np)
+	if w.np == 4 {
+		tile4BF16AVX2(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
+	} else {
+		tile2BF16AVX2(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
 	}
 	w.np = 0
 	return true

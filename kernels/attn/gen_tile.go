@@ -1363,97 +1363,216 @@ func probsAVX2(f *emit.File, prefix string) {
 	f.I("VADDPS Y13, Y12, Y1")
 }
 
-// refRegs loads field of tile4AVX2's four qrefs (AX) into R9, R10, R11 and
-// R15, and returns those registers.
-func refRegs(f *emit.File, field string) []string {
-	regs := []string{"R9", "R10", "R11", "R15"}
+// refRegs loads field of the first n of an AVX2 group kernel's qrefs (AX)
+// into R9, R10, R11 and R15, and returns those registers.
+func refRegs(f *emit.File, field string, n int) []string {
+	regs := []string{"R9", "R10", "R11", "R15"}[:n]
 	for i, r := range regs {
 		f.I("MOVQ %d(AX), %s", qref(i, field), r)
 	}
 	return regs
 }
 
-// group4AVX2 writes tile4AVX2: four queries over one tile (tile4AVX512's
-// arguments), each with exactly tileAVX2's operations, so that every K and
-// V vector loaded feeds four queries' FMAs rather than one: a K and a V
-// tile together outgrow L1, and one query at a time read them from L2.
-// Scores one key at a time, Y(2i), Y(2i+1) accumulating query i (the
-// single kernel's four keys' registers; the same fold), the queries' maxima
-// in lanes 0-3 of X12 as the scores come; then all four corrections in one
-// exponential, the probabilities per query, and V 16 dims of the four
-// accumulators at a time.
-func group4AVX2(f *emit.File) {
-	fmt.Fprintf(f, "\n// func tile4AVX2(qs *[groupQueries]qref, k, v *float32, n, hd int, scale float32)\n")
-	fmt.Fprintf(f, "TEXT ·tile4AVX2(SB), NOSPLIT, $0-44\n")
+// avx2Group is an AVX2 group kernel: two or four queries over one tile
+// (tile4AVX512's arguments), each with exactly tileAVX2's operations, so
+// that every K and V vector loaded feeds several queries' FMAs rather than
+// one. The widened-tile ones serve prefill and an int8 cache; the in-place
+// ones read a bf16 cache's rows as decode does, widening each load in
+// registers (a zero-extension and a shift: exact), up to row n and no
+// further. As they load a row's 64 bytes they prefetch the same bytes of
+// the next tile (64 rows on) into L2, so that the memory streams while the
+// core computes: over a 32768-position cache on the AMD EPYC that took a
+// step's attention from 6.0–6.5 ms (2 KiB ahead into L1, as the AVX-512
+// f32-mode kernels do) to 3.1–3.3, and beat reading each tile into L1
+// first (warmAVX512's way: 4.6–5.1 ms; with the tile-ahead prefetch too
+// 3.3–3.8) (docs/performance.md, twenty-eighth pass).
+type avx2Group struct {
+	name, prefix string
+	queries      int
+	inPlace      bool
+}
+
+var avx2Groups = []avx2Group{
+	{"tile4AVX2", "g4", 4, false},
+	{"tile2AVX2", "g2", 2, false},
+	{"tile4BF16AVX2", "h4", 4, true},
+	{"tile2BF16AVX2", "h2", 2, true},
+}
+
+// keys is how many keys a score block takes: four accumulators, each one
+// (query, key) score's 16 lanes in two registers, Y(2a), Y(2a+1) for
+// a = key·queries + query (the single kernel's four keys' registers, and
+// its fold).
+func (g avx2Group) keys() int { return 4 / g.queries }
+
+// loadK loads 16 values of a key at off(base) as f32 into lo (lanes 0-7)
+// and hi (8-15).
+func (g avx2Group) loadK(f *emit.File, off int, base string, lo, hi int) {
+	if !g.inPlace {
+		f.I("VMOVUPS %d(%s), Y%d", off, base, lo)
+		f.I("VMOVUPS %d(%s), Y%d", off+32, base, hi)
+		return
+	}
+	for j, r := range []int{lo, hi} {
+		f.I("VPMOVZXWD %d(%s), Y%d", off+16*j, base, r)
+		f.I("VPSLLD $16, Y%d, Y%d", r, r)
+	}
+}
+
+// generate writes the kernel. Scores a block of keys at a time (the key
+// rows' chunks widened into Y8, Y9 and, for a second key, Y13, Y14), the
+// queries' maxima in lanes 0-3 of X12 as the scores come, key by key as
+// the single kernel's scalar chain takes them; then all corrections in one
+// exponential, the probabilities per query, and V 64/queries dims of every
+// query's accumulator at a time (eight registers of them: eight FMA chains).
+func (g avx2Group) generate(f *emit.File) {
+	elem, kStride := "float32", "$4096"
+	if g.inPlace {
+		elem, kStride = "uint16", "$32"
+	}
+	fmt.Fprintf(f, "\n// func %s(qs *[groupQueries]qref, k, v *%s, n, hd int, scale float32)\n", g.name, elem)
+	fmt.Fprintf(f, "TEXT ·%s(SB), NOSPLIT, $0-44\n", g.name)
 	f.I("MOVQ qs+0(FP), AX")
 	f.I("MOVQ k+8(FP), DX")
-	f.I("MOVQ v+16(FP), SI")
+	if !g.inPlace { // in place, SI holds the prefetch distance until V
+		f.I("MOVQ v+16(FP), SI")
+	}
 	f.I("MOVQ n+24(FP), R8")
 	f.I("MOVQ hd+32(FP), R14")
 	f.I("SHLQ $2, R14            // row bytes")
 	f.I("VBROADCASTSS scale+40(FP), Y10")
 	f.I("VMOVDQU keyperm4<>(SB), Y11")
 	f.I("VBROADCASTSS c_ninf<>(SB), X12 // lane i: query i's running max")
-	qp := refRegs(f, "q")
+	qp := refRegs(f, "q", g.queries)
+	rowStride := func() { // R13: a cache row's bytes
+		f.I("MOVQ R14, R13")
+		f.I("SHRQ $1, R13            // cache row bytes")
+	}
+	if g.inPlace {
+		rowStride()
+		f.I("MOVQ R13, SI")
+		f.I("SHLQ $6, SI              // 64 rows: the next tile (v is loaded again for V)")
+	}
 	f.I("")
-	f.Comment("Scores, one key (BX) at a time: Y(2i), Y(2i+1) are lanes 0-7, 8-15 of query i.")
+	if g.keys() == 1 {
+		f.Comment("Scores, one key (BX) at a time: Y(2i), Y(2i+1) are lanes 0-7, 8-15 of query i.")
+	} else {
+		f.Comment("Scores, keys BX, BX+1 at a time: Y(2a), Y(2a+1) are lanes 0-7, 8-15 of query a%%2, key BX+a/2.")
+	}
 	f.Comment("head_dim 128 takes its 8 chunks unrolled: an FMA whose memory operand is")
 	f.Comment("indexed takes two issue slots on Intel cores, and with the loop's own")
 	f.Comment("instructions the front end, not the FMA ports, set the pace (70 %% against 89 %%).")
 	f.I("CMPQ R14, $512")
-	f.I("JNE  g4any")
+	f.I("JNE  %sany", g.prefix)
 	keyLoop := func(label string, unrolled bool) {
 		f.I("XORQ BX, BX")
 		f.Label(label)
 		for i := range 8 {
 			f.I("VXORPS Y%d, Y%d, Y%d", i, i, i)
 		}
+		// Key rows: R12 the first, DI (in place) or R12+64 the second.
 		f.I("MOVQ BX, R12")
-		f.I("SHLQ $6, R12")
-		f.I("ADDQ DX, R12            // &k[chunk 0][key BX]")
+		if g.inPlace {
+			f.I("IMULQ R13, R12")
+			f.I("ADDQ DX, R12            // &k[key BX][0]")
+		} else {
+			f.I("SHLQ $6, R12")
+			f.I("ADDQ DX, R12            // &k[chunk 0][key BX]")
+		}
+		second := "R12"
+		if g.keys() == 2 && g.inPlace {
+			second = "DI"
+			f.I("LEAQ (R12)(R13*1), DI")
+			f.I("LEAQ 1(BX), CX")
+			f.I("CMPQ CX, R8")
+			f.I("CMOVQGE R12, DI         // no key BX+1: key BX again, its scores dropped")
+		}
 		chunk := func(kOff int, qAddr func(r string, half int) string) {
-			f.I("VMOVUPS %d(R12), Y8", kOff)
-			f.I("VMOVUPS %d(R12), Y9", kOff+32)
-			for i, r := range qp {
-				f.I("VFMADD231PS %s, Y8, Y%d", qAddr(r, 0), 2*i)
-				f.I("VFMADD231PS %s, Y9, Y%d", qAddr(r, 1), 2*i+1)
+			for j := range g.keys() {
+				base, off, lo, hi := "R12", kOff, 8, 9
+				if j == 1 {
+					base, lo, hi = second, 13, 14
+					if !g.inPlace {
+						off += 64
+					}
+				}
+				g.loadK(f, off, base, lo, hi)
+				if g.inPlace && kOff%64 == 0 {
+					f.I("PREFETCHT1 %d(%s)(SI*1)", kOff, base)
+				}
 			}
+			for j := range g.keys() {
+				lo, hi := 8, 9
+				if j == 1 {
+					lo, hi = 13, 14
+				}
+				for i, r := range qp {
+					a := j*g.queries + i
+					f.I("VFMADD231PS %s, Y%d, Y%d", qAddr(r, 0), lo, 2*a)
+					f.I("VFMADD231PS %s, Y%d, Y%d", qAddr(r, 1), hi, 2*a+1)
+				}
+			}
+		}
+		step := 4096
+		if g.inPlace {
+			step = 32
 		}
 		if unrolled {
 			for c := range 8 {
-				chunk(4096*c, func(r string, half int) string { return fmt.Sprintf("%d(%s)", 64*c+32*half, r) })
+				chunk(step*c, func(r string, half int) string { return fmt.Sprintf("%d(%s)", 64*c+32*half, r) })
 			}
 		} else {
 			f.I("XORQ CX, CX             // byte offset of the chunk in q")
 			f.Label(label + "chunk")
 			chunk(0, func(r string, half int) string { return fmt.Sprintf("%d(%s)(CX*1)", 32*half, r) })
-			f.I("ADDQ $4096, R12")
+			f.I("ADDQ %s, R12", kStride)
+			if second == "DI" {
+				f.I("ADDQ %s, DI", kStride)
+			}
 			f.I("ADDQ $64, CX")
 			f.I("CMPQ CX, R14")
 			f.I("JLT  %schunk", label)
 		}
 		foldAVX2(f)
 		f.I("VMAXPS X8, X12, X12")
-		for i := range 4 {
+		for a := range 4 {
+			i, j := a%g.queries, a/g.queries
 			f.I("MOVQ %d(AX), DI", qref(i, "s"))
-			if i == 0 {
-				f.I("VMOVSS X8, (DI)(BX*4)")
+			at := "(DI)(BX*4)"
+			if j > 0 {
+				at = fmt.Sprintf("%d%s", 4*j, at)
+			}
+			if a == 0 {
+				f.I("VMOVSS X8, %s", at)
 			} else {
-				f.I("VEXTRACTPS $%d, X8, (DI)(BX*4)", i)
+				f.I("VEXTRACTPS $%d, X8, %s", a, at)
 			}
 		}
-		f.I("INCQ BX")
+		if g.keys() == 2 {
+			f.Comment("Key BX+1's scores into the maxima after key BX's, if it is below n.")
+			f.I("LEAQ 1(BX), CX")
+			f.I("CMPQ CX, R8")
+			f.I("JGE  %slast", label)
+			f.I("VMOVHLPS X8, X8, X9")
+			f.I("VMAXPS X9, X12, X12")
+			f.Label(label + "last")
+		}
+		if g.keys() == 1 {
+			f.I("INCQ BX")
+		} else {
+			f.I("ADDQ $%d, BX", g.keys())
+		}
 		f.I("CMPQ BX, R8")
 		f.I("JLT  %s", label)
 	}
-	keyLoop("g4key128", true)
-	f.I("JMP  g4softmax")
-	f.Label("g4any")
-	keyLoop("g4key", false)
+	keyLoop(g.prefix+"key128", true)
+	f.I("JMP  %ssoftmax", g.prefix)
+	f.Label(g.prefix + "any")
+	keyLoop(g.prefix+"key", false)
 	f.I("")
-	f.Label("g4softmax")
+	f.Label(g.prefix + "softmax")
 	f.Comment("Lane i: m' = max(tile max, m) and corr = e^(m−m') of query i, as tileAVX2's scalars.")
-	for i := range 4 {
+	for i := range g.queries {
 		f.I("MOVQ %d(AX), DI", qref(i, "ml"))
 		if i == 0 {
 			f.I("VMOVSS (DI), X13")
@@ -1467,60 +1586,111 @@ func group4AVX2(f *emit.File) {
 	f.I("")
 	f.Comment("Per query: m' and corr to its qref, p, l.")
 	f.I("MOVQ AX, R9")
-	f.I("MOVQ $4, R10")
-	f.Label("g4q")
+	f.I("MOVQ $%d, R10", g.queries)
+	f.Label(g.prefix + "q")
 	f.I("MOVQ %d(R9), R15", qref(0, "ml"))
 	f.I("VMOVSS X10, (R15)")
 	f.I("VMOVSS X11, %d(R9)", qref(0, "corr"))
 	f.I("VBROADCASTSS X10, Y14")
 	f.I("MOVQ %d(R9), DI", qref(0, "s"))
-	probsAVX2(f, "g4")
+	probsAVX2(f, g.prefix)
 	rescaleSum(f, "R15", "X11")
 	f.I("VPERMILPS $0x39, X10, X10 // the next query's to lane 0")
 	f.I("VPERMILPS $0x39, X11, X11")
 	f.I("ADDQ $40, R9")
 	f.I("DECQ R10")
-	f.I("JNZ  g4q")
+	f.I("JNZ  %sq", g.prefix)
 	f.I("")
-	f.Comment("acc = acc·corr + Σ_t p_t·v_t, 16 dims (BX their byte offset) of each query at a time.")
-	sp := refRegs(f, "s")
-	// accs: the four queries' 16 accumulator dims at BX, loaded times corr or stored.
-	accs := func(load bool) {
-		for i := range 4 {
-			f.I("MOVQ %d(AX), DI", qref(i, "acc"))
-			if load {
-				f.I("VBROADCASTSS %d(AX), Y8", qref(i, "corr"))
-				f.I("VMULPS (DI)(BX*1), Y8, Y%d", 2*i)
-				f.I("VMULPS 32(DI)(BX*1), Y8, Y%d", 2*i+1)
-			} else {
-				f.I("VMOVUPS Y%d, (DI)(BX*1)", 2*i)
-				f.I("VMOVUPS Y%d, 32(DI)(BX*1)", 2*i+1)
+	dims := 64 / g.queries
+	f.Comment(fmt.Sprintf("acc = acc·corr + Σ_t p_t·v_t, %d dims (BX their byte offset) of each query at a time.", dims))
+	sp := refRegs(f, "s", g.queries)
+	if g.inPlace {
+		rowStride()
+		f.I("MOVQ v+16(FP), SI")
+		f.I("MOVQ R13, DX")
+		f.I("SHLQ $6, DX              // 64 rows: the next tile")
+	}
+	// pass is one sweep of the tile's positions for nv vectors of dims of
+	// every query: accumulator Y(nv·i+d), V in Y(8+d), p_t in Y(8+nv+i).
+	pass := func(label string, nv int) {
+		accs := func(load bool) {
+			for i := range g.queries {
+				f.I("MOVQ %d(AX), DI", qref(i, "acc"))
+				if load {
+					f.I("VBROADCASTSS %d(AX), Y8", qref(i, "corr"))
+				}
+				for d := range nv {
+					off := ""
+					if d > 0 {
+						off = fmt.Sprint(32 * d)
+					}
+					if load {
+						f.I("VMULPS %s(DI)(BX*1), Y8, Y%d", off, nv*i+d)
+					} else {
+						f.I("VMOVUPS Y%d, %s(DI)(BX*1)", nv*i+d, off)
+					}
+				}
 			}
 		}
+		accs(true)
+		if g.inPlace {
+			f.I("MOVQ BX, R12")
+			f.I("SHRQ $1, R12")
+			f.I("ADDQ SI, R12")
+		} else {
+			f.I("LEAQ (SI)(BX*1), R12")
+		}
+		f.I("XORQ CX, CX")
+		f.Label(label + "t")
+		for d := range nv {
+			if g.inPlace {
+				f.I("VPMOVZXWD %d(R12), Y%d", 16*d, 8+d)
+				f.I("VPSLLD $16, Y%d, Y%d", 8+d, 8+d)
+			} else if d == 0 {
+				f.I("VMOVUPS (R12), Y8")
+			} else {
+				f.I("VMOVUPS %d(R12), Y%d", 32*d, 8+d)
+			}
+		}
+		if g.inPlace {
+			f.I("PREFETCHT1 (R12)(DX*1)")
+		}
+		for i, r := range sp {
+			f.I("VBROADCASTSS (%s)(CX*4), Y%d", r, 8+nv+i)
+		}
+		for i := range g.queries {
+			for d := range nv {
+				f.I("VFMADD231PS Y%d, Y%d, Y%d", 8+d, 8+nv+i, nv*i+d)
+			}
+		}
+		if g.inPlace {
+			f.I("ADDQ R13, R12")
+		} else {
+			f.I("ADDQ R14, R12")
+		}
+		f.I("INCQ CX")
+		f.I("CMPQ CX, R8")
+		f.I("JLT  %st", label)
+		accs(false)
+		f.I("ADDQ $%d, BX", 32*nv)
 	}
 	f.I("XORQ BX, BX")
-	f.Label("g4v")
-	accs(true)
-	f.I("LEAQ (SI)(BX*1), R12")
-	f.I("XORQ CX, CX")
-	f.Label("g4vt")
-	f.I("VMOVUPS (R12), Y8")
-	f.I("VMOVUPS 32(R12), Y9")
-	for i, r := range sp {
-		f.I("VBROADCASTSS (%s)(CX*4), Y%d", r, 10+i)
+	f.Label(g.prefix + "v")
+	if dims == 16 {
+		pass(g.prefix+"v", 2)
+	} else {
+		f.I("MOVQ R14, R12")
+		f.I("SUBQ BX, R12")
+		f.I("CMPQ R12, $%d", 4*dims)
+		f.I("JLT  %sv16", g.prefix)
+		pass(g.prefix+"v", dims/8)
+		f.I("JMP  %svnext", g.prefix)
+		f.Label(g.prefix + "v16")
+		pass(g.prefix+"v16", 2)
+		f.Label(g.prefix + "vnext")
 	}
-	for i := range 4 {
-		f.I("VFMADD231PS Y8, Y%d, Y%d", 10+i, 2*i)
-		f.I("VFMADD231PS Y9, Y%d, Y%d", 10+i, 2*i+1)
-	}
-	f.I("ADDQ R14, R12")
-	f.I("INCQ CX")
-	f.I("CMPQ CX, R8")
-	f.I("JLT  g4vt")
-	accs(false)
-	f.I("ADDQ $64, BX")
 	f.I("CMPQ BX, R14")
-	f.I("JLT  g4v")
+	f.I("JLT  %sv", g.prefix)
 	f.I("VZEROUPPER")
 	f.I("RET")
 }
@@ -1546,7 +1716,9 @@ GLOBL bf16quiet<>(SB), RODATA|NOPTR, $4
 	f.WriteString("GLOBL keyperm<>(SB), RODATA|NOPTR, $64\n")
 	single(f)
 	avx2(f)
-	group4AVX2(f)
+	for _, g := range avx2Groups {
+		g.generate(f)
+	}
 	pairV(f)
 	roundQ(f)
 	for _, k := range kernels {

@@ -87,13 +87,8 @@ func TestGroupKernelsMatchTile(t *testing.T) {
 					got := clone()
 					got.np = c.np
 					took := ks.group(&got, c.i, k, v, n, hd, 0.125)
-					// the paths without a pair kernel leave pairs to the single one
-					wantTook := got.np - c.i
-					if p == kernels.AVX2 {
-						wantTook &^= 3
-					}
-					if took != wantTook {
-						t.Fatalf("%v %s: group took %d queries, want %d", p, c.name, took, wantTook)
+					if wantTook := got.np - c.i; took != wantTook {
+						t.Fatalf("%v %s: group took %d queries, want %d", p, c.name, took, got.np-c.i)
 					}
 					for i := c.i; i < c.i+took; i++ {
 						if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
@@ -169,15 +164,28 @@ func TestDequantMatchesGo(t *testing.T) {
 
 // The in-place decode kernels (bf16 and int8 cache rows read directly) give
 // each query the bits of the group kernels on the widened (dequantized)
-// tile, which is what prefill runs: decode == prefill rests on it.
+// tile, which is what prefill runs: decode == prefill rests on it. The
+// AVX-512 kernels read rows up to n rounded up to 8 and must refuse a slice
+// that ends sooner; the AVX2 ones read bf16 rows up to n exactly, and leave
+// an int8 cache to the dequantized tile.
 func TestDirectKernelsMatchWidened(t *testing.T) {
-	if !kernels.CPU().Supports(kernels.AVX512) {
-		t.Skip("no AVX-512")
+	if !kernels.CPU().Supports(kernels.AVX2) {
+		t.Skip("no AVX2")
 	}
 	r := rand.New(rand.NewPCG(4, 4))
+	for _, p := range []kernels.Path{kernels.AVX512, kernels.AVX2} {
+		if !kernels.CPU().Supports(p) {
+			t.Logf("%v: not on this CPU", p)
+			continue
+		}
+		directKernelsMatchWidened(t, r, p)
+	}
+}
+
+func directKernelsMatchWidened(t *testing.T, r *rand.Rand, p kernels.Path) {
 	for _, dt := range []DType{BF16, Int8} {
-		for _, hd := range []int{16, 64, 128, 144} {
-			ks := bindKernels(kernels.AVX512, hd)
+		for _, hd := range []int{16, 48, 64, 128, 144} {
+			ks := bindKernels(p, hd)
 			// two tiles of one (slot, head), the second the cache's last
 			c := NewCache(1, 1, 2*Tile, hd, dt)
 			k, v := make([]float32, 2*Tile*hd), make([]float32, 2*Tile*hd)
@@ -212,23 +220,36 @@ func TestDirectKernelsMatchWidened(t *testing.T) {
 							kw = ks.dequantK(kt, c.K8[o:o+n*hd], c.KS[tile0:tile0+n], n, hd)
 							vw = ks.dequantV(vt, c.V8[o:o+n*hd], c.VS[tile0:tile0+n], n, hd)
 						}
-						ks.group(&want, 0, kw, vw, n, hd, 0.125)
-						got := clone()
-						if n%8 != 0 {
-							// a view ending at the tile's last row: the kernels
-							// would read past it, so the caller must widen
-							short := *c
-							short.K16, short.K8, short.KS = short.K16[:min(len(short.K16), o+n*hd)], short.K8[:min(len(short.K8), o+n*hd)], short.KS[:min(len(short.KS), tile0+n)]
-							if w := clone(); tileDirect(&w, &short, o, n, 0.125) {
-								t.Fatalf("%v hd %d n %d: in place over a slice %d rows short", dt, hd, n, 8-n%8)
+						if took := ks.group(&want, 0, kw, vw, n, hd, 0.125); took != np {
+							t.Fatalf("%v: the group kernels took %d of %d queries", p, took, np)
+						}
+						// a view ending at the tile's last row
+						short := *c
+						short.K16, short.V16 = short.K16[:min(len(short.K16), o+n*hd)], short.V16[:min(len(short.V16), o+n*hd)]
+						short.K8, short.V8 = short.K8[:min(len(short.K8), o+n*hd)], short.V8[:min(len(short.V8), o+n*hd)]
+						short.KS, short.VS = short.KS[:min(len(short.KS), tile0+n)], short.VS[:min(len(short.VS), tile0+n)]
+						for _, view := range []*Cache{c, &short} {
+							got := clone()
+							ran := ks.direct(&got, view, o, n, 0.125)
+							switch {
+							case p == kernels.AVX2 && dt == Int8:
+								if ran {
+									t.Fatalf("%v: an in-place kernel ran on an int8 cache", p)
+								}
+								continue
+							case p == kernels.AVX512 && view == &short && n%8 != 0:
+								// the kernels would read past the view: the caller must widen
+								if ran {
+									t.Fatalf("%v %v hd %d n %d: in place over a slice %d rows short", p, dt, hd, n, 8-n%8)
+								}
+								continue
+							case !ran:
+								t.Fatalf("%v %v hd %d n %d: no in-place kernel ran", p, dt, hd, n)
 							}
-						}
-						if !tileDirect(&got, c, o, n, 0.125) {
-							t.Fatalf("%v hd %d n %d: no in-place kernel ran", dt, hd, n)
-						}
-						for i := range np {
-							if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
-								t.Fatalf("%v hd %d n %d, %d queries, tile %d: query %d differs from the widened tile", dt, hd, n, np, tile0, i)
+							for i := range np {
+								if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
+									t.Fatalf("%v %v hd %d n %d, %d queries, tile %d: query %d differs from the widened tile", p, dt, hd, n, np, tile0, i)
+								}
 							}
 						}
 					}
@@ -402,5 +423,49 @@ func TestWarmStaysInBounds(t *testing.T) {
 	for _, n := range []int{0, 2, 254, 256, 300, 511, 512, page} {
 		start := (page - n) &^ 1 // a uint16 boundary
 		warmAVX512((*uint16)(unsafe.Pointer(&mem[start])), page-start)
+	}
+}
+
+// The AVX2 in-place kernels read no K or V row at or past n: a tile whose
+// rows end right before an unmapped page runs for every length.
+func TestDirectAVX2StaysInBounds(t *testing.T) {
+	if !kernels.CPU().Supports(kernels.AVX2) {
+		t.Skip("no AVX2")
+	}
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 4*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(mem)
+	for _, guard := range []int{page, 3 * page} {
+		if err := unix.Mprotect(mem[guard:guard+page], unix.PROT_NONE); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const hd = 64
+	r := rand.New(rand.NewPCG(6, 6))
+	ks := bindKernels(kernels.AVX2, hd)
+	for _, n := range []int{1, 2, 3, 7, 8, 15} {
+		rows := func(at int) []uint16 { // n rows ending at the guard page after at
+			s := unsafe.Slice((*uint16)(unsafe.Pointer(&mem[at+page-n*hd*2])), n*hd)
+			for i := range s {
+				s[i] = 0x3f80 + uint16(r.IntN(64))
+			}
+			return s
+		}
+		c := &Cache{Slots: 1, KVHeads: 1, SeqLen: n, HeadDim: hd, K16: rows(0), V16: rows(2 * page)}
+		for _, np := range []int{2, 4} {
+			var w scratch
+			w.s = make([]float32, groupQueries*Tile)
+			w.np = np
+			for i := range np {
+				ml, q := randomState(r, i, hd, 1)
+				w.pend[i] = query{ml: ml, acc: make([]float32, hd), q: q}
+			}
+			if !ks.direct(&w, c, 0, n, 0.125) {
+				t.Fatalf("n %d, %d queries: no in-place kernel ran", n, np)
+			}
+		}
 	}
 }
