@@ -1,10 +1,10 @@
 //go:build ignore
 
 // gen_tile writes tile_gen_amd64.s: the tile kernels, the single-query
-// ones (AVX-512, AVX2), AVX2's four-query one over a widened tile, and the
-// AVX-512 group kernels, which run two or four queries of a GQA group over
-// one tile of K/V, for each way the tile is read (widened f32 tile, bf16
-// cache in place, int8 cache in place). Run it with `go generate` in this
+// ones (AVX-512, AVX2), and the group kernels, which run two or four
+// queries of a GQA group over one tile of K/V: AVX2's over a widened tile
+// or a bf16 cache in place, AVX-512's for each way the tile is read
+// (widened f32 tile, bf16 cache in place, int8 cache in place). Run it with `go generate` in this
 // directory.
 //
 // Per query every kernel computes exactly tileAVX512's operations (the score
