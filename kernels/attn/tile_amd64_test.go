@@ -411,18 +411,11 @@ func TestWarmStaysInBounds(t *testing.T) {
 	if !kernels.CPU().Supports(kernels.AVX512) {
 		t.Skip("no AVX-512")
 	}
-	page := unix.Getpagesize()
-	mem, err := unix.Mmap(-1, 0, 2*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	if err := unix.Mprotect(mem[page:], unix.PROT_NONE); err != nil {
-		t.Fatal(err)
-	}
+	mem := guardedPages(t, 1)[0]
+	page := len(mem)
 	for _, n := range []int{0, 2, 254, 256, 300, 511, 512, page} {
-		start := (page - n) &^ 1 // a uint16 boundary
-		warmAVX512((*uint16)(unsafe.Pointer(&mem[start])), page-start)
+		start := (page - n) &^ 1 // a uint16 boundary; n = 0 points at the guard page
+		warmAVX512((*uint16)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(mem)), start)), page-start)
 	}
 }
 
@@ -432,29 +425,19 @@ func TestDirectAVX2StaysInBounds(t *testing.T) {
 	if !kernels.CPU().Supports(kernels.AVX2) {
 		t.Skip("no AVX2")
 	}
-	page := unix.Getpagesize()
-	mem, err := unix.Mmap(-1, 0, 4*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	for _, guard := range []int{page, 3 * page} {
-		if err := unix.Mprotect(mem[guard:guard+page], unix.PROT_NONE); err != nil {
-			t.Fatal(err)
-		}
-	}
+	pages := guardedPages(t, 2)
 	const hd = 64
 	r := rand.New(rand.NewPCG(6, 6))
 	ks := bindKernels(kernels.AVX2, hd)
 	for _, n := range []int{1, 2, 3, 7, 8, 15} {
-		rows := func(at int) []uint16 { // n rows ending at the guard page after at
-			s := unsafe.Slice((*uint16)(unsafe.Pointer(&mem[at+page-n*hd*2])), n*hd)
+		rows := func(page []byte) []uint16 { // n rows ending at the page's end
+			s := unsafe.Slice((*uint16)(unsafe.Pointer(&page[len(page)-n*hd*2])), n*hd)
 			for i := range s {
 				s[i] = 0x3f80 + uint16(r.IntN(64))
 			}
 			return s
 		}
-		c := &Cache{Slots: 1, KVHeads: 1, SeqLen: n, HeadDim: hd, K16: rows(0), V16: rows(2 * page)}
+		c := &Cache{Slots: 1, KVHeads: 1, SeqLen: n, HeadDim: hd, K16: rows(pages[0]), V16: rows(pages[1])}
 		for _, np := range []int{2, 4} {
 			var w scratch
 			w.s = make([]float32, groupQueries*Tile)
@@ -468,4 +451,24 @@ func TestDirectAVX2StaysInBounds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// guardedPages maps n pages, each followed by one that faults when read, and
+// returns them; they are unmapped when the test ends.
+func guardedPages(t *testing.T, n int) [][]byte {
+	page := unix.Getpagesize()
+	mem, err := unix.Mmap(-1, 0, 2*n*page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(mem) })
+	pages := make([][]byte, n)
+	for i := range pages {
+		at := 2 * i * page
+		if err := unix.Mprotect(mem[at+page:at+2*page], unix.PROT_NONE); err != nil {
+			t.Fatal(err)
+		}
+		pages[i] = mem[at : at+page]
+	}
+	return pages
 }
