@@ -199,7 +199,7 @@ func (a *Attention) End() { a.out, a.q, a.c, a.seqs = nil, nil, nil, nil }
 // four query heads per kv head) over the tile of a bf16 or int8 cache at
 // element offset o, read in place: with so little reuse a widened copy of
 // the tile costs more than it saves. It reports false, having done nothing,
-// where the path has no such kernel (the first tileDirect call decides; the
+// where the path has no such kernel (the first direct call decides; the
 // others have the same arguments).
 func (a *Attention) decodeInPlace(w *scratch, s Seq, it item, o, n int) bool {
 	if a.k.direct == nil {

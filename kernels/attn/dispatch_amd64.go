@@ -26,7 +26,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
 			tileAVX512(&ml[0], &acc[0], &q[0], &k[0], &v[0], &sc[0], n, len(q), scale)
 		}
-		s.group, s.direct = tileGroups(tile4AVX512, tile2AVX512), tileDirect
+		s.group, s.direct = tileGroups(tile4AVX512, tile2AVX512), inPlaceAVX512.direct
 		s.widenK, s.widenV = widenKSIMD(widenKAVX512), widenVSIMD(widenAVX512)
 		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX512), dequantVSIMD(dequantAVX512)
 		if p >= kernels.AVX512BF16 {
@@ -43,7 +43,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		s.tile = func(ml, acc, q, k, v, sc []float32, n int, scale float32) {
 			tileAVX2(&ml[0], &acc[0], &q[0], &k[0], &v[0], &sc[0], n, len(q), scale)
 		}
-		s.group, s.direct = tileGroups(tile4AVX2, tile2AVX2), directAVX2
+		s.group, s.direct = tileGroups(tile4AVX2, tile2AVX2), inPlaceAVX2.direct
 		s.widenK, s.widenV = widenKSIMD(widenKAVX2), widenVSIMD(widenAVX2)
 		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX2), dequantVSIMD(dequantAVX2)
 	}
@@ -106,36 +106,58 @@ func tile2I8AVX512(qs *[groupQueries]qref, k, v *int8, ks, vs *float32, n, hd in
 //go:noescape
 func tile4I8AVX512(qs *[groupQueries]qref, k, v *int8, ks, vs *float32, n, hd int, scale float32)
 
-// tileDirect runs the two or four pending queries over the n positions of
-// the tile of c at element offset o, read in place from a bf16 or int8
-// cache by the AVX-512 kernels, when the rows they read (n rounded up to 8)
-// are inside the slices.
-func tileDirect(w *scratch, c *Cache, o, n int, scale float32) bool {
-	hd := c.HeadDim
+// bf16Asm and i8Asm are in-place kernels over a bf16 or an int8 cache.
+type (
+	bf16Asm func(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale float32)
+	i8Asm   func(qs *[groupQueries]qref, k, v *int8, ks, vs *float32, n, hd int, scale float32)
+)
+
+// inPlace is a path's decode kernels that read the cache in place, [0] of
+// two queries and [1] of four; nil where the path has none.
+type inPlace struct {
+	bf16 [2]bf16Asm
+	i8   [2]i8Asm
+	// keyRows is how many K rows (and int8 K scales) a tile of n makes the
+	// kernels read: the AVX-512 ones read keys in blocks of 8.
+	keyRows func(n int) int
+}
+
+// direct runs the two or four pending queries over the n positions of the
+// tile of c at element offset o, read in place from a bf16 or int8 cache,
+// when the kernels have the cache's type and every row they read is inside
+// its slices.
+func (k *inPlace) direct(w *scratch, c *Cache, o, n int, scale float32) bool {
 	if w.np != 2 && w.np != 4 {
 		return false
 	}
-	r := (n + 7) &^ 7 // rows the kernels read
+	hd, r, four := c.HeadDim, k.keyRows(n), w.np/4
 	switch {
-	case c.K16 != nil && len(c.K16) >= o+r*hd && len(c.V16) >= o+n*hd:
-	case c.K8 != nil && len(c.K8) >= o+r*hd && len(c.V8) >= o+n*hd && len(c.KS) >= o/hd+r && len(c.VS) >= o/hd+n:
+	case c.K16 != nil && k.bf16[four] != nil && len(c.K16) >= o+r*hd && len(c.V16) >= o+n*hd:
+		pendingRefs(w, 0, w.np)
+		k.bf16[four](&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
+	case c.K8 != nil && k.i8[four] != nil && len(c.K8) >= o+r*hd && len(c.V8) >= o+n*hd && len(c.KS) >= o/hd+r && len(c.VS) >= o/hd+n:
+		pendingRefs(w, 0, w.np)
+		k.i8[four](&w.refs, &c.K8[o], &c.V8[o], &c.KS[o/hd], &c.VS[o/hd], n, hd, scale)
 	default:
 		return false
-	}
-	pendingRefs(w, 0, w.np)
-	switch {
-	case c.K16 != nil && w.np == 4:
-		tile4BF16AVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
-	case c.K16 != nil:
-		tile2BF16AVX512(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
-	case w.np == 4:
-		tile4I8AVX512(&w.refs, &c.K8[o], &c.V8[o], &c.KS[o/hd], &c.VS[o/hd], n, hd, scale)
-	default:
-		tile2I8AVX512(&w.refs, &c.K8[o], &c.V8[o], &c.KS[o/hd], &c.VS[o/hd], n, hd, scale)
 	}
 	w.np = 0
 	return true
 }
+
+// The in-place kernels of each path: AVX2 has none for an int8 cache (it is
+// dequantized a tile at a time), and reads rows up to n exactly.
+var (
+	inPlaceAVX512 = &inPlace{
+		bf16:    [2]bf16Asm{tile2BF16AVX512, tile4BF16AVX512},
+		i8:      [2]i8Asm{tile2I8AVX512, tile4I8AVX512},
+		keyRows: func(n int) int { return (n + 7) &^ 7 },
+	}
+	inPlaceAVX2 = &inPlace{
+		bf16:    [2]bf16Asm{tile2BF16AVX2, tile4BF16AVX2},
+		keyRows: func(n int) int { return n },
+	}
+)
 
 // pendingRefs puts w's pending queries [i, i+n) into w.refs[:n] as the
 // group kernels read them.
@@ -151,23 +173,6 @@ func tile2BF16AVX2(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale float3
 
 //go:noescape
 func tile4BF16AVX2(qs *[groupQueries]qref, k, v *uint16, n, hd int, scale float32)
-
-// directAVX2 is tileDirect for the AVX2 kernels, which read a bf16 cache
-// in place up to row n (an int8 cache is dequantized a tile at a time).
-func directAVX2(w *scratch, c *Cache, o, n int, scale float32) bool {
-	hd := c.HeadDim
-	if c.K16 == nil || (w.np != 2 && w.np != 4) || len(c.K16) < o+n*hd || len(c.V16) < o+n*hd {
-		return false
-	}
-	pendingRefs(w, 0, w.np)
-	if w.np == 4 {
-		tile4BF16AVX2(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
-	} else {
-		tile2BF16AVX2(&w.refs, &c.K16[o], &c.V16[o], n, hd, scale)
-	}
-	w.np = 0
-	return true
-}
 
 //go:noescape
 func tile2DotAVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int)

@@ -1405,18 +1405,34 @@ var avx2Groups = []avx2Group{
 // its fold).
 func (g avx2Group) keys() int { return 4 / g.queries }
 
-// loadK loads 16 values of a key at off(base) as f32 into lo (lanes 0-7)
-// and hi (8-15).
-func (g avx2Group) loadK(f *emit.File, off int, base string, lo, hi int) {
+// load8 loads the 8 values at off(base) into Y(reg) as f32 (a bf16 value
+// zero-extended and shifted: exact), and returns the bytes they take.
+func (g avx2Group) load8(f *emit.File, off int, base string, reg int) int {
 	if !g.inPlace {
-		f.I("VMOVUPS %d(%s), Y%d", off, base, lo)
-		f.I("VMOVUPS %d(%s), Y%d", off+32, base, hi)
-		return
+		f.I("VMOVUPS %d(%s), Y%d", off, base, reg)
+		return 32
 	}
-	for j, r := range []int{lo, hi} {
-		f.I("VPMOVZXWD %d(%s), Y%d", off+16*j, base, r)
-		f.I("VPSLLD $16, Y%d, Y%d", r, r)
+	f.I("VPMOVZXWD %d(%s), Y%d", off, base, reg)
+	f.I("VPSLLD $16, Y%d, Y%d", reg, reg)
+	return 16
+}
+
+// chunkStep is the bytes from one 16-value chunk of a key to its next: the
+// widened tile is chunk-major, a cache row is not.
+func (g avx2Group) chunkStep() int {
+	if g.inPlace {
+		return 32
 	}
+	return 4 * 16 * 64 // f32 values of a chunk × the tile's 64 keys
+}
+
+// rowsAhead sets R13 to a cache row's bytes and ahead to 64 rows' (the next
+// tile, which the in-place kernels prefetch).
+func rowsAhead(f *emit.File, ahead string) {
+	f.I("MOVQ R14, R13")
+	f.I("SHRQ $1, R13            // cache row bytes")
+	f.I("MOVQ R13, %s", ahead)
+	f.I("SHLQ $6, %s              // 64 rows: the next tile", ahead)
 }
 
 // generate writes the kernel. Scores a block of keys at a time (the key
@@ -1426,9 +1442,9 @@ func (g avx2Group) loadK(f *emit.File, off int, base string, lo, hi int) {
 // exponential, the probabilities per query, and V 64/queries dims of every
 // query's accumulator at a time (eight registers of them: eight FMA chains).
 func (g avx2Group) generate(f *emit.File) {
-	elem, kStride := "float32", "$4096"
+	elem := "float32"
 	if g.inPlace {
-		elem, kStride = "uint16", "$32"
+		elem = "uint16"
 	}
 	fmt.Fprintf(f, "\n// func %s(qs *[groupQueries]qref, k, v *%s, n, hd int, scale float32)\n", g.name, elem)
 	fmt.Fprintf(f, "TEXT ·%s(SB), NOSPLIT, $0-44\n", g.name)
@@ -1444,14 +1460,8 @@ func (g avx2Group) generate(f *emit.File) {
 	f.I("VMOVDQU keyperm4<>(SB), Y11")
 	f.I("VBROADCASTSS c_ninf<>(SB), X12 // lane i: query i's running max")
 	qp := refRegs(f, "q", g.queries)
-	rowStride := func() { // R13: a cache row's bytes
-		f.I("MOVQ R14, R13")
-		f.I("SHRQ $1, R13            // cache row bytes")
-	}
 	if g.inPlace {
-		rowStride()
-		f.I("MOVQ R13, SI")
-		f.I("SHLQ $6, SI              // 64 rows: the next tile (v is loaded again for V)")
+		rowsAhead(f, "SI") // v is loaded again for V
 	}
 	f.I("")
 	if g.keys() == 1 {
@@ -1487,47 +1497,41 @@ func (g avx2Group) generate(f *emit.File) {
 			f.I("CMPQ CX, R8")
 			f.I("CMOVQGE R12, DI         // no key BX+1: key BX again, its scores dropped")
 		}
+		keyRegs := [2][2]int{{8, 9}, {13, 14}} // a key's lanes 0-7 and 8-15
 		chunk := func(kOff int, qAddr func(r string, half int) string) {
 			for j := range g.keys() {
-				base, off, lo, hi := "R12", kOff, 8, 9
+				base, off := "R12", kOff
 				if j == 1 {
-					base, lo, hi = second, 13, 14
+					base = second
 					if !g.inPlace {
 						off += 64
 					}
 				}
-				g.loadK(f, off, base, lo, hi)
+				n := g.load8(f, off, base, keyRegs[j][0])
+				g.load8(f, off+n, base, keyRegs[j][1])
 				if g.inPlace && kOff%64 == 0 {
 					f.I("PREFETCHT1 %d(%s)(SI*1)", kOff, base)
 				}
 			}
 			for j := range g.keys() {
-				lo, hi := 8, 9
-				if j == 1 {
-					lo, hi = 13, 14
-				}
 				for i, r := range qp {
 					a := j*g.queries + i
-					f.I("VFMADD231PS %s, Y%d, Y%d", qAddr(r, 0), lo, 2*a)
-					f.I("VFMADD231PS %s, Y%d, Y%d", qAddr(r, 1), hi, 2*a+1)
+					f.I("VFMADD231PS %s, Y%d, Y%d", qAddr(r, 0), keyRegs[j][0], 2*a)
+					f.I("VFMADD231PS %s, Y%d, Y%d", qAddr(r, 1), keyRegs[j][1], 2*a+1)
 				}
 			}
 		}
-		step := 4096
-		if g.inPlace {
-			step = 32
-		}
 		if unrolled {
 			for c := range 8 {
-				chunk(step*c, func(r string, half int) string { return fmt.Sprintf("%d(%s)", 64*c+32*half, r) })
+				chunk(g.chunkStep()*c, func(r string, half int) string { return fmt.Sprintf("%d(%s)", 64*c+32*half, r) })
 			}
 		} else {
 			f.I("XORQ CX, CX             // byte offset of the chunk in q")
 			f.Label(label + "chunk")
 			chunk(0, func(r string, half int) string { return fmt.Sprintf("%d(%s)(CX*1)", 32*half, r) })
-			f.I("ADDQ %s, R12", kStride)
+			f.I("ADDQ $%d, R12", g.chunkStep())
 			if second == "DI" {
-				f.I("ADDQ %s, DI", kStride)
+				f.I("ADDQ $%d, DI", g.chunkStep())
 			}
 			f.I("ADDQ $64, CX")
 			f.I("CMPQ CX, R14")
@@ -1605,10 +1609,8 @@ func (g avx2Group) generate(f *emit.File) {
 	f.Comment(fmt.Sprintf("acc = acc·corr + Σ_t p_t·v_t, %d dims (BX their byte offset) of each query at a time.", dims))
 	sp := refRegs(f, "s", g.queries)
 	if g.inPlace {
-		rowStride()
 		f.I("MOVQ v+16(FP), SI")
-		f.I("MOVQ R13, DX")
-		f.I("SHLQ $6, DX              // 64 rows: the next tile")
+		rowsAhead(f, "DX")
 	}
 	// pass is one sweep of the tile's positions for nv vectors of dims of
 	// every query: accumulator Y(nv·i+d), V in Y(8+d), p_t in Y(8+nv+i).
@@ -1642,15 +1644,8 @@ func (g avx2Group) generate(f *emit.File) {
 		}
 		f.I("XORQ CX, CX")
 		f.Label(label + "t")
-		for d := range nv {
-			if g.inPlace {
-				f.I("VPMOVZXWD %d(R12), Y%d", 16*d, 8+d)
-				f.I("VPSLLD $16, Y%d, Y%d", 8+d, 8+d)
-			} else if d == 0 {
-				f.I("VMOVUPS (R12), Y8")
-			} else {
-				f.I("VMOVUPS %d(R12), Y%d", 32*d, 8+d)
-			}
+		for d, off := 0, 0; d < nv; d++ {
+			off += g.load8(f, off, "R12", 8+d)
 		}
 		if g.inPlace {
 			f.I("PREFETCHT1 (R12)(DX*1)")

@@ -119,7 +119,7 @@ func BenchmarkInPlaceKernels(b *testing.B) {
 					for range 100 {
 						w.np, w.pn = np, Tile
 						if m == 0 {
-							tileDirect(w, c, 0, Tile, 0.1)
+							inPlaceAVX512.direct(w, c, 0, Tile, 0.1)
 						} else {
 							dotAVX512(w, c, 0, Tile)
 						}

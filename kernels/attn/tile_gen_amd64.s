@@ -831,7 +831,7 @@ g4v:
 	LEAQ (SI)(BX*1), R12
 	XORQ CX, CX
 g4vt:
-	VMOVUPS (R12), Y8
+	VMOVUPS 0(R12), Y8
 	VMOVUPS 32(R12), Y9
 	VBROADCASTSS (R9)(CX*4), Y10
 	VBROADCASTSS (R10)(CX*4), Y11
@@ -1191,7 +1191,7 @@ g2v:
 	LEAQ (SI)(BX*1), R12
 	XORQ CX, CX
 g2vt:
-	VMOVUPS (R12), Y8
+	VMOVUPS 0(R12), Y8
 	VMOVUPS 32(R12), Y9
 	VMOVUPS 64(R12), Y10
 	VMOVUPS 96(R12), Y11
@@ -1233,7 +1233,7 @@ g2v16:
 	LEAQ (SI)(BX*1), R12
 	XORQ CX, CX
 g2v16t:
-	VMOVUPS (R12), Y8
+	VMOVUPS 0(R12), Y8
 	VMOVUPS 32(R12), Y9
 	VBROADCASTSS (R9)(CX*4), Y10
 	VBROADCASTSS (R10)(CX*4), Y11
@@ -1275,7 +1275,7 @@ TEXT ·tile4BF16AVX2(SB), NOSPLIT, $0-44
 	MOVQ R14, R13
 	SHRQ $1, R13            // cache row bytes
 	MOVQ R13, SI
-	SHLQ $6, SI              // 64 rows: the next tile (v is loaded again for V)
+	SHLQ $6, SI              // 64 rows: the next tile
 	
 	// Scores, one key (BX) at a time: Y(2i), Y(2i+1) are lanes 0-7, 8-15 of query i.
 	// head_dim 128 takes its 8 chunks unrolled: an FMA whose memory operand is
@@ -1563,9 +1563,9 @@ h4r:
 	MOVQ 64(AX), R10
 	MOVQ 104(AX), R11
 	MOVQ 144(AX), R15
+	MOVQ v+16(FP), SI
 	MOVQ R14, R13
 	SHRQ $1, R13            // cache row bytes
-	MOVQ v+16(FP), SI
 	MOVQ R13, DX
 	SHLQ $6, DX              // 64 rows: the next tile
 	XORQ BX, BX
@@ -1645,7 +1645,7 @@ TEXT ·tile2BF16AVX2(SB), NOSPLIT, $0-44
 	MOVQ R14, R13
 	SHRQ $1, R13            // cache row bytes
 	MOVQ R13, SI
-	SHLQ $6, SI              // 64 rows: the next tile (v is loaded again for V)
+	SHLQ $6, SI              // 64 rows: the next tile
 	
 	// Scores, keys BX, BX+1 at a time: Y(2a), Y(2a+1) are lanes 0-7, 8-15 of query a%2, key BX+a/2.
 	// head_dim 128 takes its 8 chunks unrolled: an FMA whose memory operand is
@@ -1991,9 +1991,9 @@ h2r:
 	// acc = acc·corr + Σ_t p_t·v_t, 32 dims (BX their byte offset) of each query at a time.
 	MOVQ 24(AX), R9
 	MOVQ 64(AX), R10
+	MOVQ v+16(FP), SI
 	MOVQ R14, R13
 	SHRQ $1, R13            // cache row bytes
-	MOVQ v+16(FP), SI
 	MOVQ R13, DX
 	SHLQ $6, DX              // 64 rows: the next tile
 	XORQ BX, BX
