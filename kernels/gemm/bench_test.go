@@ -222,9 +222,10 @@ func BenchmarkSwiGLU(b *testing.B) {
 
 var kindName = map[kind]string{kindBF16: "bf16", kindF32: "f32", kindInt8: "int8"}
 
-// BenchmarkDecode: M = 1, memory-bound; rates in GB/s of packed weights
-// streamed. lm_head (151936×1024, 311 MB bf16) and the 196 projections of
-// Qwen3-0.6B's 28 layers in sequence (840 MB bf16), both beyond the L3.
+// BenchmarkDecode: a decode step of one, two and four sequences (M = 1, 2, 4),
+// memory-bound; rates in GB/s of packed weights streamed. lm_head
+// (151936×1024, 311 MB bf16) and the 196 projections of Qwen3-0.6B's 28
+// layers in sequence (840 MB bf16), both beyond the L3.
 func BenchmarkDecode(b *testing.B) {
 	pool, meter := benchEnv(b)
 	type layerShape struct{ n, k int }
@@ -241,7 +242,7 @@ func BenchmarkDecode(b *testing.B) {
 				layers = append(layers, kind.pack(raw, s.n, s.k))
 			}
 		}
-		x, y := randX(3072), make([]float32, 151936)
+		x, y := randX(4*3072), make([]float32, 4*151936)
 		for _, tc := range []struct {
 			name string
 			ws   []*Weight
@@ -255,25 +256,31 @@ func BenchmarkDecode(b *testing.B) {
 					bytes += w.Bytes()
 				}
 			}
-			b.Run(fmt.Sprintf("%s/%s", tc.name, kind.name), func(b *testing.B) {
-				forPaths(b, func(b *testing.B, p kernels.Path) {
-					if lm.coded != nil && !ReadsCoded(p) {
-						b.Skip("this path does not read coded weights")
-					}
-					c := NewContext(pool, 1, 3072)
-					run := func() {
-						for _, w := range tc.ws {
-							c.MatMul(y, x, 1, w)
+			for _, m := range []int{1, 2, 4} {
+				name := fmt.Sprintf("%s/%s", tc.name, kind.name)
+				if m > 1 {
+					name += fmt.Sprintf("/m%d", m)
+				}
+				b.Run(name, func(b *testing.B) {
+					forPaths(b, func(b *testing.B, p kernels.Path) {
+						if lm.coded != nil && !ReadsCoded(p) {
+							b.Skip("this path does not read coded weights")
 						}
-					}
-					b.SetBytes(int64(bytes))
-					b.ReportAllocs()
-					for b.Loop() {
-						run()
-					}
-					sameRun(b, meter, run, float64(bytes), "GB/s", ceilingOf(p, lm.kind, true))
+						c := NewContext(pool, m, 3072)
+						run := func() {
+							for _, w := range tc.ws {
+								c.MatMul(y, x, m, w)
+							}
+						}
+						b.SetBytes(int64(bytes))
+						b.ReportAllocs()
+						for b.Loop() {
+							run()
+						}
+						sameRun(b, meter, run, float64(bytes), "GB/s", ceilingOf(p, lm.kind, true))
+					})
 				})
-			})
+			}
 		}
 	}
 }

@@ -61,7 +61,12 @@ var families = []family{
 	// (docs/performance.md, "twenty-first pass").
 	{"bf16x512", true, 4, dotBF16, tiles(true, 8), 2, vdpbf16ps},
 	{"vnni512", true, 4, dotVNNI, tiles(true, 8), 0, nil},
-	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2}), 0, nil},
+	// Decode's one- and two-row products take the tiles of eight
+	// accumulators (R1P4, R2P2): four chains of two dependent FMAs a step
+	// left a step of one sequence at 72-78 % of the DRAM read rate and one
+	// of two latency-bound (docs/performance.md, "Decode's products on AVX2,
+	// eight chains").
+	{"pairs256", false, 8, pairsF32, tiles(false, 4, [2]int{1, 2}, [2]int{1, 4}, [2]int{2, 2}), 0, nil},
 	// Six rows: twelve accumulators keep more FMAs in flight than two ports
 	// of 4-cycle latency need; the four-row pairs tiles (eight, with the
 	// widening beside the FMAs) left prefill at two thirds of the FMA rate.
@@ -160,20 +165,52 @@ func (g *gen) panel(j, off int) string {
 // 1, 2 = broadcast x[2q], x[2q+1], 3… = widened weights.
 func pairsF32(g *gen) {
 	mask, x0, x1 := g.reg(0), g.reg(1), g.reg(2)
-	lo := func(j, h int) int { return g.reg(3 + 2*(j*g.halves()+h)) }
-	hi := func(j, h int) int { return g.reg(4 + 2*(j*g.halves()+h)) }
-	for j := range g.p {
-		for h := range g.halves() {
-			g.in("%s %s, %s", g.load(), g.panel(j, 32*h), g.v(hi(j, h)))
-			g.in("VPSLLD $16, %s, %s", g.v(hi(j, h)), g.v(lo(j, h)))
-			g.in("%s %s, %s, %s", g.and(), g.v(mask), g.v(hi(j, h)), g.v(hi(j, h)))
-		}
+	lo := func(slot int) int { return g.reg(3 + 2*slot) }
+	hi := func(slot int) int { return g.reg(4 + 2*slot) }
+	widen := func(j, h, slot int) {
+		g.in("%s %s, %s", g.load(), g.panel(j, 32*h), g.v(hi(slot)))
+		g.in("VPSLLD $16, %s, %s", g.v(hi(slot)), g.v(lo(slot)))
+		g.in("%s %s, %s, %s", g.and(), g.v(mask), g.v(hi(slot)), g.v(hi(slot)))
 	}
-	for r := range g.r {
+	bcast := func(r int) {
 		g.in("VBROADCASTSS %s, %s", g.x(r, 0), g.v(x0))
 		g.in("VBROADCASTSS %s, %s", g.x(r, 4), g.v(x1))
-		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(lo(j, h)), g.v(x0), g.v(g.acc(r, j, h))) })
-		g.each(func(j, h int) { g.in("VFMADD231PS %s, %s, %s", g.v(hi(j, h)), g.v(x1), g.v(g.acc(r, j, h))) })
+	}
+	fma := func(w, x, acc int) { g.in("VFMADD231PS %s, %s, %s", g.v(w), g.v(x), g.v(acc)) }
+	vectors := g.p * g.halves()
+	if 3+2*vectors+g.r*vectors > g.top()+1 {
+		// A tile whose widened panels do not all fit beside its accumulators
+		// (decode's ymm tiles of one row and four panels, two rows and two:
+		// eight accumulators, so that eight chains of FMAs, not four, hide
+		// their latency) widens and multiplies a panel at a time, the rows'
+		// activations broadcast again for each: the same operations per
+		// output.
+		if g.r == 1 {
+			bcast(0)
+		}
+		for j := range g.p {
+			for h := range g.halves() {
+				widen(j, h, h)
+			}
+			for r := range g.r {
+				if g.r > 1 {
+					bcast(r)
+				}
+				for h := range g.halves() {
+					fma(lo(h), x0, g.acc(r, j, h))
+				}
+				for h := range g.halves() {
+					fma(hi(h), x1, g.acc(r, j, h))
+				}
+			}
+		}
+		return
+	}
+	g.each(func(j, h int) { widen(j, h, j*g.halves()+h) })
+	for r := range g.r {
+		bcast(r)
+		g.each(func(j, h int) { fma(lo(j*g.halves()+h), x0, g.acc(r, j, h)) })
+		g.each(func(j, h int) { fma(hi(j*g.halves()+h), x1, g.acc(r, j, h)) })
 	}
 }
 
@@ -297,7 +334,10 @@ const prefetch = 1024
 // decode step of two to four sequences) take a panel from DRAM as one
 // stream at a time, and 1 KiB ahead left them at two thirds of the DRAM
 // read rate; 4 KiB ahead streamed 7-15 % faster (docs/performance.md,
-// "AVX2 alone").
+// "AVX2 alone"). The one-row tile of four panels (four streams) keeps as
+// many bytes in flight at half the distance, which streamed at 0.93-1.02 of
+// the zmm kernels' rate where 4 KiB gave 0.91-0.94 (docs/performance.md,
+// "Decode's products on AVX2, eight chains").
 const prefetch256 = 4096
 
 // Tall tiles (prefill) also prefetch their activations actPrefetch bytes
@@ -420,8 +460,11 @@ func (g *gen) aheadAtRun() bool { return g.f.name == "vnni512" && g.r > 4 && !g.
 
 // prefetch is how far ahead the family's kernels prefetch their panels.
 func (g *gen) prefetch() int {
-	if g.f.wide {
+	switch {
+	case g.f.wide:
 		return prefetch
+	case g.p == 4:
+		return prefetch256 / 2
 	}
 	return prefetch256
 }

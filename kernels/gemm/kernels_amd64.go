@@ -339,10 +339,16 @@ func pairs256R4P1(a *kargs)
 //go:noescape
 func pairs256R1P2(a *kargs)
 
+//go:noescape
+func pairs256R1P4(a *kargs)
+
+//go:noescape
+func pairs256R2P2(a *kargs)
+
 // pairs256Kernels are the pairs256 tile kernels by [rows][panels].
 var pairs256Kernels = [maxRows + 1][maxPanels + 1]kernel{
-	1: {1: pairs256R1P1, 2: pairs256R1P2},
-	2: {1: pairs256R2P1},
+	1: {1: pairs256R1P1, 2: pairs256R1P2, 4: pairs256R1P4},
+	2: {1: pairs256R2P1, 2: pairs256R2P2},
 	3: {1: pairs256R3P1},
 	4: {1: pairs256R4P1},
 }
