@@ -76,7 +76,7 @@ var families = []family{
 	// AVX-VNNI (ymm VPDPBUSD, VEX-encoded) for the avx2 path on CPUs that
 	// have it: one instruction a row and 32 weight bytes where i8x256 takes
 	// four, and no sign juggling, so twelve accumulators fit.
-	{"vnni256", false, 4, dotVNNI256, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}), 0, nil},
+	{"vnni256", false, 4, dotVNNI256, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}, [2]int{1, 4}), 0, nil},
 }
 
 type gen struct {
@@ -217,9 +217,23 @@ func pairsF32(g *gen) {
 // broadcastOp is the body of the kernels that load a K step's panel vectors
 // (load; panel j half h in register wr+j·halves+h), then per row broadcast
 // its activation (bcast, into register xr) and apply op(w, x, acc) with each
-// panel vector: one instruction per row and vector.
+// panel vector: one instruction per row and vector. A one-row tile whose
+// panel vectors do not all fit beside its accumulators (four ymm panels)
+// loads and applies them a panel at a time.
 func broadcastOp(g *gen, load, bcast string, xr, wr int, op func(w, x, acc int)) {
 	x := g.reg(xr)
+	if vectors := g.p * g.halves(); g.r == 1 && wr+2*vectors > g.top()+1 {
+		g.in("%s %s, %s", bcast, g.x(0, 0), g.v(x))
+		for j := range g.p {
+			for h := range g.halves() {
+				g.in("%s %s, %s", load, g.panel(j, 32*h), g.v(g.reg(wr+h)))
+			}
+			for h := range g.halves() {
+				op(g.reg(wr+h), x, g.acc(0, j, h))
+			}
+		}
+		return
+	}
 	w := func(j, h int) int { return g.reg(wr + j*g.halves() + h) }
 	g.each(func(j, h int) { g.in("%s %s, %s", load, g.panel(j, 32*h), g.v(w(j, h))) })
 	for r := range g.r {
@@ -336,7 +350,7 @@ const prefetch = 1024
 // read rate; 4 KiB ahead streamed 7-15 % faster (docs/performance.md,
 // "AVX2 alone"). The one-row tile of four panels (four streams) keeps as
 // many bytes in flight at half the distance, which streamed at 0.93-1.02 of
-// the zmm kernels' rate where 4 KiB gave 0.91-0.94 (docs/performance.md,
+// the zmm kernels' rate where 4 KiB gave 0.91-0.96 (docs/performance.md,
 // "Decode's products on AVX2, eight chains").
 const prefetch256 = 4096
 

@@ -434,9 +434,12 @@ func vnni256R1P2(a *kargs)
 //go:noescape
 func vnni256R2P2(a *kargs)
 
+//go:noescape
+func vnni256R1P4(a *kargs)
+
 // vnni256Kernels are the vnni256 tile kernels by [rows][panels].
 var vnni256Kernels = [maxRows + 1][maxPanels + 1]kernel{
-	1: {1: vnni256R1P1, 2: vnni256R1P2},
+	1: {1: vnni256R1P1, 2: vnni256R1P2, 4: vnni256R1P4},
 	2: {1: vnni256R2P1, 2: vnni256R2P2},
 	3: {1: vnni256R3P1},
 	4: {1: vnni256R4P1},
