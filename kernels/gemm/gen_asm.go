@@ -72,7 +72,7 @@ var families = []family{
 	// widening beside the FMAs) left prefill at two thirds of the FMA rate.
 	// The avx2 path runs them over weights widened block by block.
 	{"f32x256", false, 4, singleF32, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}), 0, nil},
-	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2}), 0, nil},
+	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2}, [2]int{1, 4}), 0, nil},
 	// AVX-VNNI (ymm VPDPBUSD, VEX-encoded) for the avx2 path on CPUs that
 	// have it: one instruction a row and 32 weight bytes where i8x256 takes
 	// four, and no sign juggling, so twelve accumulators fit.
@@ -271,21 +271,39 @@ func dotVNNI(g *gen) {
 // Scratch: 0 = ones (int16), 1 = x, 2 = 0x80 bytes, 3 = product, 4… = w, |w|.
 func dotI8AVX2(g *gen) {
 	ones, x, m80, t := g.reg(0), g.reg(1), g.reg(2), g.reg(3)
-	w := func(j, h int) int { return g.reg(4 + 2*(j*2+h)) }
-	aw := func(j, h int) int { return g.reg(5 + 2*(j*2+h)) }
-	g.each(func(j, h int) {
-		g.in("VMOVDQU %s, %s", g.panel(j, 32*h), g.v(w(j, h)))
-		g.in("VPABSB %s, %s", g.v(w(j, h)), g.v(aw(j, h)))
-	})
-	for r := range g.r {
+	w := func(slot int) int { return g.reg(4 + 2*slot) }
+	aw := func(slot int) int { return g.reg(5 + 2*slot) }
+	load := func(j, h, slot int) {
+		g.in("VMOVDQU %s, %s", g.panel(j, 32*h), g.v(w(slot)))
+		g.in("VPABSB %s, %s", g.v(w(slot)), g.v(aw(slot)))
+	}
+	bcast := func(r int) {
 		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
 		g.in("VPXOR %s, %s, %s", g.v(m80), g.v(x), g.v(x))
-		g.each(func(j, h int) {
-			g.in("VPSIGNB %s, %s, %s", g.v(w(j, h)), g.v(x), g.v(t))
-			g.in("VPMADDUBSW %s, %s, %s", g.v(t), g.v(aw(j, h)), g.v(t))
-			g.in("VPMADDWD %s, %s, %s", g.v(ones), g.v(t), g.v(t))
-			g.in("VPADDD %s, %s, %s", g.v(t), g.v(g.acc(r, j, h)), g.v(g.acc(r, j, h)))
-		})
+	}
+	dot := func(r, j, h, slot int) {
+		g.in("VPSIGNB %s, %s, %s", g.v(w(slot)), g.v(x), g.v(t))
+		g.in("VPMADDUBSW %s, %s, %s", g.v(t), g.v(aw(slot)), g.v(t))
+		g.in("VPMADDWD %s, %s, %s", g.v(ones), g.v(t), g.v(t))
+		g.in("VPADDD %s, %s, %s", g.v(t), g.v(g.acc(r, j, h)), g.v(g.acc(r, j, h)))
+	}
+	if vectors := g.p * g.halves(); g.r == 1 && 4+2*vectors+vectors > g.top()+1 {
+		// One row of four panels: a panel at a time, as broadcastOp.
+		bcast(0)
+		for j := range g.p {
+			for h := range g.halves() {
+				load(j, h, h)
+			}
+			for h := range g.halves() {
+				dot(0, j, h, h)
+			}
+		}
+		return
+	}
+	g.each(func(j, h int) { load(j, h, j*g.halves()+h) })
+	for r := range g.r {
+		bcast(r)
+		g.each(func(j, h int) { dot(r, j, h, j*g.halves()+h) })
 	}
 }
 
