@@ -167,79 +167,85 @@ func pairsF32(g *gen) {
 	mask, x0, x1 := g.reg(0), g.reg(1), g.reg(2)
 	lo := func(slot int) int { return g.reg(3 + 2*slot) }
 	hi := func(slot int) int { return g.reg(4 + 2*slot) }
-	widen := func(j, h, slot int) {
-		g.in("%s %s, %s", g.load(), g.panel(j, 32*h), g.v(hi(slot)))
-		g.in("VPSLLD $16, %s, %s", g.v(hi(slot)), g.v(lo(slot)))
-		g.in("%s %s, %s, %s", g.and(), g.v(mask), g.v(hi(slot)), g.v(hi(slot)))
+	widen := func(v vector) {
+		g.in("%s %s, %s", g.load(), g.panel(v.j, 32*v.h), g.v(hi(v.slot)))
+		g.in("VPSLLD $16, %s, %s", g.v(hi(v.slot)), g.v(lo(v.slot)))
+		g.in("%s %s, %s, %s", g.and(), g.v(mask), g.v(hi(v.slot)), g.v(hi(v.slot)))
 	}
 	bcast := func(r int) {
 		g.in("VBROADCASTSS %s, %s", g.x(r, 0), g.v(x0))
 		g.in("VBROADCASTSS %s, %s", g.x(r, 4), g.v(x1))
 	}
 	fma := func(w, x, acc int) { g.in("VFMADD231PS %s, %s, %s", g.v(w), g.v(x), g.v(acc)) }
-	vectors := g.p * g.halves()
-	if 3+2*vectors+g.r*vectors > g.top()+1 {
-		// A tile whose widened panels do not all fit beside its accumulators
-		// (decode's ymm tiles of one row and four panels, two rows and two:
-		// eight accumulators, so that eight chains of FMAs, not four, hide
-		// their latency) widens and multiplies a panel at a time, the rows'
-		// activations broadcast again for each: the same operations per
-		// output.
-		if g.r == 1 {
-			bcast(0)
+	g.step(3, 2, widen, bcast, func(r int, vs []vector) {
+		for _, v := range vs {
+			fma(lo(v.slot), x0, g.acc(r, v.j, v.h))
 		}
-		for j := range g.p {
-			for h := range g.halves() {
-				widen(j, h, h)
-			}
-			for r := range g.r {
-				if g.r > 1 {
-					bcast(r)
-				}
-				for h := range g.halves() {
-					fma(lo(h), x0, g.acc(r, j, h))
-				}
-				for h := range g.halves() {
-					fma(hi(h), x1, g.acc(r, j, h))
-				}
-			}
+		for _, v := range vs {
+			fma(hi(v.slot), x1, g.acc(r, v.j, v.h))
+		}
+	})
+}
+
+// vector is panel j's half h, loaded into scratch slot.
+type vector struct{ j, h, slot int }
+
+// step writes the body of a K step: load(v) loads a panel vector, bcast(r)
+// broadcasts row r's activations, mul(r, vs) multiplies them with panel
+// vectors vs into row r's accumulators. All panels are loaded first and
+// each row broadcast once, unless fixed scratch registers, perSlot
+// registers for each panel vector and the accumulators overflow the vector
+// registers: decode's ymm tiles of eight accumulators (one row of four
+// panels, two rows of two), which keep eight chains of dependent products
+// in flight where four waited on their latency (docs/performance.md,
+// "Decode's products on AVX2, eight chains"). Those load and multiply a
+// panel at a time, each row broadcast again for it: the same operations per
+// output.
+func (g *gen) step(fixed, perSlot int, load func(v vector), bcast func(r int), mul func(r int, vs []vector)) {
+	var all []vector
+	g.each(func(j, h int) { all = append(all, vector{j, h, len(all)}) })
+	if fixed+perSlot*len(all)+g.r*len(all) <= g.top()+1 {
+		for _, v := range all {
+			load(v)
+		}
+		for r := range g.r {
+			bcast(r)
+			mul(r, all)
 		}
 		return
 	}
-	g.each(func(j, h int) { widen(j, h, j*g.halves()+h) })
-	for r := range g.r {
-		bcast(r)
-		g.each(func(j, h int) { fma(lo(j*g.halves()+h), x0, g.acc(r, j, h)) })
-		g.each(func(j, h int) { fma(hi(j*g.halves()+h), x1, g.acc(r, j, h)) })
+	if g.r == 1 {
+		bcast(0)
+	}
+	for j := range g.p {
+		var panel []vector
+		for h := range g.halves() {
+			panel = append(panel, vector{j, h, h})
+			load(panel[h])
+		}
+		for r := range g.r {
+			if g.r > 1 {
+				bcast(r)
+			}
+			mul(r, panel)
+		}
 	}
 }
 
 // broadcastOp is the body of the kernels that load a K step's panel vectors
-// (load; panel j half h in register wr+j·halves+h), then per row broadcast
-// its activation (bcast, into register xr) and apply op(w, x, acc) with each
-// panel vector: one instruction per row and vector. A one-row tile whose
-// panel vectors do not all fit beside its accumulators (four ymm panels)
-// loads and applies them a panel at a time.
+// (load; into registers wr…), then per row broadcast its activation (bcast,
+// into register xr) and apply op(w, x, acc) with each panel vector: one
+// instruction per row and vector.
 func broadcastOp(g *gen, load, bcast string, xr, wr int, op func(w, x, acc int)) {
 	x := g.reg(xr)
-	if vectors := g.p * g.halves(); g.r == 1 && wr+2*vectors > g.top()+1 {
-		g.in("%s %s, %s", bcast, g.x(0, 0), g.v(x))
-		for j := range g.p {
-			for h := range g.halves() {
-				g.in("%s %s, %s", load, g.panel(j, 32*h), g.v(g.reg(wr+h)))
+	w := func(slot int) int { return g.reg(wr + slot) }
+	g.step(wr, 1, func(v vector) { g.in("%s %s, %s", load, g.panel(v.j, 32*v.h), g.v(w(v.slot))) },
+		func(r int) { g.in("%s %s, %s", bcast, g.x(r, 0), g.v(x)) },
+		func(r int, vs []vector) {
+			for _, v := range vs {
+				op(w(v.slot), x, g.acc(r, v.j, v.h))
 			}
-			for h := range g.halves() {
-				op(g.reg(wr+h), x, g.acc(0, j, h))
-			}
-		}
-		return
-	}
-	w := func(j, h int) int { return g.reg(wr + j*g.halves() + h) }
-	g.each(func(j, h int) { g.in("%s %s, %s", load, g.panel(j, 32*h), g.v(w(j, h))) })
-	for r := range g.r {
-		g.in("%s %s, %s", bcast, g.x(r, 0), g.v(x))
-		g.each(func(j, h int) { op(w(j, h), x, g.acc(r, j, h)) })
-	}
+		})
 }
 
 // singleF32: f32 weights, one fma per K step.
@@ -273,38 +279,23 @@ func dotI8AVX2(g *gen) {
 	ones, x, m80, t := g.reg(0), g.reg(1), g.reg(2), g.reg(3)
 	w := func(slot int) int { return g.reg(4 + 2*slot) }
 	aw := func(slot int) int { return g.reg(5 + 2*slot) }
-	load := func(j, h, slot int) {
-		g.in("VMOVDQU %s, %s", g.panel(j, 32*h), g.v(w(slot)))
-		g.in("VPABSB %s, %s", g.v(w(slot)), g.v(aw(slot)))
+	load := func(v vector) {
+		g.in("VMOVDQU %s, %s", g.panel(v.j, 32*v.h), g.v(w(v.slot)))
+		g.in("VPABSB %s, %s", g.v(w(v.slot)), g.v(aw(v.slot)))
 	}
 	bcast := func(r int) {
 		g.in("VPBROADCASTD %s, %s", g.x(r, 0), g.v(x))
 		g.in("VPXOR %s, %s, %s", g.v(m80), g.v(x), g.v(x))
 	}
-	dot := func(r, j, h, slot int) {
-		g.in("VPSIGNB %s, %s, %s", g.v(w(slot)), g.v(x), g.v(t))
-		g.in("VPMADDUBSW %s, %s, %s", g.v(t), g.v(aw(slot)), g.v(t))
-		g.in("VPMADDWD %s, %s, %s", g.v(ones), g.v(t), g.v(t))
-		g.in("VPADDD %s, %s, %s", g.v(t), g.v(g.acc(r, j, h)), g.v(g.acc(r, j, h)))
-	}
-	if vectors := g.p * g.halves(); g.r == 1 && 4+2*vectors+vectors > g.top()+1 {
-		// One row of four panels: a panel at a time, as broadcastOp.
-		bcast(0)
-		for j := range g.p {
-			for h := range g.halves() {
-				load(j, h, h)
-			}
-			for h := range g.halves() {
-				dot(0, j, h, h)
-			}
+	g.step(4, 2, load, bcast, func(r int, vs []vector) {
+		for _, v := range vs {
+			acc := g.v(g.acc(r, v.j, v.h))
+			g.in("VPSIGNB %s, %s, %s", g.v(w(v.slot)), g.v(x), g.v(t))
+			g.in("VPMADDUBSW %s, %s, %s", g.v(t), g.v(aw(v.slot)), g.v(t))
+			g.in("VPMADDWD %s, %s, %s", g.v(ones), g.v(t), g.v(t))
+			g.in("VPADDD %s, %s, %s", g.v(t), acc, acc)
 		}
-		return
-	}
-	g.each(func(j, h int) { load(j, h, j*g.halves()+h) })
-	for r := range g.r {
-		bcast(r)
-		g.each(func(j, h int) { dot(r, j, h, j*g.halves()+h) })
-	}
+	})
 }
 
 // dotVNNI256 is dotVNNI on ymm halves, with the VEX encoding of AVX-VNNI
