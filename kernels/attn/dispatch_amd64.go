@@ -117,9 +117,9 @@ type (
 type inPlace struct {
 	bf16 [2]bf16Asm
 	i8   [2]i8Asm
-	// keyRows is how many K rows (and int8 K scales) a tile of n makes the
-	// kernels read: the AVX-512 ones read keys in blocks of 8.
-	keyRows func(n int) int
+	// keyBlock is the keys the kernels read at a time: a tile of n reads
+	// n rounded up to it of K rows (and int8 K scales).
+	keyBlock int
 }
 
 // direct runs the two or four pending queries over the n positions of the
@@ -130,7 +130,7 @@ func (k *inPlace) direct(w *scratch, c *Cache, o, n int, scale float32) bool {
 	if w.np != 2 && w.np != 4 {
 		return false
 	}
-	hd, r, four := c.HeadDim, k.keyRows(n), w.np/4
+	hd, r, four := c.HeadDim, (n+k.keyBlock-1)/k.keyBlock*k.keyBlock, w.np/4
 	switch {
 	case c.K16 != nil && k.bf16[four] != nil && len(c.K16) >= o+r*hd && len(c.V16) >= o+n*hd:
 		pendingRefs(w, 0, w.np)
@@ -149,13 +149,13 @@ func (k *inPlace) direct(w *scratch, c *Cache, o, n int, scale float32) bool {
 // dequantized a tile at a time), and reads rows up to n exactly.
 var (
 	inPlaceAVX512 = &inPlace{
-		bf16:    [2]bf16Asm{tile2BF16AVX512, tile4BF16AVX512},
-		i8:      [2]i8Asm{tile2I8AVX512, tile4I8AVX512},
-		keyRows: func(n int) int { return (n + 7) &^ 7 },
+		bf16:     [2]bf16Asm{tile2BF16AVX512, tile4BF16AVX512},
+		i8:       [2]i8Asm{tile2I8AVX512, tile4I8AVX512},
+		keyBlock: 8,
 	}
 	inPlaceAVX2 = &inPlace{
-		bf16:    [2]bf16Asm{tile2BF16AVX2, tile4BF16AVX2},
-		keyRows: func(n int) int { return n },
+		bf16:     [2]bf16Asm{tile2BF16AVX2, tile4BF16AVX2},
+		keyBlock: 1,
 	}
 )
 

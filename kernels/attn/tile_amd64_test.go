@@ -88,7 +88,7 @@ func TestGroupKernelsMatchTile(t *testing.T) {
 					got.np = c.np
 					took := ks.group(&got, c.i, k, v, n, hd, 0.125)
 					if wantTook := got.np - c.i; took != wantTook {
-						t.Fatalf("%v %s: group took %d queries, want %d", p, c.name, took, got.np-c.i)
+						t.Fatalf("%v %s: group took %d queries, want %d", p, c.name, took, wantTook)
 					}
 					for i := c.i; i < c.i+took; i++ {
 						if !bitsEqual(got.pend[i].ml, want.pend[i].ml) || !bitsEqual(got.pend[i].acc, want.pend[i].acc) {
