@@ -60,32 +60,46 @@ func TestKVCompare(t *testing.T) {
 		return c
 	}
 	base := run()
-	floor := clone(base)
 	status := func(rows []Row) (Status, Status) { return rows[0].Status, rows[1].Status }
 
-	if l, t1 := status(kvCompare("same", clone(base), base, &floor)); l != Pass || t1 != Pass {
+	if l, t1 := status(kvCompare("same", clone(base), base, true)); l != Pass || t1 != Pass {
 		t.Errorf("identical runs: %s %s", l, t1)
 	}
 	noise := run() // unrelated logits with the same clear top-1
-	if l, t1 := status(kvCompare("noise", noise, base, &floor)); l != Fail || t1 != Pass {
+	if l, t1 := status(kvCompare("noise", noise, base, true)); l != Fail || t1 != Pass {
 		t.Errorf("unrelated logits: %s %s, want FAIL PASS", l, t1)
 	}
 	flipped := clone(base)
 	for i := range 8 {
 		flipped.logits[i][3] += 20 // another clear top-1 at 8 positions
 	}
-	if _, t1 := status(kvCompare("flipped", flipped, base, &floor)); t1 != Fail {
+	if _, t1 := status(kvCompare("flipped", flipped, base, true)); t1 != Fail {
 		t.Errorf("8 of 64 top-1 flips: %s, want FAIL", t1)
 	}
-	// where f32 is as far off, a position does not count
-	fragile := clone(base)
-	fragile.logits[0] = noise.logits[0]
+	// a position routed to other experts does not count, unless many are
+	routed := func(k kvRun, experts ...int32) kvRun {
+		k.experts = [][]int32{slices.Repeat([]int32{0, 1}, kvWindow)}
+		for i, e := range experts {
+			k.experts[0][2*i+1] = e
+		}
+		return k
+	}
 	bad := clone(base)
 	bad.logits[0] = noise.logits[1]
-	if l, _ := status(kvCompare("fragile", bad, base, &fragile)); l != Pass {
-		t.Errorf("a position f32 also misses: %s, want PASS", l)
+	if l, _ := status(kvCompare("rerouted", routed(bad, 2), routed(base), true)); l != Pass {
+		t.Errorf("a bad position routed elsewhere: %s, want PASS", l)
 	}
-	if l, _ := status(kvCompare("no floor", bad, base, nil)); l != Info {
-		t.Errorf("without a floor: %s, want INFO", l)
+	if l, _ := status(kvCompare("routed the same", routed(bad), routed(base), true)); l != Fail {
+		t.Errorf("a bad position routed the same: %s, want FAIL", l)
+	}
+	many := make([]int32, kvReroutedMax+1)
+	for i := range many {
+		many[i] = 2
+	}
+	if l, _ := status(kvCompare("rerouted often", routed(clone(base), many...), routed(base), true)); l != Fail {
+		t.Errorf("%d of %d positions routed elsewhere: %s, want FAIL", len(many), kvWindow, l)
+	}
+	if l, _ := status(kvCompare("not judged", bad, base, false)); l != Info {
+		t.Errorf("not judged: %s, want INFO", l)
 	}
 }
