@@ -221,16 +221,12 @@ func BurstCeilings(m *ceiling.Meter, start *Ceilings, dtype string) func(Compare
 	compute := start.MachineKind(dtype)
 	return func(p ComparePoint) Ceiling {
 		if p.Prefill == 0 {
-			return Ceiling{Name: "DRAM read", Unit: "B", PerSecond: m.Burst(ceiling.DRAM) * 1e9}
+			return Ceiling{Name: ceiling.DRAM.String(), Unit: ceiling.DRAM.Unit(), PerSecond: m.Burst(ceiling.DRAM) * 1e9}
 		}
 		if start == nil {
 			return Ceiling{}
 		}
-		unit := "FLOP"
-		if compute == ceiling.VNNI || compute == ceiling.AMXInt8 {
-			unit = "OP"
-		}
-		return Ceiling{Name: compute.String(), Unit: unit, PerSecond: m.Burst(compute) * 1e9}
+		return Ceiling{Name: compute.String(), Unit: compute.Unit(), PerSecond: m.Burst(compute) * 1e9}
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ceiling"
 	"github.com/ellm-dev/ellm/pkg/engine"
 )
 
@@ -242,5 +244,43 @@ func TestCompareResultFractionsPerRound(t *testing.T) {
 	got := compareResult(c, prefill, opts, Ceiling{}, []CompareRound{{Ellm: 1, Llama: 1}})
 	if row := (CompareResults{got}).Rows()[0]; got.EllmFraction != 0 || row[4] != "n/a" || row[6] != "n/a" {
 		t.Errorf("without ceilings: %+v", got)
+	}
+}
+
+// The machine's best ceiling for a dtype, on CPUs with and without AVX-512:
+// a CPU that lacks an instruction measures it as zero, which must never be
+// the denominator.
+func TestMachineKind(t *testing.T) {
+	zen3 := &Ceilings{FMA256GFLOPS: 110, Int8x256GOPS: 430, DRAMGBps: 40}
+	zen5 := &Ceilings{FMAGFLOPS: 220, FMA256GFLOPS: 220, BF16GFLOPS: 440, VNNIGOPS: 880, Int8x256GOPS: 440}
+	xeon := &Ceilings{FMAGFLOPS: 200, FMA256GFLOPS: 200, BF16GFLOPS: 100, VNNIGOPS: 800, AMXBF16: 3000, AMXInt8: 6000}
+	for _, tc := range []struct {
+		name  string
+		c     *Ceilings
+		dtype string
+		want  ceiling.Kind
+	}{
+		{"zen3", zen3, "bf16", ceiling.FMA256}, {"zen3", zen3, "int8", ceiling.Int8x256}, {"zen3", zen3, "f32", ceiling.FMA256},
+		{"zen5", zen5, "bf16", ceiling.BF16}, {"zen5", zen5, "int8", ceiling.VNNI}, {"zen5", zen5, "f32", ceiling.FMA},
+		{"xeon", xeon, "bf16", ceiling.AMXBF16}, {"xeon", xeon, "int8", ceiling.AMXInt8}, {"xeon", xeon, "f32", ceiling.FMA},
+		{"none", nil, "bf16", ceiling.BF16}, {"none", nil, "int8", ceiling.VNNI},
+	} {
+		if got := tc.c.MachineKind(tc.dtype); got != tc.want {
+			t.Errorf("%s %s: %v, want %v", tc.name, tc.dtype, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		c     *Ceilings
+		path  kernels.Path
+		dtype string
+		want  float64
+	}{
+		{zen3, kernels.AVX2, "bf16", 110e9}, {zen3, kernels.AVX2, "int8", 430e9},
+		{zen5, kernels.AVX2, "int8", 440e9}, {zen5, kernels.AVX512BF16, "int8", 880e9},
+		{&Ceilings{FMAGFLOPS: 200, Int8x256GOPS: 300}, kernels.AVX512, "int8", 300e9}, // AVX-512 without VNNI
+	} {
+		if got := tc.c.ComputePeak(tc.path, tc.dtype); got != tc.want {
+			t.Errorf("ComputePeak(%v, %s) on %+v = %g, want %g", tc.path, tc.dtype, *tc.c, got, tc.want)
+		}
 	}
 }

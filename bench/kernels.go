@@ -96,7 +96,7 @@ func RunKernels(pool *threads.Pool, c *Ceilings, opts KernelOptions, progress *P
 	if _, err := kernels.Force(best); err != nil {
 		return nil, err
 	}
-	if best >= kernels.AVX512BF16 {
+	if best != kernels.Generic {
 		ceil := c.ComputePeak(best, "int8") / 1e9
 		for _, s := range gemmShapes {
 			w := gemm.QuantizeInt8(randBF16(rng, s.n*s.k), s.n, s.k)
@@ -128,7 +128,7 @@ func RunKernels(pool *threads.Pool, c *Ceilings, opts KernelOptions, progress *P
 	}
 	flops := 4 * float64(opts.AttnT) * float64(opts.AttnT+1) / 2 * qHeads * headDim
 	out = append(out, rateResult("attention prefill", best, fmt.Sprintf("T=%d q/kv heads %d/%d d=%d", opts.AttnT, qHeads, kvHeads, headDim),
-		r, flops, c.FMAGFLOPS, "GFLOP/s", 0.40))
+		r, flops, c.rate(c.MachineKind("f32")), "GFLOP/s", 0.40))
 	progress.Add(1)
 	r, err = timeAttention(pool, rng, qHeads, kvHeads, headDim, opts.DecodeT, 1, opts.Repeat)
 	if err != nil {

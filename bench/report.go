@@ -59,6 +59,7 @@ type Ceilings struct {
 	FMA256GFLOPS float64 `json:"fma256_gflops"`
 	BF16GFLOPS   float64 `json:"bf16_gflops"`
 	VNNIGOPS     float64 `json:"vnni_gops"`
+	Int8x256GOPS float64 `json:"int8x256_gops,omitempty"`
 	AMXBF16      float64 `json:"amx_bf16_gflops,omitempty"`
 	AMXInt8      float64 `json:"amx_int8_gops,omitempty"`
 	DRAMGBps     float64 `json:"dram_gbps"`
@@ -73,6 +74,8 @@ func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
 	switch {
 	case dtype == "int8" && path == kernels.AMX:
 		return c.AMXInt8 * 1e9
+	case dtype == "int8" && (path == kernels.AVX2 || c.VNNIGOPS == 0):
+		return c.Int8x256GOPS * 1e9 // ymm kernels: without AVX512_VNNI the avx512 path takes them too
 	case dtype == "int8":
 		return c.VNNIGOPS * 1e9
 	case path == kernels.AMX && dtype != "f32":
@@ -96,21 +99,49 @@ func MatMulOp(dtype string) kernels.Op {
 
 // MachineKind is the ceiling with the best rate this machine offers for
 // weights of dtype, whichever kernel path reaches it: the denominator when
-// engines that take different paths are compared.
+// engines that take different paths are compared. Without ceilings it is
+// the first candidate.
 func (c *Ceilings) MachineKind(dtype string) ceiling.Kind {
-	switch {
-	case dtype == "int8" && c != nil && c.AMXInt8 > c.VNNIGOPS:
-		return ceiling.AMXInt8
-	case dtype == "int8":
-		return ceiling.VNNI
-	case dtype == "f32" || c == nil:
-		return ceiling.FMA
-	case c.AMXBF16 > max(c.FMAGFLOPS, c.BF16GFLOPS):
-		return ceiling.AMXBF16
-	case c.FMAGFLOPS > c.BF16GFLOPS:
-		return ceiling.FMA
+	var kinds []ceiling.Kind
+	switch dtype {
+	case "int8":
+		kinds = []ceiling.Kind{ceiling.VNNI, ceiling.AMXInt8, ceiling.Int8x256}
+	case "f32":
+		kinds = []ceiling.Kind{ceiling.FMA, ceiling.FMA256}
+	default:
+		kinds = []ceiling.Kind{ceiling.BF16, ceiling.FMA, ceiling.AMXBF16, ceiling.FMA256}
 	}
-	return ceiling.BF16
+	best := kinds[0]
+	for _, k := range kinds[1:] {
+		if c.rate(k) > c.rate(best) {
+			best = k
+		}
+	}
+	return best
+}
+
+// rate is the measured rate of compute ceiling k (0 without ceilings).
+func (c *Ceilings) rate(k ceiling.Kind) float64 {
+	if c == nil {
+		return 0
+	}
+	switch k {
+	case ceiling.FMA:
+		return c.FMAGFLOPS
+	case ceiling.FMA256:
+		return c.FMA256GFLOPS
+	case ceiling.BF16:
+		return c.BF16GFLOPS
+	case ceiling.VNNI:
+		return c.VNNIGOPS
+	case ceiling.Int8x256:
+		return c.Int8x256GOPS
+	case ceiling.AMXBF16:
+		return c.AMXBF16
+	case ceiling.AMXInt8:
+		return c.AMXInt8
+	}
+	return 0
 }
 
 // DescribeMachine captures the CPU and the kernel path for a run on threads threads.
@@ -258,11 +289,13 @@ func Write(w io.Writer, r Report, f Format) error {
 	}
 	fmt.Fprintln(w)
 	if c := m.Ceilings; c != nil {
-		fmt.Fprintf(w, "ceilings: FMA %.0f GFLOP/s, VDPBF16PS %.0f GFLOP/s, VPDPBUSD %.0f GOP/s", c.FMAGFLOPS, c.BF16GFLOPS, c.VNNIGOPS)
-		if c.AMXBF16 > 0 || c.AMXInt8 > 0 {
-			fmt.Fprintf(w, ", TDPBF16PS %.0f GFLOP/s, TDPBUSD %.0f GOP/s", c.AMXBF16, c.AMXInt8)
+		fmt.Fprint(w, "ceilings:")
+		for _, k := range []ceiling.Kind{ceiling.FMA, ceiling.FMA256, ceiling.BF16, ceiling.VNNI, ceiling.Int8x256, ceiling.AMXBF16, ceiling.AMXInt8} {
+			if r := c.rate(k); r > 0 { // zero: the CPU lacks the instruction
+				fmt.Fprintf(w, " %s %.0f G%s/s,", k, r, k.Unit())
+			}
 		}
-		fmt.Fprintf(w, ", DRAM read %.1f GB/s\n", c.DRAMGBps)
+		fmt.Fprintf(w, " DRAM read %.1f GB/s\n", c.DRAMGBps)
 	}
 	if i := m.Idle; i != nil {
 		fmt.Fprintf(w, "others' CPU: before the run %.2f cores (steal %.2f)", i.Before.Others, i.Before.Steal)
@@ -309,6 +342,6 @@ func MeasureCeilings(pool *threads.Pool) (*Ceilings, error) {
 	if err != nil {
 		return nil, fmt.Errorf("measure ceilings: %w", err)
 	}
-	return &Ceilings{FMAGFLOPS: c.FMAGFLOPS.All, BF16GFLOPS: c.BF16GFLOPS.All, VNNIGOPS: c.VNNIGOPS.All,
+	return &Ceilings{FMAGFLOPS: c.FMAGFLOPS.All, BF16GFLOPS: c.BF16GFLOPS.All, VNNIGOPS: c.VNNIGOPS.All, Int8x256GOPS: c.Int8x256GOPS.All,
 		AMXBF16: c.AMXBF16.All, AMXInt8: c.AMXInt8.All, FMA256GFLOPS: c.FMA256GFLOPS.All, DRAMGBps: c.DRAMGBps.All}, nil
 }

@@ -34,9 +34,13 @@ type Ceilings struct {
 	FMA256GFLOPS Peak // 256-bit VFMADD231PS (the AVX2 path's ceiling)
 	BF16GFLOPS   Peak // VDPBF16PS, 4 flops per lane (two bf16 products and sums)
 	VNNIGOPS     Peak // VPDPBUSD, 8 ops per lane (four u8×s8 products and sums)
+	// Int8x256GOPS is the AVX2 path's int8 ceiling, 8 ops per dword lane of
+	// 256 bits: VPDPBUSD ymm where the CPU has AVX-VNNI, else the
+	// VPMADDUBSW, VPMADDWD, VPADDD chain its int8 kernels are built on.
+	Int8x256GOPS Peak
 	AMXBF16      Peak // TDPBF16PS, GFLOP/s: 16·16·32 bf16 products and sums a tile
 	AMXInt8      Peak // TDPBUSD, GOP/s: 16·16·64 u8×s8 products and sums a tile
-	DRAMGBps     Peak // sequential 512-bit loads over Options.DRAMBytes
+	DRAMGBps     Peak // sequential loads (512-bit, else 256) over Options.DRAMBytes
 }
 
 // Options tune the measurement; zero values take the defaults.
@@ -133,6 +137,7 @@ func (m *Meter) Compute() Ceilings {
 		FMA256GFLOPS: computePeak(m.pool, m.o, m.loops.fma256),
 		BF16GFLOPS:   computePeak(m.pool, m.o, m.loops.bf16),
 		VNNIGOPS:     computePeak(m.pool, m.o, m.loops.vnni),
+		Int8x256GOPS: computePeak(m.pool, m.o, m.loops.int8x256),
 		AMXBF16:      computePeak(m.pool, m.o, m.loops.amxBF16),
 		AMXInt8:      computePeak(m.pool, m.o, m.loops.amxInt8),
 	}
@@ -150,17 +155,29 @@ func (m *Meter) DRAM() Peak {
 type Kind int
 
 const (
-	FMA     Kind = iota // FMAGFLOPS
-	FMA256              // FMA256GFLOPS
-	BF16                // BF16GFLOPS
-	VNNI                // VNNIGOPS
-	DRAM                // DRAMGBps
-	AMXBF16             // AMXBF16
-	AMXInt8             // AMXInt8
+	FMA      Kind = iota // FMAGFLOPS
+	FMA256               // FMA256GFLOPS
+	BF16                 // BF16GFLOPS
+	VNNI                 // VNNIGOPS
+	DRAM                 // DRAMGBps
+	AMXBF16              // AMXBF16
+	AMXInt8              // AMXInt8
+	Int8x256             // Int8x256GOPS
 )
 
+// Unit is what k counts: FLOP, OP (integer products and sums) or B (bytes read).
+func (k Kind) Unit() string {
+	switch k {
+	case VNNI, AMXInt8, Int8x256:
+		return "OP"
+	case DRAM:
+		return "B"
+	}
+	return "FLOP"
+}
+
 func (k Kind) String() string {
-	return [...]string{"FMA", "FMA256", "VDPBF16PS", "VPDPBUSD", "DRAM read", "TDPBF16PS", "TDPBUSD"}[k]
+	return [...]string{"FMA", "FMA256", "VDPBF16PS", "VPDPBUSD", "DRAM read", "TDPBF16PS", "TDPBUSD", "int8 ymm"}[k]
 }
 
 // Burst measures one ceiling on all of the pool's threads only (G ops/s, or
@@ -178,14 +195,14 @@ func (m *Meter) Burst(k Kind) float64 {
 		return dramRate(m.pool, m.o, m.buf, m.pool.Size())
 	}
 	l := [...]*loop{FMA: m.loops.fma512, FMA256: m.loops.fma256, BF16: m.loops.bf16, VNNI: m.loops.vnni,
-		AMXBF16: m.loops.amxBF16, AMXInt8: m.loops.amxInt8}[k]
+		AMXBF16: m.loops.amxBF16, AMXInt8: m.loops.amxInt8, Int8x256: m.loops.int8x256}[k]
 	if l == nil {
 		return 0
 	}
 	return computeRate(m.pool, m.o, l, calibrate(m.o, l), m.pool.Size())
 }
 
-type loopSet struct{ fma512, fma256, bf16, vnni, amxBF16, amxInt8 *loop }
+type loopSet struct{ fma512, fma256, bf16, vnni, int8x256, amxBF16, amxInt8 *loop }
 
 // computeTask runs a loop on the first `active` workers, each timing itself.
 type computeTask struct {

@@ -67,7 +67,7 @@ func TestBurst(t *testing.T) {
 		t.Errorf("DRAM burst %v, want positive", got)
 	}
 	l := loops()
-	for k, lp := range map[Kind]*loop{FMA: l.fma512, FMA256: l.fma256, BF16: l.bf16, VNNI: l.vnni, AMXBF16: l.amxBF16, AMXInt8: l.amxInt8} {
+	for k, lp := range map[Kind]*loop{FMA: l.fma512, FMA256: l.fma256, BF16: l.bf16, VNNI: l.vnni, Int8x256: l.int8x256, AMXBF16: l.amxBF16, AMXInt8: l.amxInt8} {
 		got := m.Burst(k)
 		if (lp != nil) != (got > 0) {
 			t.Errorf("%v burst %v with loop present %v", k, got, lp != nil)

@@ -2,7 +2,7 @@
 
 package ceiling
 
-//go:generate go run ../internal/asmgen bf16_amd64.h amx_amd64.h
+//go:generate go run ../internal/asmgen bf16_amd64.h amx_amd64.h vnni256_amd64.h
 
 import "github.com/ellm-dev/ellm/kernels"
 
@@ -19,6 +19,12 @@ func bf16dot(n int)
 func vnni(n int)
 
 //go:noescape
+func vnni256(n int)
+
+//go:noescape
+func maddubs256(n int)
+
+//go:noescape
 func amxBF16(n int)
 
 //go:noescape
@@ -27,13 +33,23 @@ func amxInt8(n int)
 //go:noescape
 func readSumAsm(p *byte, n int) uint64
 
-// readSum sums b (a multiple of 256 bytes) as 64-bit lanes with 512-bit
-// loads, falling back to 64-bit loads without AVX-512.
+//go:noescape
+func readSum256Asm(p *byte, n int) uint64
+
+// readSum sums b (a multiple of 256 bytes) as 64-bit lanes with the widest
+// loads the CPU has (512 or 256 bits), else 64-bit loads: a decode kernel's
+// fraction of DRAM bandwidth must not be measured against a reader slower
+// than the kernel.
 func readSum(b []byte) uint64 {
-	if len(b) == 0 || !kernels.CPU().AVX512F {
-		return readSumGo(b)
+	switch f := kernels.CPU(); {
+	case len(b) == 0:
+		return 0
+	case f.AVX512F:
+		return readSumAsm(&b[0], len(b))
+	case f.AVX2:
+		return readSum256Asm(&b[0], len(b))
 	}
-	return readSumAsm(&b[0], len(b))
+	return readSumGo(b)
 }
 
 func loops() loopSet {
@@ -50,6 +66,12 @@ func loops() loopSet {
 	}
 	if f.AVX512VNNI {
 		s.vnni = &loop{vnni, 24 * 16 * 8}
+	}
+	switch {
+	case f.AVXVNNI:
+		s.int8x256 = &loop{vnni256, 12 * 8 * 8}
+	case f.AVX2:
+		s.int8x256 = &loop{maddubs256, 6 * 8 * 8}
 	}
 	if f.AMXGranted && f.AMXBF16 {
 		s.amxBF16 = &loop{amxBF16, 4 * 16 * 16 * 32 * 2}

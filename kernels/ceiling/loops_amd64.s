@@ -3,6 +3,7 @@
 #include "textflag.h"
 #include "bf16_amd64.h"
 #include "amx_amd64.h"
+#include "vnni256_amd64.h"
 
 // Register-only loops: 24 independent accumulators hide the 4-6 cycle
 // latency of the two 512-bit pipes (12 in flight would do), so the loop runs
@@ -96,6 +97,43 @@ loop:
 	VZEROUPPER
 	RET
 
+// func vnni256(n int): n × 12 VPDPBUSD ymm, AVX-VNNI (64 int8 ops each).
+TEXT ·vnni256(SB), NOSPLIT, $0-8
+	MOVQ n+0(FP), CX
+	VPXOR Y0, Y0, Y0; VPXOR Y1, Y1, Y1; VPXOR Y2, Y2, Y2; VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4; VPXOR Y5, Y5, Y5; VPXOR Y6, Y6, Y6; VPXOR Y7, Y7, Y7
+	VPXOR Y8, Y8, Y8; VPXOR Y9, Y9, Y9; VPXOR Y10, Y10, Y10; VPXOR Y11, Y11, Y11
+	VPXOR Y14, Y14, Y14; VPXOR Y15, Y15, Y15
+loop:
+	VPDPBUSD_Y(14, 15, 0); VPDPBUSD_Y(14, 15, 1); VPDPBUSD_Y(14, 15, 2); VPDPBUSD_Y(14, 15, 3)
+	VPDPBUSD_Y(14, 15, 4); VPDPBUSD_Y(14, 15, 5); VPDPBUSD_Y(14, 15, 6); VPDPBUSD_Y(14, 15, 7)
+	VPDPBUSD_Y(14, 15, 8); VPDPBUSD_Y(14, 15, 9); VPDPBUSD_Y(14, 15, 10); VPDPBUSD_Y(14, 15, 11)
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET
+
+// func maddubs256(n int): n × 6 chains of VPMADDUBSW, VPMADDWD, VPADDD on
+// ymm, the int8 dot product without VNNI (32 u8×s8 products and 32 sums
+// into dword lanes a chain: 64 ops, as one VPDPBUSD ymm). The products go
+// to Y0-Y5 and the sums to Y6-Y11, so the chains overlap.
+TEXT ·maddubs256(SB), NOSPLIT, $0-8
+	MOVQ n+0(FP), CX
+	VPXOR Y6, Y6, Y6; VPXOR Y7, Y7, Y7; VPXOR Y8, Y8, Y8; VPXOR Y9, Y9, Y9
+	VPXOR Y10, Y10, Y10; VPXOR Y11, Y11, Y11
+	VPXOR Y13, Y13, Y13; VPXOR Y14, Y14, Y14; VPXOR Y15, Y15, Y15
+loop:
+	VPMADDUBSW Y15, Y14, Y0; VPMADDUBSW Y15, Y14, Y1; VPMADDUBSW Y15, Y14, Y2
+	VPMADDUBSW Y15, Y14, Y3; VPMADDUBSW Y15, Y14, Y4; VPMADDUBSW Y15, Y14, Y5
+	VPMADDWD Y13, Y0, Y0; VPMADDWD Y13, Y1, Y1; VPMADDWD Y13, Y2, Y2
+	VPMADDWD Y13, Y3, Y3; VPMADDWD Y13, Y4, Y4; VPMADDWD Y13, Y5, Y5
+	VPADDD Y0, Y6, Y6; VPADDD Y1, Y7, Y7; VPADDD Y2, Y8, Y8
+	VPADDD Y3, Y9, Y9; VPADDD Y4, Y10, Y10; VPADDD Y5, Y11, Y11
+	DECQ CX
+	JNZ loop
+	VZEROUPPER
+	RET
+
 // func readSumAsm(p *byte, n int) uint64: the 64-bit lane sum of n bytes
 // (n a multiple of 256), read with four 512-bit loads per iteration.
 TEXT ·readSumAsm(SB), NOSPLIT, $0-24
@@ -122,6 +160,43 @@ done:
 	VPADDQ Z2, Z0, Z0
 	VEXTRACTI64X4 $1, Z0, Y1
 	VPADDQ Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDQ X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDQ X1, X0, X0
+	VMOVQ X0, AX
+	MOVQ AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func readSum256Asm(p *byte, n int) uint64: readSumAsm with 256-bit loads
+// (AVX2), eight an iteration.
+TEXT ·readSum256Asm(SB), NOSPLIT, $0-24
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $8, CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	TESTQ CX, CX
+	JZ done256
+loop256:
+	VPADDQ 0(SI), Y0, Y0
+	VPADDQ 32(SI), Y1, Y1
+	VPADDQ 64(SI), Y2, Y2
+	VPADDQ 96(SI), Y3, Y3
+	VPADDQ 128(SI), Y0, Y0
+	VPADDQ 160(SI), Y1, Y1
+	VPADDQ 192(SI), Y2, Y2
+	VPADDQ 224(SI), Y3, Y3
+	ADDQ $256, SI
+	DECQ CX
+	JNZ loop256
+done256:
+	VPADDQ Y1, Y0, Y0
+	VPADDQ Y3, Y2, Y2
+	VPADDQ Y2, Y0, Y0
 	VEXTRACTI128 $1, Y0, X1
 	VPADDQ X1, X0, X0
 	VPSHUFD $0x4e, X0, X1

@@ -5,7 +5,7 @@ package gemm
 import "github.com/ellm-dev/ellm/kernels"
 
 //go:generate go run gen_asm.go
-//go:generate go run ../internal/asmgen bf16_amd64.h amx_amd64.h
+//go:generate go run ../internal/asmgen bf16_amd64.h amx_amd64.h vnni256_amd64.h
 
 func init() {
 	if kernels.CPU().Supports(kernels.AVX2) {

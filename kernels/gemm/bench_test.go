@@ -66,8 +66,6 @@ func ceilingOf(p kernels.Path, k kind, memoryBound bool) func(*ceiling.Meter) fl
 	switch {
 	case p == kernels.Generic:
 		return nil // scalar Go: no instruction ceiling
-	case k == kindInt8 && p < kernels.AVX512BF16 && !memoryBound:
-		return nil // four AVX2 instructions per product: no one-instruction ceiling
 	case memoryBound:
 		return func(m *ceiling.Meter) float64 { return m.DRAM().All }
 	}
@@ -76,6 +74,8 @@ func ceilingOf(p kernels.Path, k kind, memoryBound bool) func(*ceiling.Meter) fl
 		switch {
 		case k == kindInt8 && p == kernels.AMX:
 			return c.AMXInt8.All
+		case k == kindInt8 && (p == kernels.AVX2 || c.VNNIGOPS.All == 0):
+			return c.Int8x256GOPS.All
 		case k == kindInt8:
 			return c.VNNIGOPS.All
 		case p == kernels.AMX && k == kindBF16:

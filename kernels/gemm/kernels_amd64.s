@@ -6,19 +6,7 @@
 #include "bf16_amd64.h"
 #include "go_asm.h"
 #include "coded_amd64.h"
-
-// VPDPBUSD_Y(src2, src1, dst) is {vex} VPDPBUSD ymm(dst), ymm(src1), ymm(src2)
-// in Intel order: per dword lane, dst += Σ of the four u8 of src1 × s8 of
-// src2. Encoding: VEX.256.66.0F38.W0 50 /r, i.e. C4 P0 P1 50 ModRM with
-//   P0 = R̄ X̄ B̄ 0 0 0 1 0  R = bit 3 of dst, B = bit 3 of src2 (inverted), X̄ = 1
-//   P1 = 0 v̄ v̄ v̄ v̄ 1 0 1  vvvv = src1 (inverted), L = 1 (256 bits), pp = 01 (66)
-//   ModRM = 11 dst[2:0] src2[2:0]
-#define VPDPBUSD_Y(src2, src1, dst) \
-	BYTE $0xc4; \
-	BYTE $((((dst>>3)&1)^1)<<7 | 1<<6 | (((src2>>3)&1)^1)<<5 | 2); \
-	BYTE $(((src1&15)^15)<<3 | 5); \
-	BYTE $0x50; \
-	BYTE $(0xc0 | (dst&7)<<3 | (src2&7))
+#include "vnni256_amd64.h"
 
 // func pairs512R1P1(a *kargs)
 TEXT ·pairs512R1P1(SB), NOSPLIT, $0-8

@@ -55,7 +55,7 @@ func NewCmdBench(f *cmdutil.Factory, _ func(*Common) error) *cobra.Command {
 instantiates a shape from configs/presets with synthetic weights (cached), --layers N
 keeps only the first N layers of a deep model (times are scaled to the full depth and
 labelled so). Every result is also given as a fraction of this machine's own ceilings
-(FMA / VDPBF16PS / VPDPBUSD peak, DRAM read bandwidth) measured in the same run.`,
+(FMA / VDPBF16PS / int8 dot-product peak, DRAM read bandwidth) measured in the same run.`,
 	}
 	cmd.AddCommand(newCmdPrefill(f, nil), newCmdDecode(f, nil), newCmdSession(f, nil), newCmdAgent(f, nil), newCmdServe(f, nil),
 		newCmdKernels(f, nil), newCmdLlamaCpp(f, nil))

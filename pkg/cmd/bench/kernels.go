@@ -26,8 +26,9 @@ func newCmdKernels(f *cmdutil.Factory, runF func(*KernelsOptions) error) *cobra.
 	cmd := &cobra.Command{
 		Use:   "kernels",
 		Short: "GEMM, GEMV and attention throughput as fractions of this machine's measured ceilings",
-		Long: `Measures this machine's ceilings first (register-only FMA, VDPBF16PS and
-VPDPBUSD loops, DRAM read over a 1 GiB buffer), then the kernels at Qwen3-0.6B
+		Long: `Measures this machine's ceilings first (register-only loops of the FMA,
+VDPBF16PS and int8 dot-product instructions the CPU has, DRAM read over a 1 GiB
+buffer), then the kernels at Qwen3-0.6B
 prefill shapes (M=512), the 151936×1024 lm_head GEMV, causal prefill attention and
 decode attention, each as a fraction of the ceiling that bounds it.`,
 		Example: `  ellm bench kernels
