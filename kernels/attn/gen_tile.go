@@ -1405,6 +1405,16 @@ var avx2Groups = []avx2Group{
 // its fold).
 func (g avx2Group) keys() int { return 4 / g.queries }
 
+// qInRegs: two queries' 16-value chunks fit in four registers (Y10, Y11,
+// Y12, Y15: the scale, the key permutation and the running maxima move to
+// memory around the fold), loaded once for the block's two keys where
+// memory operands would load them once per key, which left the score loop
+// waiting on loads (four K and eight q loads for eight FMAs).
+func (g avx2Group) qInRegs() bool { return g.keys() == 2 }
+
+// qRegs hold query i's chunk, lanes 0-7 and 8-15, where qInRegs.
+var qRegs = [2][2]int{{10, 11}, {12, 15}}
+
 // load8 loads the 8 values at off(base) into Y(reg) as f32 (a bf16 value
 // zero-extended and shifted: exact), and returns the bytes they take.
 func (g avx2Group) load8(f *emit.File, off int, base string, reg int) int {
@@ -1447,7 +1457,11 @@ func (g avx2Group) generate(f *emit.File) {
 		elem = "uint16"
 	}
 	fmt.Fprintf(f, "\n// func %s(qs *[groupQueries]qref, k, v *%s, n, hd int, scale float32)\n", g.name, elem)
-	fmt.Fprintf(f, "TEXT ·%s(SB), NOSPLIT, $0-44\n", g.name)
+	frame := 0
+	if g.qInRegs() {
+		frame = 16 // the running maxima, whose register holds a query
+	}
+	fmt.Fprintf(f, "TEXT ·%s(SB), NOSPLIT, $%d-44\n", g.name, frame)
 	f.I("MOVQ qs+0(FP), AX")
 	f.I("MOVQ k+8(FP), DX")
 	if !g.inPlace { // in place, SI holds the prefetch distance until V
@@ -1459,6 +1473,9 @@ func (g avx2Group) generate(f *emit.File) {
 	f.I("VBROADCASTSS scale+40(FP), Y10")
 	f.I("VMOVDQU keyperm4<>(SB), Y11")
 	f.I("VBROADCASTSS c_ninf<>(SB), X12 // lane i: query i's running max")
+	if g.qInRegs() {
+		f.I("VMOVUPS X12, m-16(SP)")
+	}
 	qp := refRegs(f, "q", g.queries)
 	if g.inPlace {
 		rowsAhead(f, "SI") // v is loaded again for V
@@ -1513,11 +1530,20 @@ func (g avx2Group) generate(f *emit.File) {
 					f.I("PREFETCHT1 %d(%s)(SI*1)", kOff, base)
 				}
 			}
+			q := func(i, half int) string { return qAddr(qp[i], half) }
+			if g.qInRegs() {
+				for i := range qp {
+					for h := range 2 {
+						f.I("VMOVUPS %s, Y%d", q(i, h), qRegs[i][h])
+					}
+				}
+				q = func(i, half int) string { return fmt.Sprintf("Y%d", qRegs[i][half]) }
+			}
 			for j := range g.keys() {
-				for i, r := range qp {
+				for i := range qp {
 					a := j*g.queries + i
-					f.I("VFMADD231PS %s, Y%d, Y%d", qAddr(r, 0), keyRegs[j][0], 2*a)
-					f.I("VFMADD231PS %s, Y%d, Y%d", qAddr(r, 1), keyRegs[j][1], 2*a+1)
+					f.I("VFMADD231PS %s, Y%d, Y%d", q(i, 0), keyRegs[j][0], 2*a)
+					f.I("VFMADD231PS %s, Y%d, Y%d", q(i, 1), keyRegs[j][1], 2*a+1)
 				}
 			}
 		}
@@ -1537,7 +1563,14 @@ func (g avx2Group) generate(f *emit.File) {
 			f.I("CMPQ CX, R14")
 			f.I("JLT  %schunk", label)
 		}
+		if g.qInRegs() {
+			f.I("VBROADCASTSS scale+40(FP), Y10")
+			f.I("VMOVDQU keyperm4<>(SB), Y11")
+		}
 		foldAVX2(f)
+		if g.qInRegs() {
+			f.I("VMOVUPS m-16(SP), X12")
+		}
 		f.I("VMAXPS X8, X12, X12")
 		for a := range 4 {
 			i, j := a%g.queries, a/g.queries
@@ -1560,6 +1593,9 @@ func (g avx2Group) generate(f *emit.File) {
 			f.I("VMOVHLPS X8, X8, X9")
 			f.I("VMAXPS X9, X12, X12")
 			f.Label(label + "last")
+		}
+		if g.qInRegs() {
+			f.I("VMOVUPS X12, m-16(SP)")
 		}
 		if g.keys() == 1 {
 			f.I("INCQ BX")
