@@ -68,24 +68,20 @@ type Ceilings struct {
 // ComputePeak is the FLOP/s ceiling of the kernel path that prefill runs
 // on: path is the one of dtype's products (kernels.MatMulInt8 for int8).
 func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
-	if c == nil {
-		return 0
-	}
+	var k ceiling.Kind
 	switch {
-	case dtype == "int8" && path == kernels.AMX:
-		return c.AMXInt8 * 1e9
-	case dtype == "int8" && (path == kernels.AVX2 || c.VNNIGOPS == 0):
-		return c.Int8x256GOPS * 1e9 // ymm kernels: without AVX512_VNNI the avx512 path takes them too
 	case dtype == "int8":
-		return c.VNNIGOPS * 1e9
+		k = ceiling.Int8Kind(path, c.rate(ceiling.VNNI) > 0)
 	case path == kernels.AMX && dtype != "f32":
-		return c.AMXBF16 * 1e9
+		k = ceiling.AMXBF16
 	case path >= kernels.AVX512BF16:
-		return c.BF16GFLOPS * 1e9
+		k = ceiling.BF16
 	case path == kernels.AVX2:
-		return c.FMA256GFLOPS * 1e9
+		k = ceiling.FMA256
+	default:
+		k = ceiling.FMA
 	}
-	return c.FMAGFLOPS * 1e9
+	return c.rate(k) * 1e9
 }
 
 // MatMulOp is the operation class of the products with weights of dtype:

@@ -1470,8 +1470,15 @@ func (g avx2Group) generate(f *emit.File) {
 	f.I("MOVQ n+24(FP), R8")
 	f.I("MOVQ hd+32(FP), R14")
 	f.I("SHLQ $2, R14            // row bytes")
-	f.I("VBROADCASTSS scale+40(FP), Y10")
-	f.I("VMOVDQU keyperm4<>(SB), Y11")
+	// The fold's constants: where the queries take their registers, the
+	// fold loads them itself.
+	foldConsts := func() {
+		f.I("VBROADCASTSS scale+40(FP), Y10")
+		f.I("VMOVDQU keyperm4<>(SB), Y11")
+	}
+	if !g.qInRegs() {
+		foldConsts()
+	}
 	f.I("VBROADCASTSS c_ninf<>(SB), X12 // lane i: query i's running max")
 	if g.qInRegs() {
 		f.I("VMOVUPS X12, m-16(SP)")
@@ -1564,8 +1571,7 @@ func (g avx2Group) generate(f *emit.File) {
 			f.I("JLT  %schunk", label)
 		}
 		if g.qInRegs() {
-			f.I("VBROADCASTSS scale+40(FP), Y10")
-			f.I("VMOVDQU keyperm4<>(SB), Y11")
+			foldConsts()
 		}
 		foldAVX2(f)
 		if g.qInRegs() {

@@ -875,8 +875,6 @@ TEXT ·tile2AVX2(SB), NOSPLIT, $16-44
 	MOVQ n+24(FP), R8
 	MOVQ hd+32(FP), R14
 	SHLQ $2, R14            // row bytes
-	VBROADCASTSS scale+40(FP), Y10
-	VMOVDQU keyperm4<>(SB), Y11
 	VBROADCASTSS c_ninf<>(SB), X12 // lane i: query i's running max
 	VMOVUPS X12, m-16(SP)
 	MOVQ 16(AX), R9
@@ -1682,8 +1680,6 @@ TEXT ·tile2BF16AVX2(SB), NOSPLIT, $16-44
 	MOVQ n+24(FP), R8
 	MOVQ hd+32(FP), R14
 	SHLQ $2, R14            // row bytes
-	VBROADCASTSS scale+40(FP), Y10
-	VMOVDQU keyperm4<>(SB), Y11
 	VBROADCASTSS c_ninf<>(SB), X12 // lane i: query i's running max
 	VMOVUPS X12, m-16(SP)
 	MOVQ 16(AX), R9

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
@@ -164,6 +165,42 @@ const (
 	AMXInt8              // AMXInt8
 	Int8x256             // Int8x256GOPS
 )
+
+// Int8Kind is the ceiling of int8 products on kernel path p: the tiles'
+// TDPBUSD on AMX, else VPDPBUSD on zmm, but the ymm kernels' (Int8x256) on
+// the avx2 path and, where the CPU lacks AVX512_VNNI (zmmVNNI false), on
+// the avx512 path too.
+func Int8Kind(p kernels.Path, zmmVNNI bool) Kind {
+	switch {
+	case p == kernels.AMX:
+		return AMXInt8
+	case p == kernels.AVX2 || !zmmVNNI:
+		return Int8x256
+	}
+	return VNNI
+}
+
+// Peak is the measured peak of compute ceiling k (zero for DRAM, which
+// Meter.DRAM measures).
+func (c *Ceilings) Peak(k Kind) Peak {
+	switch k {
+	case FMA:
+		return c.FMAGFLOPS
+	case FMA256:
+		return c.FMA256GFLOPS
+	case BF16:
+		return c.BF16GFLOPS
+	case VNNI:
+		return c.VNNIGOPS
+	case Int8x256:
+		return c.Int8x256GOPS
+	case AMXBF16:
+		return c.AMXBF16
+	case AMXInt8:
+		return c.AMXInt8
+	}
+	return Peak{}
+}
 
 // Unit is what k counts: FLOP, OP (integer products and sums) or B (bytes read).
 func (k Kind) Unit() string {

@@ -72,12 +72,8 @@ func ceilingOf(p kernels.Path, k kind, memoryBound bool) func(*ceiling.Meter) fl
 	return func(m *ceiling.Meter) float64 {
 		c := m.Compute()
 		switch {
-		case k == kindInt8 && p == kernels.AMX:
-			return c.AMXInt8.All
-		case k == kindInt8 && (p == kernels.AVX2 || c.VNNIGOPS.All == 0):
-			return c.Int8x256GOPS.All
 		case k == kindInt8:
-			return c.VNNIGOPS.All
+			return c.Peak(ceiling.Int8Kind(p, c.VNNIGOPS.All > 0)).All
 		case p == kernels.AMX && k == kindBF16:
 			return c.AMXBF16.All
 		case p == kernels.AVX512BF16 && k == kindBF16:
