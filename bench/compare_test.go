@@ -278,6 +278,9 @@ func TestMachineKind(t *testing.T) {
 		{zen3, kernels.AVX2, "bf16", 110e9}, {zen3, kernels.AVX2, "int8", 430e9},
 		{zen5, kernels.AVX2, "int8", 440e9}, {zen5, kernels.AVX512BF16, "int8", 880e9},
 		{&Ceilings{FMAGFLOPS: 200, Int8x256GOPS: 300}, kernels.AVX512, "int8", 300e9}, // AVX-512 without VNNI
+		// f32 FMAs at the path's width
+		{&Ceilings{FMAGFLOPS: 200, FMA256GFLOPS: 100}, kernels.AVX512, "bf16", 200e9},
+		{&Ceilings{FMAGFLOPS: 200, FMA256GFLOPS: 100}, kernels.AVX2, "f32", 100e9},
 	} {
 		if got := tc.c.ComputePeak(tc.path, tc.dtype); got != tc.want {
 			t.Errorf("ComputePeak(%v, %s) on %+v = %g, want %g", tc.path, tc.dtype, *tc.c, got, tc.want)

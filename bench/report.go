@@ -76,10 +76,8 @@ func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
 		k = ceiling.AMXBF16
 	case path >= kernels.AVX512BF16:
 		k = ceiling.BF16
-	case path == kernels.AVX2:
-		k = ceiling.FMA256
 	default:
-		k = ceiling.FMA
+		k = ceiling.FMAKind(path)
 	}
 	return c.rate(k) * 1e9
 }

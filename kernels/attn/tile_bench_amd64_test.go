@@ -17,8 +17,8 @@ import (
 // BenchmarkTile is the inner kernels alone on one thread, 100 query heads
 // (one at a time, or in the path's groups) over a full tile of 64 positions
 // at head_dim 128 (2·2·64·128 flops each), best of b.N runs of 100 calls,
-// against the single-thread FMA peak measured just before (the AVX2 kernels
-// against half of it: ymm FMAs).
+// against the single-thread FMA peak of the path's width measured just
+// before.
 func BenchmarkTile(b *testing.B) {
 	if !kernels.CPU().Supports(kernels.AVX2) {
 		b.Skip("no AVX2")
@@ -47,10 +47,7 @@ func BenchmarkTile(b *testing.B) {
 		for i := range w.pend {
 			w.pend[i] = query{ml: []float32{0, 1}, acc: make([]float32, hd), q: q}
 		}
-		fma := peak.FMAGFLOPS.Single
-		if p == kernels.AVX2 {
-			fma /= 2
-		}
+		fma := peak.Peak(ceiling.FMAKind(p)).Single
 		for _, group := range []bool{false, true} {
 			if group && ks.group == nil {
 				continue

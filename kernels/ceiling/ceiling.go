@@ -166,6 +166,15 @@ const (
 	Int8x256             // Int8x256GOPS
 )
 
+// FMAKind is the ceiling of f32 FMAs on kernel path p: the ymm rate on the
+// avx2 path (whose kernels are 256 bits wide on any CPU), else the zmm one.
+func FMAKind(p kernels.Path) Kind {
+	if p == kernels.AVX2 {
+		return FMA256
+	}
+	return FMA
+}
+
 // Int8Kind is the ceiling of int8 products on kernel path p: the tiles'
 // TDPBUSD on AMX, else VPDPBUSD on zmm, but the ymm kernels' (Int8x256) on
 // the avx2 path and, where the CPU lacks AVX512_VNNI (zmmVNNI false), on

@@ -78,10 +78,8 @@ func ceilingOf(p kernels.Path, k kind, memoryBound bool) func(*ceiling.Meter) fl
 			return c.AMXBF16.All
 		case p == kernels.AVX512BF16 && k == kindBF16:
 			return c.BF16GFLOPS.All
-		case p == kernels.AVX2:
-			return c.FMA256GFLOPS.All
 		}
-		return c.FMAGFLOPS.All
+		return c.Peak(ceiling.FMAKind(p)).All
 	}
 }
 

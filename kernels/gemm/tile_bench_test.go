@@ -3,6 +3,7 @@
 package gemm
 
 import (
+	"cmp"
 	"testing"
 	"time"
 	"unsafe"
@@ -12,12 +13,13 @@ import (
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
-// BenchmarkTile runs one 8-row × 2-panel tile kernel (AMX: 16 × 4) over L2-resident data
-// on one thread and reports it as a fraction of the instruction's peak,
-// measured alternately with it.
+// BenchmarkTile runs one prefill tile kernel of each family the CPU has (8
+// rows × 2 panels of zmm; AMX 16 × 4; the ymm kernels' tallest tile of one
+// panel) over L2-resident data on one thread and reports it as a fraction
+// of the instruction's peak, measured alternately with it.
 func BenchmarkTile(b *testing.B) {
-	if !kernels.CPU().Supports(kernels.AVX512BF16) {
-		b.Skip("needs avx512bf16")
+	if !kernels.CPU().Supports(kernels.AVX2) {
+		b.Skip("needs avx2")
 	}
 	pool := threads.New(1, false)
 	defer pool.Close()
@@ -45,11 +47,21 @@ func BenchmarkTile(b *testing.B) {
 		rows  int // 8 unless set
 		np    int // 2 unless set
 	}
+	fma256 := func(c ceiling.Ceilings) float64 { return c.FMA256GFLOPS.Single }
+	int8x256 := func(c ceiling.Ceilings) float64 { return c.Int8x256GOPS.Single }
 	cases := []tileCase{
-		{"bf16", bf16x512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.BF16GFLOPS.Single }, 0, 0},
-		{"pairs-f32", pairs512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }, 0, 0},
-		{"f32", f32x512Kernels[8][2], 32, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }, 0, 0},
-		{"vnni", vnni512Kernels[8][2], 128, func(c ceiling.Ceilings) float64 { return c.VNNIGOPS.Single }, 0, 0},
+		{"f32-ymm", f32x256Kernels[6][1], 32, fma256, 6, 1},
+		{"int8-ymm", i8x256Kernels[4][1], 128, int8x256, 4, 1},
+	}
+	if kernels.CPU().AVXVNNI {
+		cases = append(cases, tileCase{"vnni-ymm", vnni256Kernels[6][1], 128, int8x256, 6, 1})
+	}
+	if kernels.CPU().Supports(kernels.AVX512BF16) {
+		cases = append(cases,
+			tileCase{"bf16", bf16x512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.BF16GFLOPS.Single }, 0, 0},
+			tileCase{"pairs-f32", pairs512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }, 0, 0},
+			tileCase{"f32", f32x512Kernels[8][2], 32, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }, 0, 0},
+			tileCase{"vnni", vnni512Kernels[8][2], 128, func(c ceiling.Ceilings) float64 { return c.VNNIGOPS.Single }, 0, 0})
 	}
 	if kernels.CPU().Supports(kernels.AMX) {
 		// A call of the AMX kernels: 16 rows (one tile) × 4 panels, rows of x one after the other.
@@ -67,7 +79,7 @@ func BenchmarkTile(b *testing.B) {
 		w[i] = 0x3c003c00 + uint32(i*2246822519)&0x007f007f
 	}
 	for _, tc := range cases {
-		rows, np := max(tc.rows, 8), max(tc.np, 2)
+		rows, np := cmp.Or(tc.rows, 8), cmp.Or(tc.np, 2)
 		b.Run(tc.name, func(b *testing.B) {
 			sx := make([]float32, rows)
 			a := &kargs{x: unsafe.Pointer(&x[0]), w: unsafe.Pointer(&w[0]), ps: ks * 64, ks: ks, r: rows, p: np, lx: ks * 4,
