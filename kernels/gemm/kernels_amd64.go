@@ -405,10 +405,13 @@ func i8x256R1P2(a *kargs)
 //go:noescape
 func i8x256R1P4(a *kargs)
 
+//go:noescape
+func i8x256R2P2(a *kargs)
+
 // i8x256Kernels are the i8x256 tile kernels by [rows][panels].
 var i8x256Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	1: {1: i8x256R1P1, 2: i8x256R1P2, 4: i8x256R1P4},
-	2: {1: i8x256R2P1},
+	2: {1: i8x256R2P1, 2: i8x256R2P2},
 	3: {1: i8x256R3P1},
 	4: {1: i8x256R4P1},
 }
