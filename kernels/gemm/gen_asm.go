@@ -74,8 +74,8 @@ var families = []family{
 	{"f32x256", false, 4, singleF32, tiles(false, 6, [2]int{1, 2}, [2]int{2, 2}), 0, nil},
 	// Two rows of two panels: the logits screen of one sequence (two rows)
 	// and int8 decode of two read two weight streams a core instead of one,
-	// which took the screen's product from 68-90 % of the DRAM read rate
-	// to 93-101 % (docs/performance.md, "thirty-first pass").
+	// which took the screen's product from a median of 87 % of the DRAM
+	// read rate to 95 % (docs/performance.md, "thirty-first pass").
 	{"i8x256", false, 4, dotI8AVX2, tiles(false, 4, [2]int{1, 2}, [2]int{1, 4}, [2]int{2, 2}), 0, nil},
 	// AVX-VNNI (ymm VPDPBUSD, VEX-encoded) for the avx2 path on CPUs that
 	// have it: one instruction a row and 32 weight bytes where i8x256 takes
