@@ -281,6 +281,9 @@ func TestMachineKind(t *testing.T) {
 		// f32 FMAs at the path's width
 		{&Ceilings{FMAGFLOPS: 200, FMA256GFLOPS: 100}, kernels.AVX512, "bf16", 200e9},
 		{&Ceilings{FMAGFLOPS: 200, FMA256GFLOPS: 100}, kernels.AVX2, "f32", 100e9},
+		// f32 weights run FMA kernels on the bf16 paths too
+		{zen5, kernels.AVX512BF16, "f32", 220e9}, {xeon, kernels.AMX, "f32", 200e9},
+		{zen5, kernels.AVX512BF16, "bf16", 440e9}, {xeon, kernels.AMX, "bf16", 3000e9}, {xeon, kernels.AMX, "int8", 6000e9},
 	} {
 		if got := tc.c.ComputePeak(tc.path, tc.dtype); got != tc.want {
 			t.Errorf("ComputePeak(%v, %s) on %+v = %g, want %g", tc.path, tc.dtype, *tc.c, got, tc.want)

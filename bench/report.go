@@ -68,18 +68,14 @@ type Ceilings struct {
 // ComputePeak is the FLOP/s ceiling of the kernel path that prefill runs
 // on: path is the one of dtype's products (kernels.MatMulInt8 for int8).
 func (c *Ceilings) ComputePeak(path kernels.Path, dtype string) float64 {
-	var k ceiling.Kind
-	switch {
-	case dtype == "int8":
-		k = ceiling.Int8Kind(path, c.rate(ceiling.VNNI) > 0)
-	case path == kernels.AMX && dtype != "f32":
-		k = ceiling.AMXBF16
-	case path >= kernels.AVX512BF16:
-		k = ceiling.BF16
-	default:
-		k = ceiling.FMAKind(path)
+	w := ceiling.BF16Weights
+	switch dtype {
+	case "int8":
+		w = ceiling.Int8Weights
+	case "f32":
+		w = ceiling.F32Weights
 	}
-	return c.rate(k) * 1e9
+	return c.rate(ceiling.ProductKind(path, w, c.rate(ceiling.VNNI) > 0)) * 1e9
 }
 
 // MatMulOp is the operation class of the products with weights of dtype:

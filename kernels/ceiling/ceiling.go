@@ -175,18 +175,35 @@ func FMAKind(p kernels.Path) Kind {
 	return FMA
 }
 
-// Int8Kind is the ceiling of int8 products on kernel path p: the tiles'
-// TDPBUSD on AMX, else VPDPBUSD on zmm, but the ymm kernels' (Int8x256) on
-// the avx2 path and, where the CPU lacks AVX512_VNNI (zmmVNNI false), on
-// the avx512 path too.
-func Int8Kind(p kernels.Path, zmmVNNI bool) Kind {
+// Weights is the form of a product's weights, for ProductKind.
+type Weights int
+
+const (
+	BF16Weights Weights = iota
+	Int8Weights
+	F32Weights
+)
+
+// ProductKind is the ceiling a product of weights w is held to on kernel
+// path p: int8 on the tiles' TDPBUSD (AMX), else on zmm VPDPBUSD, but on the
+// ymm kernels' rate (Int8x256) on the avx2 path and, where the CPU lacks
+// AVX512_VNNI (zmmVNNI false), on the avx512 path too; bf16 on TDPBF16PS
+// (AMX) or VDPBF16PS (avx512bf16); anything else, f32 weights on every
+// path included, on f32 FMAs of the path's width.
+func ProductKind(p kernels.Path, w Weights, zmmVNNI bool) Kind {
 	switch {
-	case p == kernels.AMX:
+	case w == Int8Weights && p == kernels.AMX:
 		return AMXInt8
-	case p == kernels.AVX2 || !zmmVNNI:
+	case w == Int8Weights && (p == kernels.AVX2 || !zmmVNNI):
 		return Int8x256
+	case w == Int8Weights:
+		return VNNI
+	case w == BF16Weights && p == kernels.AMX:
+		return AMXBF16
+	case w == BF16Weights && p == kernels.AVX512BF16:
+		return BF16
 	}
-	return VNNI
+	return FMAKind(p)
 }
 
 // Peak is the measured peak of compute ceiling k (zero for DRAM, which

@@ -69,17 +69,10 @@ func ceilingOf(p kernels.Path, k kind, memoryBound bool) func(*ceiling.Meter) fl
 	case memoryBound:
 		return func(m *ceiling.Meter) float64 { return m.DRAM().All }
 	}
+	w := map[kind]ceiling.Weights{kindBF16: ceiling.BF16Weights, kindInt8: ceiling.Int8Weights, kindF32: ceiling.F32Weights}[k]
 	return func(m *ceiling.Meter) float64 {
 		c := m.Compute()
-		switch {
-		case k == kindInt8:
-			return c.Peak(ceiling.Int8Kind(p, c.VNNIGOPS.All > 0)).All
-		case p == kernels.AMX && k == kindBF16:
-			return c.AMXBF16.All
-		case p == kernels.AVX512BF16 && k == kindBF16:
-			return c.BF16GFLOPS.All
-		}
-		return c.Peak(ceiling.FMAKind(p)).All
+		return c.Peak(ceiling.ProductKind(p, w, c.VNNIGOPS.All > 0)).All
 	}
 }
 

@@ -42,32 +42,30 @@ func BenchmarkTile(b *testing.B) {
 	type tileCase struct {
 		name  string
 		k     kernel
-		flops float64 // per step per row per panel
-		peak  func(c ceiling.Ceilings) float64
-		rows  int // 8 unless set
-		np    int // 2 unless set
+		flops float64      // per step per row per panel
+		peak  ceiling.Kind // the instruction's single-thread rate
+		rows  int          // 8 unless set
+		np    int          // 2 unless set
 	}
-	fma256 := func(c ceiling.Ceilings) float64 { return c.FMA256GFLOPS.Single }
-	int8x256 := func(c ceiling.Ceilings) float64 { return c.Int8x256GOPS.Single }
 	cases := []tileCase{
-		{"f32-ymm", f32x256Kernels[6][1], 32, fma256, 6, 1},
-		{"int8-ymm", i8x256Kernels[4][1], 128, int8x256, 4, 1},
+		{"f32-ymm", f32x256Kernels[6][1], 32, ceiling.FMA256, 6, 1},
+		{"int8-ymm", i8x256Kernels[4][1], 128, ceiling.Int8x256, 4, 1},
 	}
 	if kernels.CPU().AVXVNNI {
-		cases = append(cases, tileCase{"vnni-ymm", vnni256Kernels[6][1], 128, int8x256, 6, 1})
+		cases = append(cases, tileCase{"vnni-ymm", vnni256Kernels[6][1], 128, ceiling.Int8x256, 6, 1})
 	}
 	if kernels.CPU().Supports(kernels.AVX512BF16) {
 		cases = append(cases,
-			tileCase{"bf16", bf16x512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.BF16GFLOPS.Single }, 0, 0},
-			tileCase{"pairs-f32", pairs512Kernels[8][2], 64, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }, 0, 0},
-			tileCase{"f32", f32x512Kernels[8][2], 32, func(c ceiling.Ceilings) float64 { return c.FMAGFLOPS.Single }, 0, 0},
-			tileCase{"vnni", vnni512Kernels[8][2], 128, func(c ceiling.Ceilings) float64 { return c.VNNIGOPS.Single }, 0, 0})
+			tileCase{"bf16", bf16x512Kernels[8][2], 64, ceiling.BF16, 0, 0},
+			tileCase{"pairs-f32", pairs512Kernels[8][2], 64, ceiling.FMA, 0, 0},
+			tileCase{"f32", f32x512Kernels[8][2], 32, ceiling.FMA, 0, 0},
+			tileCase{"vnni", vnni512Kernels[8][2], 128, ceiling.VNNI, 0, 0})
 	}
 	if kernels.CPU().Supports(kernels.AMX) {
 		// A call of the AMX kernels: 16 rows (one tile) × 4 panels, rows of x one after the other.
 		cases = append(cases,
-			tileCase{"amx-bf16", amxPairsKernels[16][4], 64, func(c ceiling.Ceilings) float64 { return c.AMXBF16.Single }, 16, 4},
-			tileCase{"amx-int8", amxQuadsKernels[16][4], 128, func(c ceiling.Ceilings) float64 { return c.AMXInt8.Single }, 16, 4})
+			tileCase{"amx-bf16", amxPairsKernels[16][4], 64, ceiling.AMXBF16, 16, 4},
+			tileCase{"amx-int8", amxQuadsKernels[16][4], 128, ceiling.AMXInt8, 16, 4})
 	}
 	x = alignedU32(16 * ks * 2)
 	w = alignedU32(4 * ks * 16 * 2)
@@ -91,7 +89,7 @@ func BenchmarkTile(b *testing.B) {
 			var best, peak float64
 			for range 10 {
 				c := meter.Compute()
-				peak = max(peak, tc.peak(c))
+				peak = max(peak, c.Peak(tc.peak).Single)
 				const calls = 500
 				start := ceiling.CPUTime()
 				for range calls {
