@@ -96,9 +96,11 @@ type CompareOptions struct {
 	Tokens int // decode steps timed per measurement
 	Seed   uint64
 	DType  string
-	// Coded says ellm's bf16 weights are coded for decode, Screened that it
-	// screens the logits (DecodeReads); llama.cpp reads them as stored.
-	Coded, Screened bool
+	// Coded says ellm's bf16 weights are coded for decode; its steps of up
+	// to ScreenRows sequences screen their logits (DecodeReads). llama.cpp
+	// reads the weights as stored.
+	Coded      bool
+	ScreenRows int
 	// KVBytes is ellm's KV cache bytes per position
 	// (modelcfg.KVBytesPerPosition; both engines are charged it).
 	KVBytes int64
@@ -161,7 +163,7 @@ func compareResult(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, ce
 		r := &rounds[i]
 		ellm, llama = append(ellm, r.Ellm), append(llama, r.Llama)
 		if r.Ceiling > 0 {
-			r.EllmFraction = peakFraction(cfg, p, opts, DecodeReads(opts.DType, opts.Coded, opts.Screened), r.Ellm, r.Ceiling)
+			r.EllmFraction = peakFraction(cfg, p, opts, DecodeReads(opts.DType, opts.Coded, p.Batch <= opts.ScreenRows), r.Ellm, r.Ceiling)
 			r.LlamaFraction = peakFraction(cfg, p, opts, DecodeReads(opts.DType, false, false), r.Llama, r.Ceiling)
 			ellmFrac, llamaFrac = append(ellmFrac, r.EllmFraction), append(llamaFrac, r.LlamaFraction)
 		}
@@ -186,7 +188,7 @@ func ellmRate(ctx context.Context, g Generator, cfg *modelcfg.Config, p CompareP
 		return res[0].TokensPerSecond, nil
 	}
 	res, err := RunDecode(ctx, g, cfg, DecodeOptions{Depths: []int{p.Depth}, Batches: []int{p.Batch}, Tokens: opts.Tokens,
-		Warmup: CompareDecodeWarmup, Repeat: 1, Seed: seed, DType: opts.DType, Coded: opts.Coded, Screened: opts.Screened, KVBytes: opts.KVBytes, Scale: 1}, nil)
+		Warmup: CompareDecodeWarmup, Repeat: 1, Seed: seed, DType: opts.DType, Coded: opts.Coded, ScreenRows: opts.ScreenRows, KVBytes: opts.KVBytes, Scale: 1}, nil)
 	if err != nil {
 		return 0, err
 	}

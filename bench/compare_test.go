@@ -219,6 +219,18 @@ func TestCompareResultFractionsPerRound(t *testing.T) {
 		t.Errorf("coded fractions %v, %v: want %v, 0.6", coded.EllmFraction, coded.LlamaFraction, want)
 	}
 	opts.Coded = false
+	// A screened step (batch ≤ ScreenRows) reads lm_head's int8 copy; a
+	// larger batch its bf16 weights, as llama.cpp does.
+	opts.ScreenRows = 1
+	screened := compareResult(c, decode, opts, Ceiling{Name: "DRAM read", Unit: "B"}, rounds)
+	if want := 0.8 * DecodeBytes(c, DecodeReads("bf16", false, true), 114688, 0, 1) / bytesPerToken; want >= 0.8 || math.Abs(screened.EllmFraction-want) > 1e-9 {
+		t.Errorf("screened fraction %v, want %v", screened.EllmFraction, want)
+	}
+	batch2 := compareResult(c, ComparePoint{Depth: 0, Batch: 2}, opts, Ceiling{Name: "DRAM read", Unit: "B"}, rounds)
+	if math.Abs(batch2.EllmFraction/batch2.LlamaFraction-0.8/0.6) > 1e-9 {
+		t.Errorf("batch 2 beyond ScreenRows 1: fractions %v, %v, want llama.cpp's bytes for both", batch2.EllmFraction, batch2.LlamaFraction)
+	}
+	opts.ScreenRows = 0
 
 	// A prefill is charged its FLOPs against the compute ceiling; the median
 	// and spread are over rounds, and a round without a ceiling has no fraction.

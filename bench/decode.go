@@ -50,9 +50,10 @@ type DecodeOptions struct {
 	Repeat  int
 	Seed    uint64
 	DType   string
-	// Coded says the bf16 weights are coded for decode, Screened that the
-	// logits are screened (DecodeReads).
-	Coded, Screened bool
+	// Coded says the bf16 weights are coded for decode; a step of up to
+	// ScreenRows sequences screens their logits (DecodeReads).
+	Coded      bool
+	ScreenRows int
 	// KVBytes is the KV cache's bytes per position (modelcfg.KVBytesPerPosition).
 	KVBytes int64
 	// DRAM is the read-bandwidth ceiling in bytes/s (0: no fraction).
@@ -89,7 +90,7 @@ func RunDecode(ctx context.Context, g Generator, cfg *modelcfg.Config, opts Deco
 			s := Summarize(tpots)
 			r := DecodeResult{Depth: depth, Batch: batch, TPOTms: s.Median, TPOT: s}
 			r.TokensPerSecond = float64(batch) / (s.Median / 1e3)
-			r.GBps = DecodeBytes(cfg, DecodeReads(opts.DType, opts.Coded, opts.Screened), opts.KVBytes, depth, batch) * opts.Scale / (s.Median / 1e3) / 1e9
+			r.GBps = DecodeBytes(cfg, DecodeReads(opts.DType, opts.Coded, batch <= opts.ScreenRows), opts.KVBytes, depth, batch) * opts.Scale / (s.Median / 1e3) / 1e9
 			if opts.DRAM > 0 {
 				r.BandwidthFraction = r.GBps * 1e9 / opts.DRAM
 			}

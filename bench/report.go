@@ -168,14 +168,15 @@ type Model struct {
 	Hidden     int    `json:"hidden_size"`
 	Params     int64  `json:"params"`
 	DType      string `json:"dtype"`
-	// CodedWeights: the bf16 weights are coded for decode; ScreenedLogits:
-	// lm_head has an int8 screen (DecodeReads). DecodeWeights is the
-	// engine's measured choice between the coded copy and the pairs
-	// (engine.Info.DecodeWeights).
-	CodedWeights   bool   `json:"coded_weights,omitempty"`
-	DecodeWeights  string `json:"decode_weights,omitempty"`
-	ScreenedLogits bool   `json:"screened_logits,omitempty"`
-	KVDType        string `json:"kv_dtype"`
+	// CodedWeights: the bf16 weights are coded for decode. DecodeWeights is
+	// the engine's measured choice between the coded copy and the pairs
+	// (engine.Info.DecodeWeights). ScreenRows: lm_head's int8 screen
+	// bounds the logits of decode steps of up to that many sequences
+	// (engine.Info.ScreenRows, DecodeReads).
+	CodedWeights  bool   `json:"coded_weights,omitempty"`
+	DecodeWeights string `json:"decode_weights,omitempty"`
+	ScreenRows    int    `json:"screen_rows,omitempty"`
+	KVDType       string `json:"kv_dtype"`
 	// LoadSeconds is how long the engine took to start (engine.Info.
 	// LoadTime): the weights loaded, packed and coded, the KV cache and
 	// scratch committed.
@@ -260,8 +261,8 @@ func Write(w io.Writer, r Report, f Format) error {
 		case r.Model.CodedWeights:
 			notes = append(notes, "coded for decode")
 		}
-		if r.Model.ScreenedLogits {
-			notes = append(notes, "logits screened")
+		if r.Model.ScreenRows > 0 {
+			notes = append(notes, fmt.Sprintf("logits screened up to %d sequences a step", r.Model.ScreenRows))
 		}
 		if len(notes) > 0 {
 			fmt.Fprintf(w, " (%s)", strings.Join(notes, ", "))

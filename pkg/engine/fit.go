@@ -93,6 +93,9 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 	if opts.ChunkSize < 0 {
 		return nil, fmt.Errorf("chunk size %d: must not be negative", opts.ChunkSize)
 	}
+	if opts.LogitScreenRows < 0 {
+		return nil, fmt.Errorf("logit screen rows %d: must not be negative", opts.LogitScreenRows)
+	}
 	// pkg/kvcache says what a position costs in each dtype it has.
 	kvPer, err := kvcache.BytesPerPosition(cfg, kvd)
 	if err != nil {

@@ -300,7 +300,9 @@ func TestModelEnginePrefixSharingMatchesScratch(t *testing.T) {
 // every logit, so it is not screened, nor are the rows batched with it).
 func TestModelScreenedDrawsMatch(t *testing.T) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
-	on := newModelEngine(t, dir, Options{BatchSize: 4})
+	// Every row screened, whatever the start-up would measure on a model
+	// this small (TestModelLogitScreenChoice).
+	on := newModelEngine(t, dir, Options{BatchSize: 4, LogitScreenRows: 4})
 	off := newModelEngine(t, dir, Options{BatchSize: 4, NoLogitScreen: true})
 	tok := on.Model().Tokenizer
 	seed := uint64(5)
@@ -349,6 +351,28 @@ func TestModelScreenedDrawsMatch(t *testing.T) {
 	check("beside logprobs", withLogprobs)
 	if n := on.Stats().ScreenedRows - before; n >= 4*16 {
 		t.Errorf("%d rows screened in passes beside a request for logprobs", n)
+	}
+}
+
+// The engine reports how many logits rows a step screens: measured at
+// start-up, or as set; none without a screen. A negative cap is refused.
+func TestModelLogitScreenChoice(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	measured := newModelEngine(t, dir, Options{BatchSize: 4}).Info()
+	if measured.ScreenRows > 4 || !strings.Contains(measured.LogitScreen, "(measured at ") ||
+		(measured.ScreenRows == 0) != strings.HasPrefix(measured.LogitScreen, "off ") {
+		t.Errorf("measured: %d rows, %q", measured.ScreenRows, measured.LogitScreen)
+	}
+	set := newModelEngine(t, dir, Options{BatchSize: 4, LogitScreenRows: 3}).Info()
+	if set.ScreenRows != 3 || set.LogitScreen != "up to 3 rows a pass (set)" {
+		t.Errorf("set to 3: %d rows, %q", set.ScreenRows, set.LogitScreen)
+	}
+	none := newModelEngine(t, dir, Options{BatchSize: 4, NoLogitScreen: true, LogitScreenRows: 3}).Info()
+	if none.ScreenRows != 0 || none.LogitScreen != "" {
+		t.Errorf("without a screen: %d rows, %q", none.ScreenRows, none.LogitScreen)
+	}
+	if _, err := New(openModel(t, dir), Options{BatchSize: 4, SequenceLength: 256, LogitScreenRows: -1}); err == nil || !strings.Contains(err.Error(), "logit screen rows -1") {
+		t.Errorf("LogitScreenRows -1: %v", err)
 	}
 }
 

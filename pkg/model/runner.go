@@ -53,6 +53,10 @@ type RunnerOptions struct {
 	MaxLogits int
 	// Pool runs the kernels; nil makes a private pool of one worker per CPU.
 	Pool *threads.Pool
+	// ScreenRows caps the logits rows a pass screens (0: every row the
+	// pass has room for, two int8 rows each; Runner.ChooseScreen may
+	// lower it).
+	ScreenRows int
 }
 
 // Runner runs forward passes of one model over one KV cache. Every buffer is
@@ -169,7 +173,7 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 	r.logits = make([]float32, r.maxLogits*cfg.VocabSize)
 	r.base = make([]int, 0, cache.Slots)
 	if m.lmScreen != nil {
-		r.maxScreen = screenRows(M, r.maxLogits)
+		r.maxScreen = screenRows(M, r.maxLogits, opts.ScreenRows)
 		r.screenIn, r.screenOut = make([]float32, 2*r.maxScreen*H), make([]float32, 2*r.maxScreen*cfg.VocabSize)
 		r.intervals = intervalTask{r: r, refused: make([]bool, r.pool.Size())}
 		r.refine.r = r
@@ -441,8 +445,13 @@ func (r *Runner) lmRows(first, n int, may bool) bool {
 }
 
 // screenRows is the most logits rows a pass of m rows screens: two rows of
-// the int8 product each.
-func screenRows(m, logits int) int { return min(logits, m/2) }
+// the int8 product each, and no more than capped (RunnerOptions.ScreenRows).
+func screenRows(m, logits, capped int) int {
+	if capped > 0 {
+		logits = min(logits, capped)
+	}
+	return min(logits, m/2)
+}
 
 // screen bounds the logits of the n rows of lmIn (all the Forward's) with
 // the int8 screen, or reports false when it cannot (too many rows, or

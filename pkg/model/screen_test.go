@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
@@ -127,5 +128,149 @@ func TestScreenOnlyWhenAllAsk(t *testing.T) {
 	}
 	if r.Screened() {
 		t.Error("a model without a screen screened")
+	}
+}
+
+// RunnerOptions.ScreenRows caps the rows a pass screens: a pass with more
+// logits rows than that computes them in full.
+func TestScreenRowsCap(t *testing.T) {
+	m := loadTiny(t, "tiny-qwen3-a", LoadOptions{})
+	r := newRunner(t, m, kvcache.BF16, 4, 16, RunnerOptions{MaxTokens: 16, ScreenRows: 2})
+	if r.ScreenRows() != 2 {
+		t.Fatalf("ScreenRows() = %d with RunnerOptions.ScreenRows 2 and room for 4", r.ScreenRows())
+	}
+	for n := 1; n <= 4; n++ {
+		if got, want := decode(t, r, n, true), n <= 2; got != want {
+			t.Errorf("%d rows: screened %v, want %v", n, got, want)
+		}
+	}
+}
+
+// decode runs a decode step of n sequences, each a token at position 0,
+// whose logits ask to be screened if screen, and reports whether the
+// runner screened them.
+func decode(t *testing.T, r *Runner, n int, screen bool) bool {
+	t.Helper()
+	segs := make([]Segment, n)
+	for i := range segs {
+		segs[i] = Segment{Slot: i, Tokens: []int32{int32(7 + i)}, Logits: LogitsLast, Screen: screen}
+	}
+	if err := r.Forward(segs); err != nil {
+		t.Fatal(err)
+	}
+	return r.Screened()
+}
+
+// ChooseScreen times doubling row counts until the screen loses, keeps the
+// most it won at, and leaves the runner screening that many rows and no
+// more, its passes as a fresh runner's.
+func TestChooseScreen(t *testing.T) {
+	m := loadTiny(t, "tiny-qwen3-a", LoadOptions{})
+	r := newRunner(t, m, kvcache.BF16, 4, 16, RunnerOptions{MaxTokens: 16})
+	c, ok := r.ChooseScreen(2)
+	if !ok {
+		t.Fatal("a runner with a screen chose nothing")
+	}
+	trials := screenTrials(4)
+	if len(c.Timed) == 0 || len(c.Timed) > len(trials) {
+		t.Fatalf("timed %+v, of trials %v", c.Timed, trials)
+	}
+	want := 0
+	for i, tm := range c.Timed {
+		if tm.Rows != trials[i] || tm.Screened <= 0 || tm.Full <= 0 {
+			t.Fatalf("timing %d = %+v, want rows %d and both times positive", i, tm, trials[i])
+		}
+		won := tm.Screened < tm.Full
+		if !won && i < len(c.Timed)-1 {
+			t.Fatalf("timed on after the screen lost at %d rows: %+v", tm.Rows, c.Timed)
+		}
+		if won && i == len(c.Timed)-1 && len(c.Timed) < len(trials) {
+			t.Fatalf("stopped at %d rows, which the screen won: %+v", tm.Rows, c.Timed)
+		}
+		if won {
+			want = tm.Rows
+		}
+	}
+	if c.Rows != want || r.ScreenRows() != want {
+		t.Fatalf("kept %d rows (runner: %d), want %d from %+v", c.Rows, r.ScreenRows(), want, c.Timed)
+	}
+	if want > 0 && !decode(t, r, want, true) {
+		t.Errorf("%d rows not screened", want)
+	}
+	if decode(t, r, want+1, true) {
+		t.Errorf("%d rows screened, more than the %d chosen", want+1, want)
+	}
+	fresh := newRunner(t, m, kvcache.BF16, 4, 16, RunnerOptions{MaxTokens: 16})
+	decode(t, fresh, want+1, false)
+	for i := range want + 1 {
+		got, exp := r.Logits(i), fresh.Logits(i)
+		for tok := range exp {
+			if math.Float32bits(got[tok]) != math.Float32bits(exp[tok]) {
+				t.Fatalf("row %d logit %d = %g after the choice, %g from a fresh runner", i, tok, got[tok], exp[tok])
+			}
+		}
+	}
+
+	plain := loadTiny(t, "tiny-qwen3-a", LoadOptions{NoLogitScreen: true})
+	if _, ok := newRunner(t, plain, kvcache.BF16, 4, 16, RunnerOptions{MaxTokens: 16}).ChooseScreen(1); ok {
+		t.Error("a runner without a screen chose a cap")
+	}
+}
+
+// The choice keeps the most rows the screen won at, timing doubling
+// counts up to the cap and none after the first it lost at.
+func TestChooseScreenRows(t *testing.T) {
+	ms := time.Millisecond
+	// Screened 2 ms a row (int8, compute-bound), in full 5 ms and 1 more a row.
+	timing := func(n int) (ScreenTiming, bool) {
+		return ScreenTiming{Rows: n, Screened: time.Duration(2*n) * ms, Full: time.Duration(5+n) * ms}, true
+	}
+	for _, tt := range []struct {
+		limit, rows int
+		timed       []int
+	}{{1, 1, []int{1}}, {4, 4, []int{1, 2, 4}}, {6, 4, []int{1, 2, 4, 6}}, {16, 4, []int{1, 2, 4, 8}}} {
+		c := chooseScreenRows(tt.limit, timing)
+		var timed []int
+		for _, tm := range c.Timed {
+			timed = append(timed, tm.Rows)
+		}
+		if c.Rows != tt.rows || !slices.Equal(timed, tt.timed) {
+			t.Errorf("limit %d: kept %d rows, timed %v; want %d, %v", tt.limit, c.Rows, timed, tt.rows, tt.timed)
+		}
+	}
+	lost := chooseScreenRows(4, func(n int) (ScreenTiming, bool) { return ScreenTiming{Rows: n, Screened: ms, Full: ms}, true })
+	if lost.Rows != 0 || len(lost.Timed) != 1 {
+		t.Errorf("a tie at one row: kept %d rows after %d timings, want 0 after 1", lost.Rows, len(lost.Timed))
+	}
+	refused := chooseScreenRows(4, func(n int) (ScreenTiming, bool) { return ScreenTiming{Rows: n, Screened: ms, Full: 9 * ms}, n < 2 })
+	if refused.Rows != 0 || len(refused.Timed) != 0 {
+		t.Errorf("a refused timing: %+v, want nothing", refused)
+	}
+}
+
+func TestScreenTrials(t *testing.T) {
+	for limit, want := range map[int][]int{1: {1}, 2: {1, 2}, 3: {1, 2, 3}, 4: {1, 2, 4}, 6: {1, 2, 4, 6}, 8: {1, 2, 4, 8}} {
+		if got := screenTrials(limit); !slices.Equal(got, want) {
+			t.Errorf("screenTrials(%d) = %v, want %v", limit, got, want)
+		}
+	}
+}
+
+func TestScreenChoiceString(t *testing.T) {
+	ms := time.Millisecond
+	for _, tt := range []struct {
+		c    ScreenChoice
+		want string
+	}{
+		{ScreenChoice{Rows: 2, Timed: []ScreenTiming{{1, 5 * ms, 9 * ms}, {2, 6 * ms, 9 * ms}, {4, 11 * ms, 10 * ms}}},
+			"up to 2 rows a pass (measured at 4: 11.0 ms screened, 10.0 in full)"},
+		{ScreenChoice{Rows: 1, Timed: []ScreenTiming{{1, 5 * ms, 9 * ms}}}, "up to 1 row a pass (measured at 1: 5.0 ms screened, 9.0 in full)"},
+		{ScreenChoice{Timed: []ScreenTiming{{1, 2 * ms, ms}}}, "off (measured at 1: 2.0 ms screened, 1.0 in full)"},
+		{ScreenChoice{Rows: 1}, "up to 1 row a pass (set)"},
+		{ScreenChoice{Rows: 3}, "up to 3 rows a pass (set)"},
+	} {
+		if got := tt.c.String(); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.c, got, tt.want)
+		}
 	}
 }

@@ -26,7 +26,7 @@ func ScratchBytes(cfg *modelcfg.Config, slots, seqLen int, opts RunnerOptions, l
 	floats := M*(3*H+qd+2*kvd+max(inter, qd)) + int64(min(m, fusedRows))*qd + // the fused decode path's attention output
 		int64(min(logits, m))*H + int64(logits)*int64(cfg.VocabSize)
 	if load.ScreensLogits() {
-		floats += 2 * int64(screenRows(m, logits)) * (H + int64(cfg.VocabSize)) // the screen's rows and intervals
+		floats += 2 * int64(screenRows(m, logits, opts.ScreenRows)) * (H + int64(cfg.VocabSize)) // the screen's rows and intervals
 	}
 	if cfg.IsMoE() {
 		E, k := int64(cfg.NumExperts), int64(cfg.NumExpertsPerTok)

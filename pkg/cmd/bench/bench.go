@@ -171,7 +171,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	// anything is measured.
 	e.WeightsImage()
 	info := e.Info()
-	model.CodedWeights, model.DecodeWeights, model.ScreenedLogits = info.CodedWeightBytes > 0, info.DecodeWeights, info.ScreenBytes > 0
+	model.CodedWeights, model.DecodeWeights, model.ScreenRows = info.CodedWeightBytes > 0, info.DecodeWeights, info.ScreenRows
 	model.LoadSeconds, model.WeightsMapped = info.LoadTime.Seconds(), info.WeightsMapped
 	m := bench.DescribeMachine(info.Threads)
 	m.ThreadsWhy, m.PinnedCPUs = info.ThreadsWhy, info.PinnedCPUs

@@ -77,7 +77,7 @@ func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
 	p := opts.progress(len(depths)*len(batches)*max(opts.Repeat, 1), "decode")
 	res, err := bench.RunDecode(cmd.Context(), s.engine, s.cfg, bench.DecodeOptions{
 		Depths: depths, Batches: batches, Tokens: opts.Tokens, Warmup: decodeWarmup, Repeat: opts.Repeat,
-		Seed: opts.Seed, DType: opts.DType, Coded: s.model.CodedWeights, Screened: s.model.ScreenedLogits, KVBytes: kvBytes, DRAM: dramBytes(s.machine.Ceilings), Scale: s.scale,
+		Seed: opts.Seed, DType: opts.DType, Coded: s.model.CodedWeights, ScreenRows: s.model.ScreenRows, KVBytes: kvBytes, DRAM: dramBytes(s.machine.Ceilings), Scale: s.scale,
 	}, p)
 	p.Done()
 	if perr := stopProfile(); err == nil {

@@ -157,7 +157,7 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	fmt.Fprintf(opts.IO.ErrOut, "ellm loads %s; --gguf %s must be the same weights\n", s.engine.Info().ModelPath, opts.GGUF)
 
 	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: s.engine.Info().Threads, CacheType: cacheType}
-	co := bench.CompareOptions{Points: points, Rounds: max(opts.Repeat, 1), Tokens: opts.Tokens, Seed: opts.Seed, DType: opts.DType, Coded: s.model.CodedWeights, Screened: s.model.ScreenedLogits, KVBytes: kvBytes}
+	co := bench.CompareOptions{Points: points, Rounds: max(opts.Repeat, 1), Tokens: opts.Tokens, Seed: opts.Seed, DType: opts.DType, Coded: s.model.CodedWeights, ScreenRows: s.model.ScreenRows, KVBytes: kvBytes}
 	if s.machine.Ceilings != nil {
 		pool, _ := engine.NewPool(opts.Threads, !opts.PinThreads)
 		defer pool.Close()

@@ -1,0 +1,123 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// ScreenChoice is what Runner.ChooseScreen measured and decided.
+type ScreenChoice struct {
+	// Rows is the most logits rows a pass screens now (0: none).
+	Rows int
+	// Timed holds the row counts timed, in increasing order; the last is
+	// the first the screen lost at, unless it won at every count. Empty:
+	// Rows was set (RunnerOptions.ScreenRows), not measured.
+	Timed []ScreenTiming
+}
+
+// ScreenTiming is one row count's fastest round, screened (the int8
+// product of two rows a logits row, the intervals, one panel refined) and
+// in full (lm_head's own product).
+type ScreenTiming struct {
+	Rows           int
+	Screened, Full time.Duration
+}
+
+func (c ScreenChoice) String() string {
+	rows := "rows"
+	if c.Rows == 1 {
+		rows = "row"
+	}
+	if len(c.Timed) == 0 {
+		return fmt.Sprintf("up to %d %s a pass (set)", c.Rows, rows)
+	}
+	last := c.Timed[len(c.Timed)-1]
+	timed := fmt.Sprintf("measured at %d: %.1f ms screened, %.1f in full", last.Rows,
+		float64(last.Screened)/float64(time.Millisecond), float64(last.Full)/float64(time.Millisecond))
+	if c.Rows == 0 {
+		return "off (" + timed + ")"
+	}
+	return fmt.Sprintf("up to %d %s a pass (%s)", c.Rows, rows, timed)
+}
+
+// ChooseScreen lowers the logits rows a pass screens to the most that are
+// faster screened than computed in full, timed rounds times each (the
+// fastest kept) on the runner's pool, in doubling counts up to the cap
+// until the screen loses. Where the CPU has no VNNI the int8 product of two
+// rows a logits row is bound by its arithmetic, not by the bytes it saves:
+// on an AMD EPYC Zen 3 eight rows took longer than lm_head's bf16 product
+// of four (docs/performance.md, "thirty-second pass"). A screened pass
+// draws the same tokens as one in full, so the choice is one of speed
+// alone. ok is false when the runner screens nothing. Call it before the
+// runner's first Forward, with nothing else on the pool.
+func (r *Runner) ChooseScreen(rounds int) (c ScreenChoice, ok bool) {
+	if r.maxScreen == 0 {
+		return c, false
+	}
+	// Final-normed hidden states: of the order of one, as RMSNorm leaves them.
+	H := r.m.Config.HiddenSize
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range r.lmIn[:r.maxScreen*H] {
+		r.lmIn[i] = float32(rng.NormFloat64())
+	}
+	c = chooseScreenRows(r.maxScreen, func(n int) (ScreenTiming, bool) { return r.timeScreen(n, rounds) })
+	if len(c.Timed) == 0 {
+		return c, false
+	}
+	r.maxScreen = c.Rows
+	return c, true
+}
+
+// chooseScreenRows times row counts (screenTrials up to limit) until the
+// screen loses, and keeps the most it won at; a timing that fails ends it
+// with nothing timed.
+func chooseScreenRows(limit int, timeRows func(rows int) (ScreenTiming, bool)) (c ScreenChoice) {
+	for _, n := range screenTrials(limit) {
+		t, ok := timeRows(n)
+		if !ok {
+			return ScreenChoice{}
+		}
+		c.Timed = append(c.Timed, t)
+		if t.Screened >= t.Full {
+			break
+		}
+		c.Rows = n
+	}
+	return c
+}
+
+// timeScreen times n of lmIn's rows screened and in full, the fastest of
+// rounds each; ok is false if the screen refused them.
+func (r *Runner) timeScreen(n, rounds int) (t ScreenTiming, ok bool) {
+	H := r.m.Config.HiddenSize
+	t = ScreenTiming{Rows: n, Screened: math.MaxInt64, Full: math.MaxInt64}
+	firstPanel := []int32{0}
+	for range rounds {
+		start := time.Now()
+		if !r.screen(n) {
+			return t, false
+		}
+		r.Refine(firstPanel)
+		t.Screened = min(t.Screened, time.Since(start))
+		start = time.Now()
+		r.mm.MatMul(r.logits, r.lmIn[:n*H], n, r.m.lmHead)
+		t.Full = min(t.Full, time.Since(start))
+	}
+	return t, true
+}
+
+// ScreenRows is the most logits rows a pass screens (RunnerOptions.
+// ScreenRows, ChooseScreen).
+func (r *Runner) ScreenRows() int { return r.maxScreen }
+
+// screenTrials is the row counts ChooseScreen times: doubling from one,
+// then the cap.
+func screenTrials(limit int) []int {
+	var out []int
+	for n := 1; n < limit; n *= 2 {
+		out = append(out, n)
+	}
+	return append(out, limit)
+}
