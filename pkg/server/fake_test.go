@@ -59,7 +59,8 @@ func (f *fakeEngine) model() *conversation.Model {
 }
 func (f *fakeEngine) Info() engine.Info {
 	return engine.Info{ModelName: "fake-qwen3", SequenceLength: f.seq, Slots: cap(f.slots), KernelPath: "generic",
-		Threads: 2, ThreadsWhy: "2 (affinity 4 CPUs, cgroup quota 2.5 CPUs (cpu.max), 4 physical cores)", PinnedCPUs: []int{0, 2}}
+		Threads: 2, ThreadsWhy: "2 (affinity 4 CPUs, cgroup quota 2.5 CPUs (cpu.max), 4 physical cores)", PinnedCPUs: []int{0, 2},
+		ScreenRows: 2, LogitScreen: "up to 2 rows a pass (measured at 4: 10.1 ms screened, 9.7 in full)"}
 }
 func (f *fakeEngine) Stats() engine.Stats {
 	f.mu.Lock()

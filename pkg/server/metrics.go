@@ -47,6 +47,11 @@ func newMetrics(eng Engine) *metrics {
 		[]string{"source", "pinned"})
 	threads.WithLabelValues(info.ThreadsWhy, cpu.FormatCPUList(info.PinnedCPUs)).Set(float64(info.Threads))
 	m.reg.MustRegister(threads)
+	screen := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "ellm", Name: "logit_screen_rows",
+		Help: "The most logits rows a step screens (0: none); choice says how start-up chose the number (\"\" without a screen)."},
+		[]string{"choice"})
+	screen.WithLabelValues(info.LogitScreen).Set(float64(info.ScreenRows))
+	m.reg.MustRegister(screen)
 	gauge := func(name, help string, f func(engine.Stats) float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "ellm", Name: name, Help: help},
 			func() float64 { return f(eng.Stats()) }))
