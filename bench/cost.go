@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"strings"
+
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
@@ -9,28 +11,36 @@ import (
 // peak_fraction and bandwidth_fraction.
 
 // linearParamsPerToken counts the matrix weights one token multiplies
-// through in the decoder layers (k experts of each sparse layer).
-func linearParamsPerToken(c *modelcfg.Config) int64 {
-	var n int64
+// through in the decoder layers (k experts of each sparse layer); lastAfterKV
+// those of them in the last layer past its q/k/v projections (o_proj and
+// the MLP or the experts and router).
+func linearParamsPerToken(c *modelcfg.Config) (all, lastAfterKV int64) {
 	for _, t := range c.Tensors() {
 		switch {
 		case t.Kind == modelcfg.KindExperts && t.Expert >= c.NumExpertsPerTok:
 		case t.Kind == modelcfg.KindAttention && len(t.Shape) == 2, t.Kind == modelcfg.KindDenseMLP,
 			t.Kind == modelcfg.KindExperts, t.Kind == modelcfg.KindRouter:
-			n += t.NumElements()
+			all += t.NumElements()
+			if t.Layer == c.NumHiddenLayers-1 && (t.Kind != modelcfg.KindAttention || strings.HasSuffix(t.Name, "o_proj.weight")) {
+				lastAfterKV += t.NumElements()
+			}
 		}
 	}
-	return n
+	return all, lastAfterKV
 }
 
 // PrefillFLOPs is the arithmetic of a causal prefill of n tokens after
 // `past` cached ones: the projections of every token, attention over the
-// causal triangle, and the lm_head for the last token only.
+// causal triangle, and the lm_head for the last token only; past the last
+// layer's q/k/v, only the last token's (as the engine computes it:
+// model.Runner.keepLogitRows).
 func PrefillFLOPs(c *modelcfg.Config, n, past int) float64 {
-	lin := 2 * float64(n) * float64(linearParamsPerToken(c))
-	// q·k and p·v, 2 FLOPs per multiply-add, over positions 0..p for each new row p.
+	all, lastAfterKV := linearParamsPerToken(c)
+	lin := 2*float64(n)*float64(all) - 2*float64(n-1)*float64(lastAfterKV)
+	// q·k and p·v, 2 FLOPs per multiply-add, over positions 0..p for each
+	// new row p: every row in all layers but the last, the last row there.
 	pairs := float64(n)*float64(past) + float64(n)*float64(n+1)/2
-	attn := 4 * pairs * float64(c.QDim()) * float64(c.NumHiddenLayers)
+	attn := 4 * float64(c.QDim()) * (pairs*float64(c.NumHiddenLayers-1) + float64(past+n))
 	head := 2 * float64(c.VocabSize) * float64(c.HiddenSize)
 	return lin + attn + head
 }

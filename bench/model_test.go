@@ -25,12 +25,16 @@ func preset(t *testing.T, name string) *modelcfg.Config {
 func TestPrefillFLOPsCountsProjectionsAttentionAndHead(t *testing.T) {
 	c := preset(t, "qwen3-0.6b")
 	// Qwen3-0.6B: 28 layers of q,k,v,o (1024→2048, 1024→1024 ×2, 2048→1024) and a 3072-wide MLP.
-	perLayer := int64(1024*2048 + 2*1024*1024 + 2048*1024 + 3*1024*3072)
-	if got, want := linearParamsPerToken(c), 28*perLayer; got != want {
-		t.Fatalf("linear params per token %d, want %d", got, want)
+	qkv, afterKV := int64(1024*2048+2*1024*1024), int64(2048*1024+3*1024*3072)
+	all, last := linearParamsPerToken(c)
+	if want := 28 * (qkv + afterKV); all != want || last != afterKV {
+		t.Fatalf("linear params per token %d, %d past the last q/k/v; want %d, %d", all, last, want, afterKV)
 	}
+	// Past the last layer's q/k/v only the last token: o_proj, the MLP and
+	// its attention over the 512 positions.
 	n := 512
-	want := 2*float64(n)*float64(28*perLayer) + 4*float64(n)*float64(n+1)/2*2048*28 + 2*151936*1024
+	want := 2*float64(n)*float64(28*(qkv+afterKV)) - 2*float64(n-1)*float64(afterKV) +
+		4*(float64(n)*float64(n+1)/2*27+float64(n))*2048 + 2*151936*1024
 	if got := PrefillFLOPs(c, n, 0); math.Abs(got-want) > 1 {
 		t.Errorf("PrefillFLOPs = %g, want %g", got, want)
 	}
@@ -38,7 +42,7 @@ func TestPrefillFLOPsCountsProjectionsAttentionAndHead(t *testing.T) {
 
 func TestLinearParamsCountOnlyActiveExperts(t *testing.T) {
 	c := preset(t, "qwen3-30b-a3b")
-	active := linearParamsPerToken(c)
+	active, _ := linearParamsPerToken(c)
 	// 3.3B active parameters in all, of which embeddings and lm_head are 2×151936×2048.
 	if got := float64(active) / 1e9; got < 2.5 || got > 3.2 {
 		t.Errorf("active linear params %.2fB, want about 2.7B", got)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/attn"
@@ -424,4 +425,99 @@ func checkFused(t *testing.T, m *Model, kv kvcache.DType, pool *threads.Pool) {
 			t.Errorf("step %d: %d barriers fused, %d unfused; want %d and %d", i, fusedRuns[i], plainRuns[i], want, want+layers)
 		}
 	}
+}
+
+// TestKeepLogitRowsBitIdentical runs the same Forward calls with the last
+// layer going on past its K and V for the rows that give logits alone
+// (keepLogitRows) and for every row: the same logits and the same cache,
+// bit for bit. The prompts span two passes (a LogitsAll segment across
+// them), one gives no logits, and a piece that gives none goes alone.
+func TestKeepLogitRowsBitIdentical(t *testing.T) {
+	for _, name := range tinyModels {
+		for _, dtype := range []string{"bf16", "int8"} {
+			t.Run(name+"/"+dtype, func(t *testing.T) {
+				m := loadTiny(t, name, LoadOptions{DType: dtype})
+				for _, kv := range []kvcache.DType{kvcache.BF16, kvcache.Int8} {
+					want := keepLogitRowsRun(t, m, kv, false)
+					got := keepLogitRowsRun(t, m, kv, true)
+					for i := range want.logits {
+						sameBits(t, fmt.Sprintf("%s cache: logits row %d", kv, i), got.logits[i], want.logits[i])
+					}
+					for l := range want.cache {
+						for j := range want.cache[l] {
+							if got.cache[l][j] != want.cache[l][j] {
+								t.Fatalf("%s cache: layer %d differs at byte %d", kv, l, j)
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+type keepLogitRowsResult struct {
+	logits [][]float32
+	cache  [][]byte // each layer's K/V memory
+}
+
+func keepLogitRowsRun(t *testing.T, m *Model, kv kvcache.DType, keep bool) keepLogitRowsResult {
+	t.Helper()
+	defer func(v bool) { keepLogitRowsOnly = v }(keepLogitRowsOnly)
+	keepLogitRowsOnly = keep
+	r := newRunner(t, m, kv, 4, 128, RunnerOptions{MaxTokens: 40, MaxLogits: 32})
+	prompt := func(n, seed int) []int32 {
+		ids := make([]int32, n)
+		for i := range ids {
+			ids[i] = int32((i*31 + seed*17 + 5) % m.Config.VocabSize)
+		}
+		return ids
+	}
+	var res keepLogitRowsResult
+	// forward runs segs; kept is the attention work of the last pass's last
+	// layer when it keeps the logits rows alone.
+	forward := func(kept []attn.Seq, segs ...Segment) {
+		if err := r.Forward(segs); err != nil {
+			t.Fatal(err)
+		}
+		for i := range r.NumLogits() {
+			res.logits = append(res.logits, slices.Clone(r.Logits(i)))
+		}
+		if keep && !slices.Equal(r.seqs, kept) {
+			t.Fatalf("the last layer attended for %+v, want %+v", r.seqs, kept)
+		}
+	}
+	// Passes of 40 rows: A and B's first 10 rows, then B's other 15 and C.
+	forward([]attn.Seq{{Slot: 1, Start: 10, N: 15, Row: 0}},
+		Segment{Slot: 0, Tokens: prompt(30, 1), Logits: LogitsLast},
+		Segment{Slot: 1, Tokens: prompt(25, 2), Logits: LogitsAll},
+		Segment{Slot: 2, Tokens: prompt(20, 3)},
+	)
+	forward(nil, Segment{Slot: 3, Tokens: prompt(24, 4)}) // no logits at all
+	forward([]attn.Seq{{Slot: 3, Start: 26, N: 1, Row: 0}},
+		Segment{Slot: 3, Start: 24, Tokens: prompt(3, 5), Logits: LogitsLast})
+	// A decode step over every cache the prompts wrote: every row gives
+	// logits (and the step's few rows take the fused path).
+	step := make([]Segment, 4)
+	for s, start := range []int{30, 25, 20, 27} {
+		step[s] = Segment{Slot: s, Start: start, Tokens: prompt(1, 6+s), Logits: LogitsLast}
+	}
+	forward([]attn.Seq{{Slot: 0, Start: 30, N: 1, Row: 0}, {Slot: 1, Start: 25, N: 1, Row: 1}, {Slot: 2, Start: 20, N: 1, Row: 2}, {Slot: 3, Start: 27, N: 1, Row: 3}}, step...)
+	for l := range m.Config.NumHiddenLayers {
+		c := r.cache.Layer(l)
+		var b []byte
+		for _, s := range [][]byte{asBytes(c.K16), asBytes(c.V16), asBytes(c.K32), asBytes(c.V32), asBytes(c.K8), asBytes(c.V8), asBytes(c.KS), asBytes(c.VS)} {
+			b = append(b, s...)
+		}
+		res.cache = append(res.cache, b)
+	}
+	return res
+}
+
+// asBytes is the memory of s.
+func asBytes[T any](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
 }

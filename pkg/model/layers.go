@@ -1,23 +1,30 @@
 package model
 
 import (
+	"github.com/ellm-dev/ellm/kernels/attn"
 	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/ops"
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
 // attention is Qwen3Attention.forward for rows [0, m): it reads r.xn (staged
-// for the q/k/v product when staged) and leaves o_proj's output in r.y.
-func (r *Runner) attention(l int, lw *layer, m int, staged bool) error {
+// for the q/k/v product when staged) and leaves o_proj's output in r.y. With
+// keep set (the last layer: the pass's segments), once every row's K and V
+// are in the cache it goes on with the rows that give logits alone
+// (keepLogitRows) and returns how many; otherwise it returns m.
+func (r *Runner) attention(l int, lw *layer, m int, staged bool, keep []Segment) (int, error) {
 	cfg := r.m.Config
 	H, qd := cfg.HiddenSize, cfg.QDim()
-	ao := r.ao[:m*qd]
+	ao := r.ao
 	if r.fusedAttention(m) {
-		ao = r.aoFused[:m*qd]
-		if err := r.qkvAttention(l, lw, m, ao); err != nil {
-			return err
+		ao = r.aoFused
+		if err := r.qkvAttention(l, lw, m, ao[:m*qd]); err != nil {
+			return 0, err
 		}
 		r.lap(StepAttention)
+		if keep != nil { // a pass of a few rows: its attention outputs
+			m = r.keepLogitRows(keep, ao, qd)
+		}
 	} else {
 		// self.q_proj, self.k_proj and self.v_proj(hidden_states), as one product
 		if staged {
@@ -30,18 +37,66 @@ func (r *Runner) attention(l int, lw *layer, m int, staged bool) error {
 		// apply_rotary_pos_emb, past_key_value.update(key_states, value_states):
 		// per row, into r.q and the cache (see qkvRow)
 		if err := r.rows(rowQKV, l, lw, m); err != nil {
-			return err
+			return 0, err
 		}
 		r.lap(StepQKVRows)
+		if keep != nil { // before attention: its queries
+			m = r.keepLogitRows(keep, r.q, qd)
+		}
 		// attn_output = softmax(q·kᵀ·scaling + causal_mask)·v, GQA: head h reads kv head h/(Hq/Hkv)
-		r.att.Forward(ao, r.q[:m*qd], r.cache.Layer(l), r.seqs)
+		if m > 0 {
+			r.att.Forward(ao[:m*qd], r.q[:m*qd], r.cache.Layer(l), r.seqs)
+		}
 		r.lap(StepAttention)
 	}
+	if m == 0 {
+		return 0, nil
+	}
 	// attn_output = self.o_proj(attn_output)
-	r.mm.MatMul(r.y[:m*H], ao, m, lw.o)
+	r.mm.MatMul(r.y[:m*H], ao[:m*qd], m, lw.o)
 	addBias(r.y[:m*H], lw.oBias)
 	r.lap(StepO)
-	return nil
+	return m, nil
+}
+
+// keepLogitRows moves the rows of the pass that give logits (lmHead's: every
+// row of a LogitsAll segment, the last token of a LogitsLast one) to the
+// front, with their residual, their row of b (width w: the queries, or the
+// attention outputs) and place, and cuts the attention work down to them;
+// it returns how many there are. After the last layer's K and V are stored
+// nothing reads the other rows again, so a prompt's last layer attends,
+// projects and runs its MLP for its last token alone (llama.cpp drops the
+// other rows after attention). Each kept row's results are the bits it had
+// among all of them: attention and the products compute a row the same way
+// whatever rows share its pass.
+func (r *Runner) keepLogitRows(segs []Segment, b []float32, w int) int {
+	H := r.m.Config.HiddenSize
+	kept := 0
+	seqs := r.seqs[:0] // rewritten in place: piece j goes to an index at most j
+	for _, s := range r.seqs {
+		seg := &segs[r.row[s.Row].Seg]
+		from := s.N // the first row of the piece that gives logits
+		switch {
+		case seg.Logits == LogitsAll:
+			from = 0
+		case seg.Logits == LogitsLast && r.row[s.Row+s.N-1].Index == len(seg.Tokens)-1:
+			from = s.N - 1
+		}
+		if from == s.N {
+			continue
+		}
+		seqs = append(seqs, attn.Seq{Slot: s.Slot, Start: s.Start + from, N: s.N - from, Row: kept})
+		for i := s.Row + from; i < s.Row+s.N; i++ {
+			if i != kept {
+				copy(r.x[kept*H:(kept+1)*H], r.x[i*H:(i+1)*H])
+				copy(b[kept*w:(kept+1)*w], b[i*w:(i+1)*w])
+				r.row[kept] = r.row[i]
+			}
+			kept++
+		}
+	}
+	r.seqs = seqs
+	return kept
 }
 
 // fusedRows is the pass size up to which the q/k/v projection and attention

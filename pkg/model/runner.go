@@ -336,6 +336,11 @@ func (r *Runner) check(segs []Segment) error {
 	return nil
 }
 
+// keepLogitRowsOnly: the last layer goes on past its K and V with the rows
+// that give logits alone (Runner.keepLogitRows), unless a Tracer watches
+// every row. A variable so that tests can compare the two.
+var keepLogitRowsOnly = true
+
 // pass runs rows [0, m) of the prepared pass through every layer.
 func (r *Runner) pass(segs []Segment, m int) error {
 	cfg := r.m.Config
@@ -360,8 +365,20 @@ func (r *Runner) pass(segs []Segment, m int) error {
 	r.lap(StepEmbed)
 	for l := range r.m.layers {
 		lw := &r.m.layers[l]
-		if err := r.attention(l, lw, m, stage); err != nil {
+		var keep []Segment
+		if l == len(r.m.layers)-1 && keepLogitRowsOnly && r.Trace == nil {
+			keep = segs
+		}
+		n, err := r.attention(l, lw, m, stage, keep)
+		if err != nil {
 			return fmt.Errorf("layer %d: %w", l, err)
+		}
+		if n == 0 {
+			return nil // a prompt's piece that gives no logits
+		}
+		if n < m {
+			m, x, xn = n, x[:n*H], xn[:n*H]
+			stage = stage && r.staging(m)
 		}
 		// hidden_states = residual + hidden_states; hidden_states = self.post_attention_layernorm(hidden_states)
 		r.rowTask.norm = lw.postNorm
