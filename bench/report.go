@@ -261,8 +261,11 @@ func Write(w io.Writer, r Report, f Format) error {
 		case r.Model.CodedWeights:
 			notes = append(notes, "coded for decode")
 		}
-		if r.Model.ScreenRows > 0 {
-			notes = append(notes, fmt.Sprintf("logits screened up to %d sequences a step", r.Model.ScreenRows))
+		switch n := r.Model.ScreenRows; {
+		case n == 1:
+			notes = append(notes, "logits screened for one sequence a step")
+		case n > 1:
+			notes = append(notes, fmt.Sprintf("logits screened up to %d sequences a step", n))
 		}
 		if len(notes) > 0 {
 			fmt.Fprintf(w, " (%s)", strings.Join(notes, ", "))

@@ -124,4 +124,14 @@ func TestReportPrintsIdleness(t *testing.T) {
 			t.Errorf("missing %q in\n%s", want, out.String())
 		}
 	}
+	for rows, want := range map[int]string{1: "(logits screened for one sequence a step)", 4: "(logits screened up to 4 sequences a step)"} {
+		out.Reset()
+		model := &bench.Model{Name: "m", DType: "bf16", KVDType: "bf16", ScreenRows: rows}
+		if err := bench.Write(&out, bench.Report{Kind: "ellm vs llama.cpp", Machine: m, Model: model, Results: bench.CompareResults{}}, bench.FormatTable); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("screen rows %d: missing %q in\n%s", rows, want, out.String())
+		}
+	}
 }
