@@ -59,11 +59,10 @@ func (r *Runner) attention(l int, lw *layer, m int, staged bool, keep []Segment)
 	return m, nil
 }
 
-// keepLogitRows moves the rows of the pass that give logits (lmHead's: every
-// row of a LogitsAll segment, the last token of a LogitsLast one) to the
-// front, with their residual, their row of b (width w: the queries, or the
-// attention outputs) and place, and cuts the attention work down to them;
-// it returns how many there are. After the last layer's K and V are stored
+// keepLogitRows moves the rows of the pass that give logits (those lmHead
+// takes: Segment.givesLogits) to the front, with their residual, their row
+// of b (width w: the queries, or the attention outputs) and place, and cuts
+// the attention work down to them; it returns how many there are. After the last layer's K and V are stored
 // nothing reads the other rows again, so a prompt's last layer attends,
 // projects and runs its MLP for its last token alone (llama.cpp drops the
 // other rows after attention). Each kept row's results are the bits it had
@@ -74,13 +73,12 @@ func (r *Runner) keepLogitRows(segs []Segment, b []float32, w int) int {
 	kept := 0
 	seqs := r.seqs[:0] // rewritten in place: piece j goes to an index at most j
 	for _, s := range r.seqs {
+		// The rows that give logits are a suffix of the piece (all of it, its
+		// last row, or none): from is its first.
 		seg := &segs[r.row[s.Row].Seg]
-		from := s.N // the first row of the piece that gives logits
-		switch {
-		case seg.Logits == LogitsAll:
-			from = 0
-		case seg.Logits == LogitsLast && r.row[s.Row+s.N-1].Index == len(seg.Tokens)-1:
-			from = s.N - 1
+		from := s.N
+		for from > 0 && seg.givesLogits(r.row[s.Row+from-1].Index) {
+			from--
 		}
 		if from == s.N {
 			continue

@@ -42,6 +42,12 @@ type Segment struct {
 	Screen bool
 }
 
+// givesLogits reports whether token i of s has its logits computed: every
+// token of a LogitsAll segment, the last of a LogitsLast one.
+func (s *Segment) givesLogits(i int) bool {
+	return s.Logits == LogitsAll || s.Logits == LogitsLast && i == len(s.Tokens)-1
+}
+
 // RunnerOptions size a Runner.
 type RunnerOptions struct {
 	// MaxTokens is the most rows one pass through the layers takes (the
@@ -426,14 +432,14 @@ func (r *Runner) lmHead(segs []Segment, m int) {
 	for i := range m {
 		rw := r.row[i]
 		s := &segs[rw.Seg]
-		var out int
-		switch {
-		case s.Logits == LogitsAll:
-			out, screen = r.base[rw.Seg]+rw.Index, false
-		case s.Logits == LogitsLast && rw.Index == len(s.Tokens)-1:
-			out, screen = r.base[rw.Seg], screen && s.Screen
-		default:
+		if !s.givesLogits(rw.Index) {
 			continue
+		}
+		out := r.base[rw.Seg]
+		if s.Logits == LogitsAll {
+			out, screen = out+rw.Index, false
+		} else {
+			screen = screen && s.Screen
 		}
 		if n == 0 {
 			first = out
