@@ -179,8 +179,7 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 	r.logits = make([]float32, r.maxLogits*cfg.VocabSize)
 	r.base = make([]int, 0, cache.Slots)
 	if m.lmScreen != nil {
-		r.maxScreen = screenRows(M, r.maxLogits, opts.ScreenRows)
-		r.screenIn, r.screenOut = make([]float32, 2*r.maxScreen*H), make([]float32, 2*r.maxScreen*cfg.VocabSize)
+		r.sizeScreen(screenRows(M, r.maxLogits, opts.ScreenRows))
 		r.intervals = intervalTask{r: r, refused: make([]bool, r.pool.Size())}
 		r.refine.r = r
 	}

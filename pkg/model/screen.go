@@ -4,7 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
+	"strings"
 	"time"
+
+	"github.com/ellm-dev/ellm/pkg/numa"
 )
 
 // ScreenChoice is what Runner.ChooseScreen measured and decided.
@@ -12,9 +16,13 @@ type ScreenChoice struct {
 	// Rows is the most logits rows a pass screens now (0: none).
 	Rows int
 	// Timed holds the row counts timed, in increasing order; the last is
-	// the first the screen lost at, unless it won at every count. Empty:
-	// Rows was set (RunnerOptions.ScreenRows), not measured.
+	// the first the screen lost at, unless it won at every count or a
+	// timing was refused. Empty with Refused 0: Rows was set
+	// (RunnerOptions.ScreenRows), not measured.
 	Timed []ScreenTiming
+	// Refused is the row count whose timing the screen refused (0: none),
+	// which ended the choice.
+	Refused int
 }
 
 // ScreenTiming is one row count's fastest round, screened (the int8
@@ -30,12 +38,19 @@ func (c ScreenChoice) String() string {
 	if c.Rows == 1 {
 		rows = "row"
 	}
-	if len(c.Timed) == 0 {
+	if len(c.Timed) == 0 && c.Refused == 0 {
 		return fmt.Sprintf("up to %d %s a pass (set)", c.Rows, rows)
 	}
-	last := c.Timed[len(c.Timed)-1]
-	timed := fmt.Sprintf("measured at %d: %.1f ms screened, %.1f in full", last.Rows,
-		float64(last.Screened)/float64(time.Millisecond), float64(last.Full)/float64(time.Millisecond))
+	var why []string
+	if len(c.Timed) > 0 {
+		last := c.Timed[len(c.Timed)-1]
+		why = append(why, fmt.Sprintf("measured at %d: %.1f ms screened, %.1f in full", last.Rows,
+			float64(last.Screened)/float64(time.Millisecond), float64(last.Full)/float64(time.Millisecond)))
+	}
+	if c.Refused > 0 {
+		why = append(why, fmt.Sprintf("refused at %d", c.Refused))
+	}
+	timed := strings.Join(why, "; ")
 	if c.Rows == 0 {
 		return "off (" + timed + ")"
 	}
@@ -50,8 +65,9 @@ func (c ScreenChoice) String() string {
 // on an AMD EPYC Zen 3 eight rows took longer than lm_head's bf16 product
 // of four (docs/performance.md, "thirty-second pass"). A screened pass
 // draws the same tokens as one in full, so the choice is one of speed
-// alone. ok is false when the runner screens nothing. Call it before the
-// runner's first Forward, with nothing else on the pool.
+// alone. The screen's buffers shrink to the rows kept. ok is false when the
+// runner screens nothing. Call it before the runner's first Forward, with
+// nothing else on the pool.
 func (r *Runner) ChooseScreen(rounds int) (c ScreenChoice, ok bool) {
 	if r.maxScreen == 0 {
 		return c, false
@@ -63,21 +79,35 @@ func (r *Runner) ChooseScreen(rounds int) (c ScreenChoice, ok bool) {
 		r.lmIn[i] = float32(rng.NormFloat64())
 	}
 	c = chooseScreenRows(r.maxScreen, func(n int) (ScreenTiming, bool) { return r.timeScreen(n, rounds) })
-	if len(c.Timed) == 0 {
-		return c, false
+	if c.Rows < r.maxScreen {
+		r.sizeScreen(c.Rows)
+		numa.Commit(r.screenIn, r.screenOut)
+		// The dropped buffers were touched at start-up: give their pages
+		// back now, not at the scavenger's pace (which left the resident
+		// size of a 64-slot Qwen3-0.6B server unchanged).
+		debug.FreeOSMemory()
 	}
-	r.maxScreen = c.Rows
 	return c, true
 }
 
+// sizeScreen makes the screen's buffers hold n rows a pass, and no more:
+// the cap start-up sizes them for can be far above what ChooseScreen keeps
+// (at 64 slots, 78 MB of Qwen3-0.6B's intervals for two rows' use).
+func (r *Runner) sizeScreen(n int) {
+	H, V := r.m.Config.HiddenSize, r.m.Config.VocabSize
+	r.maxScreen = n
+	r.screenIn, r.screenOut = make([]float32, 2*n*H), make([]float32, 2*n*V)
+}
+
 // chooseScreenRows times row counts (screenTrials up to limit) until the
-// screen loses, and keeps the most it won at; a timing that fails ends it
-// with nothing timed.
+// screen loses, and keeps the most it won at; a timing the screen refuses
+// ends it with the rows won before.
 func chooseScreenRows(limit int, timeRows func(rows int) (ScreenTiming, bool)) (c ScreenChoice) {
 	for _, n := range screenTrials(limit) {
 		t, ok := timeRows(n)
 		if !ok {
-			return ScreenChoice{}
+			c.Refused = n
+			return c
 		}
 		c.Timed = append(c.Timed, t)
 		if t.Screened >= t.Full {

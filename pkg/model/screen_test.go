@@ -194,6 +194,9 @@ func TestChooseScreen(t *testing.T) {
 	if c.Rows != want || r.ScreenRows() != want {
 		t.Fatalf("kept %d rows (runner: %d), want %d from %+v", c.Rows, r.ScreenRows(), want, c.Timed)
 	}
+	if got := len(r.screenOut); got != 2*want*m.Config.VocabSize {
+		t.Errorf("the intervals hold %d values after keeping %d rows, want %d", got, want, 2*want*m.Config.VocabSize)
+	}
 	if want > 0 && !decode(t, r, want, true) {
 		t.Errorf("%d rows not screened", want)
 	}
@@ -214,6 +217,27 @@ func TestChooseScreen(t *testing.T) {
 	plain := loadTiny(t, "tiny-qwen3-a", LoadOptions{NoLogitScreen: true})
 	if _, ok := newRunner(t, plain, kvcache.BF16, 4, 16, RunnerOptions{MaxTokens: 16}).ChooseScreen(1); ok {
 		t.Error("a runner without a screen chose a cap")
+	}
+}
+
+// Keeping fewer rows than the cap shrinks the screen's buffers to them
+// (the report's scratch with them), and the rows kept are still screened.
+func TestSizeScreenShrinksScratch(t *testing.T) {
+	m := loadTiny(t, "tiny-qwen3-a", LoadOptions{})
+	H, V := m.Config.HiddenSize, m.Config.VocabSize
+	for _, keep := range []int{0, 1, 2} {
+		r := newRunner(t, m, kvcache.BF16, 4, 16, RunnerOptions{MaxTokens: 16})
+		before, capped := r.ScratchBytes(), r.ScreenRows()
+		r.sizeScreen(keep)
+		if got, want := before-r.ScratchBytes(), int64(4*2*(capped-keep)*(H+V)); got != want {
+			t.Errorf("%d of %d rows kept: scratch %d bytes less, want %d", keep, capped, got, want)
+		}
+		if keep > 0 && !decode(t, r, keep, true) {
+			t.Errorf("%d rows kept and not screened", keep)
+		}
+		if decode(t, r, keep+1, true) {
+			t.Errorf("%d rows screened with %d kept", keep+1, keep)
+		}
 	}
 }
 
@@ -242,9 +266,13 @@ func TestChooseScreenRows(t *testing.T) {
 	if lost.Rows != 0 || len(lost.Timed) != 1 {
 		t.Errorf("a tie at one row: kept %d rows after %d timings, want 0 after 1", lost.Rows, len(lost.Timed))
 	}
-	refused := chooseScreenRows(4, func(n int) (ScreenTiming, bool) { return ScreenTiming{Rows: n, Screened: ms, Full: 9 * ms}, n < 2 })
-	if refused.Rows != 0 || len(refused.Timed) != 0 {
-		t.Errorf("a refused timing: %+v, want nothing", refused)
+	for _, tt := range []struct{ refusedAt, rows, timed int }{{1, 0, 0}, {2, 1, 1}, {4, 2, 2}} {
+		c := chooseScreenRows(4, func(n int) (ScreenTiming, bool) {
+			return ScreenTiming{Rows: n, Screened: ms, Full: 9 * ms}, n < tt.refusedAt
+		})
+		if c.Rows != tt.rows || len(c.Timed) != tt.timed || c.Refused != tt.refusedAt {
+			t.Errorf("refused at %d rows: %+v, want %d rows kept after %d timings", tt.refusedAt, c, tt.rows, tt.timed)
+		}
 	}
 }
 
@@ -266,6 +294,9 @@ func TestScreenChoiceString(t *testing.T) {
 			"up to 2 rows a pass (measured at 4: 11.0 ms screened, 10.0 in full)"},
 		{ScreenChoice{Rows: 1, Timed: []ScreenTiming{{1, 5 * ms, 9 * ms}}}, "up to 1 row a pass (measured at 1: 5.0 ms screened, 9.0 in full)"},
 		{ScreenChoice{Timed: []ScreenTiming{{1, 2 * ms, ms}}}, "off (measured at 1: 2.0 ms screened, 1.0 in full)"},
+		{ScreenChoice{Rows: 1, Timed: []ScreenTiming{{1, 5 * ms, 9 * ms}}, Refused: 2},
+			"up to 1 row a pass (measured at 1: 5.0 ms screened, 9.0 in full; refused at 2)"},
+		{ScreenChoice{Refused: 1}, "off (refused at 1)"},
 		{ScreenChoice{Rows: 1}, "up to 1 row a pass (set)"},
 		{ScreenChoice{Rows: 3}, "up to 3 rows a pass (set)"},
 	} {
