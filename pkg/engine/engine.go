@@ -539,7 +539,9 @@ func runnerOptions(o Options) model.RunnerOptions {
 // screenRounds is the rounds model.Runner.ChooseScreen times each row count
 // over: the fastest of three stood apart from the memory's spells on the
 // AMD EPYC VMs. For Qwen3-0.6B on the Zen 3 the choice took 0.05 s at one
-// slot, 0.17 s at four and 0.29 s at eight.
+// slot, 0.17 s at four and 0.29 s at eight; for Qwen3-32B's lm_head (5120 ×
+// 151936) 1.0 s at four slots and 1.7 s at 64 (docs/performance.md,
+// "thirty-fourth pass").
 const screenRounds = 3
 
 // loadOptions are the model's load options among o.

@@ -92,7 +92,7 @@ func (r *Runner) ChooseScreen(rounds int) (c ScreenChoice, ok bool) {
 
 // sizeScreen makes the screen's buffers hold n rows a pass, and no more:
 // the cap start-up sizes them for can be far above what ChooseScreen keeps
-// (at 64 slots, 78 MB of Qwen3-0.6B's intervals for two rows' use).
+// (at 64 slots, 76 MB of Qwen3-0.6B's intervals for two rows' use).
 func (r *Runner) sizeScreen(n int) {
 	H, V := r.m.Config.HiddenSize, r.m.Config.VocabSize
 	r.maxScreen = n
