@@ -37,7 +37,10 @@ type Fit struct {
 	// KVPerPosition is the KV cache of one position of one slot.
 	KVPerPosition int64 `json:"kv_bytes_per_position"`
 	// Scratch is the runner's activation, GEMM and attention buffers, the
-	// RoPE table, and each slot's sampler and token transcript.
+	// RoPE table, and each slot's sampler and token transcript: the
+	// start-up's peak, with the logits screen sized for every row a pass
+	// can have before model.Runner.ChooseScreen frees the rows it does
+	// not keep (Info.ScratchBytes is after that).
 	Scratch int64 `json:"scratch_bytes"`
 	Total   int64 `json:"total_bytes"`
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
@@ -242,9 +243,21 @@ func TestNewChecksFitFirst(t *testing.T) {
 	if info.CodedWeightBytes == 0 {
 		weights -= f.CodedWeights
 	}
+	// The scratch predicted is the start-up's peak, the logits screen sized
+	// for every row a pass can have; ChooseScreen then frees the rows it
+	// does not keep (how many depends on the CPU's timing).
+	kept, load := runnerOptions(e.opts), e.opts.loadOptions()
+	scratch := func(o model.RunnerOptions, l model.LoadOptions) int64 {
+		return model.ScratchBytes(info.Config, e.opts.BatchSize, fitting, o, l, e.opts.Threads, kernels.PathFor(kernels.MatMulBF16))
+	}
+	peak := scratch(kept, load)
+	if kept.ScreenRows = info.ScreenRows; info.ScreenRows == 0 {
+		load.NoLogitScreen = true
+	}
+	freed := peak - scratch(kept, load)
 	if f.KVCache != info.KVBytes || info.WeightBytes < weights || float64(info.WeightBytes-weights) > 0.01*float64(weights) ||
-		f.Scratch != info.ScratchBytes+4*int64(fitting) {
-		t.Errorf("predicted weights %d (coded %d) KV %d scratch %d; committed %d (coded %d: %s) %d %d (+ %d transcript)",
-			f.Weights, f.CodedWeights, f.KVCache, f.Scratch, info.WeightBytes, info.CodedWeightBytes, info.DecodeWeights, info.KVBytes, info.ScratchBytes, 4*fitting)
+		f.Scratch != info.ScratchBytes+freed+4*int64(fitting) {
+		t.Errorf("predicted weights %d (coded %d) KV %d scratch %d; committed %d (coded %d: %s) %d %d (+ %d transcript, %d of screen freed at %d rows)",
+			f.Weights, f.CodedWeights, f.KVCache, f.Scratch, info.WeightBytes, info.CodedWeightBytes, info.DecodeWeights, info.KVBytes, info.ScratchBytes, 4*fitting, freed, info.ScreenRows)
 	}
 }

@@ -16,7 +16,8 @@ import (
 // workers, with bf16 GEMMs on kernel path p: activation buffers, row
 // indices, the RoPE table, and the GEMM and attention scratch. It lets a deployment be sized
 // before anything is allocated; Runner.ScratchBytes reports the same figure
-// from the buffers themselves.
+// from the buffers themselves, until ChooseScreen frees the screen's rows it
+// does not keep.
 func ScratchBytes(cfg *modelcfg.Config, slots, seqLen int, opts RunnerOptions, load LoadOptions, workers int, p kernels.Path) int64 {
 	m, logits := runnerRows(opts, slots, seqLen)
 	M := int64(m)
