@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/attn"
@@ -443,11 +442,12 @@ func TestKeepLogitRowsBitIdentical(t *testing.T) {
 					for i := range want.logits {
 						sameBits(t, fmt.Sprintf("%s cache: logits row %d", kv, i), got.logits[i], want.logits[i])
 					}
-					for l := range want.cache {
-						for j := range want.cache[l] {
-							if got.cache[l][j] != want.cache[l][j] {
-								t.Fatalf("%s cache: layer %d differs at byte %d", kv, l, j)
-							}
+					if len(got.cache) != len(want.cache) {
+						t.Fatalf("%s cache: %d bytes against %d", kv, len(got.cache), len(want.cache))
+					}
+					for j := range want.cache {
+						if got.cache[j] != want.cache[j] {
+							t.Fatalf("%s cache: differs at byte %d", kv, j)
 						}
 					}
 				}
@@ -458,7 +458,7 @@ func TestKeepLogitRowsBitIdentical(t *testing.T) {
 
 type keepLogitRowsResult struct {
 	logits [][]float32
-	cache  [][]byte // each layer's K/V memory
+	cache  []byte // the K/V cache's memory
 }
 
 func keepLogitRowsRun(t *testing.T, m *Model, kv kvcache.DType, keep bool) keepLogitRowsResult {
@@ -503,21 +503,6 @@ func keepLogitRowsRun(t *testing.T, m *Model, kv kvcache.DType, keep bool) keepL
 		step[s] = Segment{Slot: s, Start: start, Tokens: prompt(1, 6+s), Logits: LogitsLast}
 	}
 	forward([]attn.Seq{{Slot: 0, Start: 30, N: 1, Row: 0}, {Slot: 1, Start: 25, N: 1, Row: 1}, {Slot: 2, Start: 20, N: 1, Row: 2}, {Slot: 3, Start: 27, N: 1, Row: 3}}, step...)
-	for l := range m.Config.NumHiddenLayers {
-		c := r.cache.Layer(l)
-		var b []byte
-		for _, s := range [][]byte{asBytes(c.K16), asBytes(c.V16), asBytes(c.K32), asBytes(c.V32), asBytes(c.K8), asBytes(c.V8), asBytes(c.KS), asBytes(c.VS)} {
-			b = append(b, s...)
-		}
-		res.cache = append(res.cache, b)
-	}
+	res.cache = slices.Clone(r.cache.Memory())
 	return res
-}
-
-// asBytes is the memory of s.
-func asBytes[T any](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
 }

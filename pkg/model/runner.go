@@ -188,7 +188,7 @@ func (m *Model) NewRunner(cache *kvcache.Cache, opts RunnerOptions) (*Runner, er
 	// faults (a fresh runner's first 512-token prefill of the Qwen3-0.6B
 	// shape was ~12 % slower than the next ones; docs/performance.md, "Short
 	// prefill").
-	numa.Commit(r.x, r.xn, r.y, r.qkv, r.h, r.aoFused, r.lmIn, r.logits, r.moe.gathered, r.moe.outRows, r.screenIn, r.screenOut)
+	numa.Commit(r.x, r.xn, r.y, r.qkv, r.h, r.aoFused, r.lmIn, r.logits, r.moe.gathered, r.moe.outRows)
 	return r, nil
 }
 

@@ -81,7 +81,6 @@ func (r *Runner) ChooseScreen(rounds int) (c ScreenChoice, ok bool) {
 	c = chooseScreenRows(r.maxScreen, func(n int) (ScreenTiming, bool) { return r.timeScreen(n, rounds) })
 	if c.Rows < r.maxScreen {
 		r.sizeScreen(c.Rows)
-		numa.Commit(r.screenIn, r.screenOut)
 		// The dropped buffers were touched at start-up: give their pages
 		// back now, not at the scavenger's pace (which left the resident
 		// size of a 64-slot Qwen3-0.6B server unchanged).
@@ -90,13 +89,15 @@ func (r *Runner) ChooseScreen(rounds int) (c ScreenChoice, ok bool) {
 	return c, true
 }
 
-// sizeScreen makes the screen's buffers hold n rows a pass, and no more:
-// the cap start-up sizes them for can be far above what ChooseScreen keeps
-// (at 64 slots, 76 MB of Qwen3-0.6B's intervals for two rows' use).
+// sizeScreen makes the screen's buffers hold n rows a pass, and no more
+// (the cap start-up sizes them for can be far above what ChooseScreen keeps:
+// at 64 slots, 76 MB of Qwen3-0.6B's intervals for two rows' use), resident
+// as the rest of the scratch (NewRunner).
 func (r *Runner) sizeScreen(n int) {
 	H, V := r.m.Config.HiddenSize, r.m.Config.VocabSize
 	r.maxScreen = n
 	r.screenIn, r.screenOut = make([]float32, 2*n*H), make([]float32, 2*n*V)
+	numa.Commit(r.screenIn, r.screenOut)
 }
 
 // chooseScreenRows times row counts (screenTrials up to limit) until the
