@@ -166,12 +166,13 @@ func decode(t *testing.T, r *Runner, n int, screen bool) bool {
 // more, its passes as a fresh runner's.
 func TestChooseScreen(t *testing.T) {
 	m := loadTiny(t, "tiny-qwen3-a", LoadOptions{})
-	r := newRunner(t, m, kvcache.BF16, 4, 16, RunnerOptions{MaxTokens: 16})
+	const slots = 4
+	r := newRunner(t, m, kvcache.BF16, slots, 16, RunnerOptions{MaxTokens: 16})
 	c, ok := r.ChooseScreen(2)
 	if !ok {
 		t.Fatal("a runner with a screen chose nothing")
 	}
-	trials := screenTrials(4)
+	trials := screenTrials(slots)
 	if len(c.Timed) == 0 || len(c.Timed) > len(trials) {
 		t.Fatalf("timed %+v, of trials %v", c.Timed, trials)
 	}
@@ -200,12 +201,16 @@ func TestChooseScreen(t *testing.T) {
 	if want > 0 && !decode(t, r, want, true) {
 		t.Errorf("%d rows not screened", want)
 	}
-	if decode(t, r, want+1, true) {
-		t.Errorf("%d rows screened, more than the %d chosen", want+1, want)
+	// The screen may win at every row the runner has (it did on a CI
+	// machine); then no step can ask for one row more.
+	rows := min(want+1, slots)
+	if rows > want && decode(t, r, rows, true) {
+		t.Errorf("%d rows screened, more than the %d chosen", rows, want)
 	}
-	fresh := newRunner(t, m, kvcache.BF16, 4, 16, RunnerOptions{MaxTokens: 16})
-	decode(t, fresh, want+1, false)
-	for i := range want + 1 {
+	decode(t, r, rows, false)
+	fresh := newRunner(t, m, kvcache.BF16, slots, 16, RunnerOptions{MaxTokens: 16})
+	decode(t, fresh, rows, false)
+	for i := range rows {
 		got, exp := r.Logits(i), fresh.Logits(i)
 		for tok := range exp {
 			if math.Float32bits(got[tok]) != math.Float32bits(exp[tok]) {
