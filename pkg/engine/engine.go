@@ -143,7 +143,8 @@ type Info struct {
 	// copy was made.
 	DecodeWeights string
 	// ScreenBytes is the part of WeightBytes that is lm_head's int8 screen
-	// (model.Model.ScreenBytes); ScreenRows is the most logits rows a step
+	// (model.Model.ScreenBytes: 0 once the start-up's measure kept no row
+	// and the copy was dropped); ScreenRows is the most logits rows a step
 	// screens (model.Runner.ScreenRows), LogitScreen why: measured at
 	// start-up or set (Options.LogitScreenRows); "" if there is no screen.
 	ScreenBytes int64
@@ -452,6 +453,9 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	default:
 		if c, ok := runner.ChooseScreen(screenRounds); ok {
 			logitScreen = c.String()
+			if c.Rows == 0 {
+				m.DropScreen()
+			}
 		}
 	}
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
@@ -235,13 +236,17 @@ func TestNewChecksFitFirst(t *testing.T) {
 	info := e.Info()
 	// (Weights to within panel padding, which the estimate leaves out, and
 	// without the coded copy if the engine timed it slower than the pairs
-	// and dropped it: model.ChooseCoded.)
+	// and dropped it, model.ChooseCoded, or the logits screen if it kept no
+	// row, model.DropScreen.)
 	f, weights := info.Fit, info.Fit.Weights
 	if (f.CodedWeights > 0) != (info.DecodeWeights != "") {
 		t.Errorf("coded copy predicted %d bytes, decode weights %q: want the load's choice said where a copy was made", f.CodedWeights, info.DecodeWeights)
 	}
 	if info.CodedWeightBytes == 0 {
 		weights -= f.CodedWeights
+	}
+	if info.ScreenRows == 0 && info.LogitScreen != "" { // measured, kept no row, dropped
+		weights -= gemm.ScreenBytes(info.Config.VocabSize, info.Config.HiddenSize)
 	}
 	// The scratch predicted is the start-up's peak, the logits screen sized
 	// for every row a pass can have; ChooseScreen then frees the rows it

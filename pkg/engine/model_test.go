@@ -355,13 +355,19 @@ func TestModelScreenedDrawsMatch(t *testing.T) {
 }
 
 // The engine reports how many logits rows a step screens: measured at
-// start-up, or as set; none without a screen. A negative cap is refused.
+// start-up (the copy dropped if it keeps none), or as set; none without a
+// screen. A negative cap is refused.
 func TestModelLogitScreenChoice(t *testing.T) {
 	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
 	measured := newModelEngine(t, dir, Options{BatchSize: 4}).Info()
 	if measured.ScreenRows > 4 || !strings.Contains(measured.LogitScreen, "(measured at ") ||
 		(measured.ScreenRows == 0) != strings.HasPrefix(measured.LogitScreen, "off ") {
 		t.Errorf("measured: %d rows, %q", measured.ScreenRows, measured.LogitScreen)
+	}
+	// A screen no row keeps is dropped (as the pure-Go kernels' is), and
+	// its bytes no longer counted.
+	if (measured.ScreenRows == 0) != (measured.ScreenBytes == 0) {
+		t.Errorf("measured: %d rows kept, %d screen bytes", measured.ScreenRows, measured.ScreenBytes)
 	}
 	set := newModelEngine(t, dir, Options{BatchSize: 4, LogitScreenRows: 3}).Info()
 	if set.ScreenRows != 3 || set.LogitScreen != "up to 3 rows a pass (set)" {

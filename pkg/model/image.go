@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -115,6 +116,17 @@ type ImageState struct {
 	// image is written, or that the weights' image could not be locked in
 	// memory.
 	Note string
+}
+
+// holds reports whether b is in the image's mapping (or the arena's, while
+// the load writes it).
+func (img *image) holds(b []byte) bool {
+	if img.arena != nil {
+		_, ok := img.arena.offset(b)
+		return ok
+	}
+	base, p := uintptr(unsafe.Pointer(unsafe.SliceData(img.data))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return len(img.data) > 0 && p >= base && p+uintptr(len(b)) <= base+uintptr(len(img.data))
 }
 
 // Image is what became of the model's weights image.
@@ -337,9 +349,10 @@ func (b *binder) restoreImage(data []byte, h *imageHeader) (*gemm.Screen, error)
 // bytes it holds; call it once the coded copies are settled (ChooseCoded).
 // It does nothing unless the load packed into an image (ImageState.
 // Writing). The file ends after the last buffer a weight holds: the coded
-// copies ChooseCoded dropped, packed last (Load), are cut off. The weights
-// are then read-only and locked in memory where the process may. On an
-// error the file is removed; the weights stay where they are.
+// copies ChooseCoded dropped, packed last (Load), are cut off; a screen
+// DropScreen gave up is written, and then its memory handed back. The
+// weights are then read-only and locked in memory where the process may.
+// On an error the file is removed; the weights stay where they are.
 func (m *Model) SaveImage() (held int64, err error) {
 	if m.image == nil || m.image.arena == nil {
 		return 0, nil
@@ -352,6 +365,9 @@ func (m *Model) SaveImage() (held int64, err error) {
 		}
 		_ = a.f.Close()
 		m.image.arena, m.image.data = nil, a.mem
+		if m.dropped != nil {
+			m.releaseDropped() // written now; locking brought its pages back
+		}
 	}()
 	h := imageHeader{Version: imageVersion, Key: m.image.key, Files: m.image.files, Coded: m.image.coded}
 	type entry struct {
@@ -371,8 +387,8 @@ func (m *Model) SaveImage() (held int64, err error) {
 		shape, parts := (*pw.w).Parts()
 		h.Weights = append(h.Weights, imageWeight{Name: pw.name, Shape: shape, Parts: list(parts)})
 	}
-	if m.lmScreen != nil {
-		floor, shape, parts := m.lmScreen.ScreenParts()
+	if screen := cmp.Or(m.lmScreen, m.dropped); screen != nil {
+		floor, shape, parts := screen.ScreenParts()
 		h.Screen = &imageScreen{Floor: floor, Shape: shape, Parts: list(parts)}
 	}
 	// The parts in the arena stay where they are; the others (small ones,

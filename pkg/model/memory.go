@@ -22,6 +22,39 @@ func (m *Model) WeightMemory() [][]byte {
 	return out
 }
 
+// DropScreen gives up the int8 copy of lm_head that screens the logits
+// (LoadOptions.NoLogitScreen) and hands its memory back: for a model whose
+// runner's ChooseScreen kept no row, as the pure-Go kernels' did at one row
+// of Qwen3-0.6B (120 ms screened, 86 in full), so that the copy would only
+// hold memory (158 MB there, 778 MB for Qwen3-32B's lm_head). Runners then
+// compute every logit. An image the load is writing still gets the copy
+// (SaveImage), since each start chooses again. Call it while no runner of
+// the model runs.
+func (m *Model) DropScreen() {
+	if m.lmScreen == nil {
+		return
+	}
+	m.dropped, m.lmScreen = m.lmScreen, nil
+	m.weightBytes -= m.screenBytes
+	m.screenBytes = 0
+	m.releaseDropped()
+}
+
+// releaseDropped hands back the memory of the screen DropScreen gave up:
+// its pages in the image's mapping now, its heap buffers once no image has
+// yet to be written from them.
+func (m *Model) releaseDropped() {
+	for _, b := range m.dropped.Memory() {
+		if m.image != nil && m.image.holds(b) {
+			dropPages(b)
+		}
+	}
+	if m.image == nil || m.image.arena == nil {
+		m.dropped = nil
+		debug.FreeOSMemory()
+	}
+}
+
 // linearWeights is every packed linear weight: the layers' in order, then
 // lm_head.
 func (m *Model) linearWeights() []*gemm.Weight {

@@ -74,6 +74,9 @@ type Model struct {
 	finalNorm []float32 // model.norm.weight [hidden]
 	lmHead    *gemm.Weight
 	lmScreen  *gemm.Screen // nil unless LoadOptions.ScreensLogits
+	// dropped is the screen DropScreen gave up while SaveImage has yet to
+	// write it into the image.
+	dropped *gemm.Screen
 
 	ck          *safetensors.Checkpoint // mapped files the bf16 views point into
 	packed      []packedWeight          // the linear weights in the order they are bound

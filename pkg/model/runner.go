@@ -476,14 +476,14 @@ func screenRows(m, logits, capped int) int {
 }
 
 // screen bounds the logits of the n rows of lmIn (all the Forward's) with
-// the int8 screen, or reports false when it cannot (too many rows, or
-// activations that are not finite).
+// the int8 screen, or reports false when it cannot (too many rows, the
+// screen dropped, or activations that are not finite).
 func (r *Runner) screen(n int) bool {
 	H := r.m.Config.HiddenSize
-	if n > r.maxScreen {
+	s := r.m.lmScreen
+	if n > r.maxScreen || s == nil {
 		return false
 	}
-	s := r.m.lmScreen
 	round := r.mm.RoundsActivations(n, r.m.lmHead)
 	for i := range n {
 		s.Split(r.screenIn[2*i*H:], r.lmIn[i*H:(i+1)*H], round)

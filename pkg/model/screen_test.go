@@ -310,3 +310,46 @@ func TestScreenChoiceString(t *testing.T) {
 		}
 	}
 }
+
+// A dropped screen is no longer counted, and runners made before or after
+// compute every logit, the bits of a model loaded without one; a weights
+// image being written still gets it, for the next start to choose again.
+func TestDropScreen(t *testing.T) {
+	plain := newRunner(t, loadTiny(t, "tiny-qwen3-a", LoadOptions{NoLogitScreen: true}), kvcache.BF16, 2, 16, RunnerOptions{MaxTokens: 16})
+	decode(t, plain, 2, false)
+	for _, imageDir := range []string{"", t.TempDir()} {
+		m := loadTiny(t, "tiny-qwen3-a", LoadOptions{ImageDir: imageDir})
+		total, screen := m.WeightBytes(), m.ScreenBytes()
+		before := newRunner(t, m, kvcache.BF16, 2, 16, RunnerOptions{MaxTokens: 16})
+		if screen <= 0 || !decode(t, before, 2, true) {
+			t.Fatalf("image dir %q: a screen of %d bytes, not screening before the drop", imageDir, screen)
+		}
+		m.DropScreen()
+		if m.ScreenBytes() != 0 || m.WeightBytes() != total-screen {
+			t.Fatalf("image dir %q: dropped, screen %d bytes, weights %d (were %d, %d)", imageDir, m.ScreenBytes(), m.WeightBytes(), screen, total)
+		}
+		after := newRunner(t, m, kvcache.BF16, 2, 16, RunnerOptions{MaxTokens: 16})
+		for _, r := range []*Runner{before, after} {
+			if decode(t, r, 2, true) {
+				t.Fatalf("image dir %q: screened after the drop", imageDir)
+			}
+			for i := range 2 {
+				if !slices.EqualFunc(r.Logits(i), plain.Logits(i), func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+					t.Fatalf("image dir %q: row %d's logits differ from a model without a screen", imageDir, i)
+				}
+			}
+		}
+		if imageDir == "" {
+			continue
+		}
+		if _, err := m.SaveImage(); err != nil {
+			t.Fatal(err)
+		}
+		if m.dropped != nil {
+			t.Error("the dropped screen is still held after the image was written")
+		}
+		if mapped := loadTiny(t, "tiny-qwen3-a", LoadOptions{ImageDir: imageDir}); !mapped.Image().Mapped || mapped.ScreenBytes() != screen {
+			t.Errorf("the image's next load: %+v, screen %d bytes, want %d", mapped.Image(), mapped.ScreenBytes(), screen)
+		}
+	}
+}

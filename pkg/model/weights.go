@@ -240,7 +240,8 @@ func (j *packJob) parts() ([][]uint16, []float32) {
 	return nil, out
 }
 
-// dropPages releases the whole pages of mapped bytes b from the process.
+// dropPages releases the whole pages of mapped bytes b from the process,
+// unlocking them first (a weights image is locked in memory: lockImage).
 func dropPages(b []byte) {
 	page := uintptr(os.Getpagesize())
 	if len(b) < int(page) {
@@ -252,6 +253,7 @@ func dropPages(b []byte) {
 	if hi <= lo {
 		return
 	}
+	_ = unix.Munlock(b[lo-start : hi-start])
 	_ = unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED) // advice only: keeping the pages is correct too
 }
 
