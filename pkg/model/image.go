@@ -125,8 +125,20 @@ func (img *image) holds(b []byte) bool {
 		_, ok := img.arena.offset(b)
 		return ok
 	}
-	base, p := uintptr(unsafe.Pointer(unsafe.SliceData(img.data))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return len(img.data) > 0 && p >= base && p+uintptr(len(b)) <= base+uintptr(len(img.data))
+	_, ok := offsetIn(img.data, b)
+	return ok
+}
+
+// offsetIn is where b starts in mem, if b lies within it.
+func offsetIn(mem, b []byte) (int64, bool) {
+	if len(b) == 0 || len(mem) == 0 {
+		return 0, false
+	}
+	base, p := uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	if p < base || p+uintptr(len(b)) > base+uintptr(len(mem)) {
+		return 0, false
+	}
+	return int64(p - base), true
 }
 
 // Image is what became of the model's weights image.
@@ -527,16 +539,7 @@ func (a *imageArena) Alloc(n int) []byte {
 }
 
 // offset is where b lies in the file, if it is in the arena.
-func (a *imageArena) offset(b []byte) (int64, bool) {
-	if len(b) == 0 {
-		return 0, false
-	}
-	base, p := uintptr(unsafe.Pointer(unsafe.SliceData(a.mem))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	if p < base || p+uintptr(len(b)) > base+uintptr(a.used) {
-		return 0, false
-	}
-	return int64(p - base), true
-}
+func (a *imageArena) offset(b []byte) (int64, bool) { return offsetIn(a.mem[:a.used], b) }
 
 // trim shrinks the arena's mapping, in place, to the file's size: pages
 // past the end of a file fault.

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -86,8 +85,8 @@ func TestWeightsImage(t *testing.T) {
 				// The load packed into the file: the weights are its mapping.
 				in := packed.image.data
 				for _, w := range packed.linearWeights() {
-					if b := w.Memory()[0]; !contains(in, b) {
-						t.Fatalf("a packed weight of %d bytes is not in the image's mapping", len(b))
+					if _, ok := offsetIn(in, w.Memory()[0]); !ok {
+						t.Fatalf("a packed weight of %d bytes is not in the image's mapping", len(w.Memory()[0]))
 					}
 				}
 				want := logitsOf(t, packed)
@@ -170,12 +169,6 @@ func TestWeightsImage(t *testing.T) {
 			})
 		}
 	}
-}
-
-// contains reports whether b lies in mem.
-func contains(mem, b []byte) bool {
-	lo, p := uintptr(unsafe.Pointer(unsafe.SliceData(mem))), uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-	return p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(mem))
 }
 
 // headerAt is where the image at path has its header.

@@ -348,8 +348,23 @@ func TestDropScreen(t *testing.T) {
 		if m.dropped != nil {
 			t.Error("the dropped screen is still held after the image was written")
 		}
-		if mapped := loadTiny(t, "tiny-qwen3-a", LoadOptions{ImageDir: imageDir}); !mapped.Image().Mapped || mapped.ScreenBytes() != screen {
-			t.Errorf("the image's next load: %+v, screen %d bytes, want %d", mapped.Image(), mapped.ScreenBytes(), screen)
+		mapped := loadTiny(t, "tiny-qwen3-a", LoadOptions{ImageDir: imageDir})
+		if !mapped.Image().Mapped || mapped.ScreenBytes() != screen {
+			t.Fatalf("the image's next load: %+v, screen %d bytes, want %d", mapped.Image(), mapped.ScreenBytes(), screen)
+		}
+		// The copy's pages were dropped from the process, not lost: the
+		// image's screen bounds the logits as a freshly made one does.
+		fresh := newRunner(t, loadTiny(t, "tiny-qwen3-a", LoadOptions{}), kvcache.BF16, 2, 16, RunnerOptions{MaxTokens: 16})
+		read := newRunner(t, mapped, kvcache.BF16, 2, 16, RunnerOptions{MaxTokens: 16})
+		if !decode(t, fresh, 2, true) || !decode(t, read, 2, true) {
+			t.Fatal("not screened")
+		}
+		for i := range 2 {
+			lo, hi := read.Interval(i)
+			wantLo, wantHi := fresh.Interval(i)
+			if !slices.Equal(lo, wantLo) || !slices.Equal(hi, wantHi) {
+				t.Fatalf("row %d: the image's screen gives other intervals than a fresh one", i)
+			}
 		}
 	}
 }
