@@ -42,16 +42,22 @@ func (m *Model) DropScreen() {
 
 // releaseDropped hands back the memory of the screen DropScreen gave up:
 // its pages in the image's mapping now, its heap buffers once no image has
-// yet to be written from them.
+// yet to be written from them (a collection then, as ChooseScreen forces
+// one just before: only where the copy was on the heap).
 func (m *Model) releaseDropped() {
+	onHeap := false
 	for _, b := range m.dropped.Memory() {
 		if m.image != nil && m.image.holds(b) {
 			dropPages(b)
+		} else {
+			onHeap = true
 		}
 	}
 	if m.image == nil || m.image.arena == nil {
 		m.dropped = nil
-		debug.FreeOSMemory()
+		if onHeap {
+			debug.FreeOSMemory()
+		}
 	}
 }
 
