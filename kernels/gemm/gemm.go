@@ -79,12 +79,12 @@ func (s *kernelSet) int8Rows() int { return cmp.Or(s.quadRows, s.rows) }
 // by block for the f32 kernels.
 func (s *kernelSet) widens(m int) bool { return s.widen != nil && m > max(s.rows, s.widenRows) }
 
-// generic kernels handle any tile shape; the table just names them.
-func genericSet(pairs kernel, bf16Act bool) kernelSet {
+// genericSet names Go kernels, which handle any tile shape, in the table.
+func genericSet(pairs, f32 kernel, bf16Act bool) kernelSet {
 	s := kernelSet{rows: regRows, bf16Act: bf16Act}
 	for r := 1; r <= regRows; r++ {
 		for p := 1; p <= maxPanels; p++ {
-			s.pairs[r][p], s.f32[r][p], s.quads[r][p] = pairs, genF32, genQuads
+			s.pairs[r][p], s.f32[r][p], s.quads[r][p] = pairs, f32, genQuads
 		}
 	}
 	return s
@@ -98,9 +98,9 @@ func kernelsFor(p kernels.Path) kernelSet {
 		return s
 	}
 	if p >= kernels.AVX512BF16 {
-		return genericSet(genPairsBF16, true)
+		return genericSet(genPairsBF16, scalarF32, true)
 	}
-	return genericSet(genPairsF32, false)
+	return scalarSet()
 }
 
 // Context is the scratch one thread of control needs to run products of up to
