@@ -70,9 +70,19 @@ func bindKernels(p kernels.Path, hd int) kernelSet {
 // (rows of k and v): scores s = scale·q·k, new max m' = max(m, s), rescale
 // of the running sum l and accumulator acc by e^(m−m'), then l += Σ e^(s−m')
 // and acc += Σ e^(s−m')·v. ml holds (m, l); s is scratch of ≥ n.
+//
+// Each score is one sum over the head's dimensions in order, and each
+// output one sum over the positions in order; the loops only interleave
+// four of them (scores4, values4), each of which is otherwise a chain of
+// dependent adds.
 func tileGo(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32) {
 	hd := len(q)
-	for t := range n {
+	t := 0
+	for ; t+4 <= n; t += 4 {
+		s0, s1, s2, s3 := scores4(q, k[t*hd:(t+4)*hd])
+		s[t], s[t+1], s[t+2], s[t+3] = s0*scale, s1*scale, s2*scale, s3*scale
+	}
+	for ; t < n; t++ {
 		kt := k[t*hd : (t+1)*hd]
 		var dot float32
 		for d, x := range q {
@@ -90,12 +100,42 @@ func tileGo(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32)
 	for d := range acc {
 		acc[d] *= corr
 	}
-	for t, p := range s[:n] {
-		vt := v[t*hd : (t+1)*hd]
-		for d := range acc {
-			acc[d] += float32(p * vt[d])
+	d := 0
+	for ; d+4 <= hd; d += 4 {
+		values4((*[4]float32)(acc[d:]), s[:n], v[d:], hd)
+	}
+	for ; d < hd; d++ {
+		for t, p := range s[:n] {
+			acc[d] += float32(p * v[t*hd+d])
 		}
 	}
+}
+
+// scores4 is q·k for four rows of k, each summed in order.
+func scores4(q, k []float32) (s0, s1, s2, s3 float32) {
+	hd := len(q)
+	k0, k1, k2, k3 := k[:hd], k[hd:2*hd], k[2*hd:3*hd], k[3*hd:4*hd]
+	for d, x := range q {
+		s0 += float32(x * k0[d])
+		s1 += float32(x * k1[d])
+		s2 += float32(x * k2[d])
+		s3 += float32(x * k3[d])
+	}
+	return
+}
+
+// values4 adds Σ p[t]·v[t·hd + j] over the positions in order to acc[j],
+// j < 4.
+func values4(acc *[4]float32, p, v []float32, hd int) {
+	a0, a1, a2, a3 := acc[0], acc[1], acc[2], acc[3]
+	for t, pt := range p {
+		vt := v[t*hd : t*hd+4]
+		a0 += float32(pt * vt[0])
+		a1 += float32(pt * vt[1])
+		a2 += float32(pt * vt[2])
+		a3 += float32(pt * vt[3])
+	}
+	*acc = [4]float32{a0, a1, a2, a3}
 }
 
 // dequantGo writes rows int8 rows of hd values as f32 rows: dst[t][d] =

@@ -1,0 +1,93 @@
+package attn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/ops"
+)
+
+// tileDefinition is tileGo's arithmetic spelled out one sum at a time: each
+// score and each output runs through its terms in order.
+func tileDefinition(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32) {
+	hd := len(q)
+	for t := range n {
+		var dot float32
+		for d, x := range q {
+			dot += float32(x * k[t*hd+d])
+		}
+		s[t] = dot * scale
+	}
+	m := ml[0]
+	for _, x := range s[:n] {
+		m = max(m, x)
+	}
+	corr := ops.Exp32(ml[0] - m)
+	sum := o.ExpSum(s[:n], s[:n], m)
+	ml[0], ml[1] = m, float32(ml[1]*corr)+sum
+	for d := range acc {
+		acc[d] *= corr
+	}
+	for t, p := range s[:n] {
+		for d := range acc {
+			acc[d] += float32(p * v[t*hd+d])
+		}
+	}
+}
+
+// TestTileGoMatchesDefinition: tileGo, which interleaves four sums at a time,
+// gives the bits of one sum at a time, for every head size and tile length
+// the blocks of four leave a remainder of, over several tiles in a row.
+func TestTileGoMatchesDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	o := ops.For(kernels.Generic)
+	for _, hd := range []int{1, 5, 16, 24, 128} {
+		for _, n := range []int{1, 2, 3, 4, 5, 7, 63, Tile} {
+			t.Run(fmt.Sprintf("hd%d/n%d", hd, n), func(t *testing.T) {
+				q := randSlice(rng, hd)
+				var ml [2][2]float32
+				acc := [2][]float32{make([]float32, hd), make([]float32, hd)}
+				s := [2][]float32{make([]float32, n), make([]float32, n)}
+				for i := range ml {
+					ml[i] = [2]float32{float32(math.Inf(-1)), 0}
+				}
+				for range 3 { // the running state carried from tile to tile
+					k, v := randSlice(rng, n*hd), randSlice(rng, n*hd)
+					tileGo(o, ml[0][:], acc[0], q, k, v, s[0], n, 0.125)
+					tileDefinition(o, ml[1][:], acc[1], q, k, v, s[1], n, 0.125)
+					if !bitsEqual(acc[0], acc[1]) || !bitsEqual(ml[0][:], ml[1][:]) || !bitsEqual(s[0], s[1]) {
+						t.Fatalf("tileGo: acc %v, (m, l) %v; the definition: %v, %v", acc[0], ml[0], acc[1], ml[1])
+					}
+				}
+			})
+		}
+	}
+}
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
+
+func BenchmarkTileGo(b *testing.B) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	o := ops.For(kernels.Generic)
+	const hd, n = 128, Tile
+	q, k, v := randSlice(rng, hd), randSlice(rng, n*hd), randSlice(rng, n*hd)
+	acc, s := make([]float32, hd), make([]float32, n)
+	for name, f := range map[string]func(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32){"tileGo": tileGo, "definition": tileDefinition} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				ml := [2]float32{float32(math.Inf(-1)), 0}
+				f(o, ml[:], acc, q, k, v, s, n, 0.125)
+			}
+			b.ReportMetric(float64(4*n*hd)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
