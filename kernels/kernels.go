@@ -158,22 +158,35 @@ var (
 )
 
 func init() {
-	p := cpu.Best()
-	if s := os.Getenv(EnvVar); s != "" {
-		f, err := ParsePath(s)
-		switch {
-		case err != nil:
-			envErr = fmt.Errorf("%s: %w", EnvVar, err)
-		case !cpu.Supports(f):
-			envErr = fmt.Errorf("%s=%s: this CPU supports at most %s", EnvVar, f, cpu.Best())
-		default:
-			p, forced = f, true
-		}
-	}
+	var p Path
+	p, forced, envErr = startPath(cpu, assembly, os.Getenv(EnvVar))
 	active.Store(int32(p))
 	for i := range chosen {
 		chosen[i].Store(-1)
 	}
+}
+
+// startPath is the path the kernels start on: env's (ELLM_KERNELS), if a CPU
+// with features f runs it, else the best path f runs, or in a build without
+// assembly (asm false) the generic one: there every path runs the same Go
+// kernels, the bf16 path's emulation of VDPBF16PS aside, which env can still
+// ask for.
+func startPath(f Features, asm bool, env string) (p Path, forced bool, err error) {
+	p = f.Best()
+	if !asm {
+		p = Generic
+	}
+	if env == "" {
+		return p, false, nil
+	}
+	e, err := ParsePath(env)
+	switch {
+	case err != nil:
+		return p, false, fmt.Errorf("%s: %w", EnvVar, err)
+	case !f.Supports(e):
+		return p, false, fmt.Errorf("%s=%s: this CPU supports at most %s", EnvVar, e, f.Best())
+	}
+	return e, true, nil
 }
 
 // Active is the path the kernels take: what builds kernels reads it then
@@ -184,6 +197,11 @@ func Active() Path { return Path(active.Load()) }
 // EnvError reports an unusable ELLM_KERNELS value (the best path is used instead),
 // so that commands can refuse to start rather than silently run another path.
 func EnvError() error { return envErr }
+
+// Assembly reports whether this build has the assembly kernels (amd64
+// without the purego tag). Without them every path runs pure Go, and the
+// kernels take the generic path unless ELLM_KERNELS names another.
+func Assembly() bool { return assembly }
 
 // CPU is the feature set detected at start-up.
 func CPU() Features { return cpu }

@@ -30,6 +30,32 @@ func TestBestFollowsFeatures(t *testing.T) {
 	}
 }
 
+func TestStartPath(t *testing.T) {
+	avx2 := Features{AVX2: true, FMA: true}
+	for _, tc := range []struct {
+		name   string
+		f      Features
+		asm    bool
+		env    string
+		want   Path
+		forced bool
+		err    bool
+	}{
+		{"the best path", avx2, true, "", AVX2, false, false},
+		{"no assembly: generic", avx2, false, "", Generic, false, false},
+		{"no assembly, a path asked for", avx2, false, "avx2", AVX2, true, false},
+		{"asked for a lower path", avx2, true, "generic", Generic, true, false},
+		{"asked for a path the CPU lacks", avx2, true, "avx512", AVX2, false, true},
+		{"no assembly, asked for a path the CPU lacks", avx2, false, "avx512bf16", Generic, false, true},
+		{"asked for no path at all", avx2, true, "fast", AVX2, false, true},
+	} {
+		p, forced, err := startPath(tc.f, tc.asm, tc.env)
+		if p != tc.want || forced != tc.forced || (err != nil) != tc.err {
+			t.Errorf("%s: startPath = %s, forced %v, error %v; want %s, forced %v, error %v", tc.name, p, forced, err, tc.want, tc.forced, tc.err)
+		}
+	}
+}
+
 func TestParsePath(t *testing.T) {
 	for _, p := range []Path{Generic, AVX2, AVX512, AVX512BF16, AMX} {
 		got, err := ParsePath(" " + p.String() + " ")

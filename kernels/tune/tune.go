@@ -126,7 +126,7 @@ func Candidates(op kernels.Op, active kernels.Path) []kernels.Path {
 func Pick(op kernels.Op, cands []kernels.Path, rate func(kernels.Path) float64) Choice {
 	first := cands[0]
 	if len(cands) == 1 {
-		return Choice{op, first, "the only path on this CPU"}
+		return Choice{op, first, "no other path to measure it against"}
 	}
 	best := first
 	for _, p := range cands[1:] {

@@ -48,7 +48,7 @@ func TestPick(t *testing.T) {
 			}
 		})
 	}
-	if c := Pick(kernels.MatMulInt8, []kernels.Path{kernels.AVX2}, nil); c.Path != kernels.AVX2 || !strings.Contains(c.Why, "only path") {
+	if c := Pick(kernels.MatMulInt8, []kernels.Path{kernels.AVX2}, nil); c.Path != kernels.AVX2 || !strings.Contains(c.Why, "no other path") {
 		t.Errorf("one candidate: %+v", c)
 	}
 }

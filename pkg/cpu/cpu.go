@@ -320,6 +320,9 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	// Only the products have AMX kernels: the rest of the amx path is avx512bf16's.
 	at, rest := min(at, kernels.AVX512BF16), min(active, kernels.AVX512BF16)
 	gemv := describePath(bf).gemm + "; bound by memory bandwidth"
+	if bf == kernels.Generic {
+		gemv = describePath(bf).gemm + "; bound by its arithmetic, far below the memory's bandwidth"
+	}
 	switch {
 	case coded && gemm.ReadsCoded(bf): // gemm.Weight.Code
 		gemv += "; reads the weights coded in 12 bits (lossless: low bytes as stored, the sign and exponent's top bits " +
@@ -389,7 +392,7 @@ func describePath(p kernels.Path) pathText {
 		}
 	}
 	return pathText{
-		gemm: "pure Go f32 (no AVX2+FMA: much slower)",
+		gemm: "pure Go f32: bf16 weights widened exactly, a few rows × channels summed in registers",
 		int8: "pure Go integer dot products",
 		attn: "pure Go f32",
 		elem: "pure Go f32",

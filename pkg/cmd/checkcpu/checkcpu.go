@@ -48,6 +48,9 @@ type Options struct {
 	ActivePath func() kernels.Path
 	// KernelsEnvError reports a bad ELLM_KERNELS (kernels.EnvError by default).
 	KernelsEnvError func() error
+	// Assembly reports whether this build has assembly kernels
+	// (kernels.Assembly by default).
+	Assembly func() bool
 	// ChooseKernels picks each operation's path (tune.Apply by default);
 	// recalibrate is --calibrate.
 	ChooseKernels func(recalibrate bool) (*tune.Result, error)
@@ -55,7 +58,7 @@ type Options struct {
 
 // NewCmdCheckCPU returns the cobra command; runF replaces the behaviour in tests.
 func NewCmdCheckCPU(f *cmdutil.Factory, runF func(*Options) error) *cobra.Command {
-	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError}
+	opts := &Options{IO: f.IO, Machine: cpu.System, ActivePath: kernels.Active, KernelsEnvError: kernels.EnvError, Assembly: kernels.Assembly}
 	opts.ChooseKernels = func(recalibrate bool) (*tune.Result, error) {
 		return tune.Apply(tune.Options{Version: f.Version, Recalibrate: recalibrate, Attention: opts.Attention})
 	}
@@ -152,6 +155,10 @@ func buildReport(opts *Options) (*Report, error) {
 	r := &Report{CPU: info, Threads: cpu.DefaultThreads(src), KernelPath: active.String()}
 	r.Warnings = append(r.Warnings, r.Threads.Notes...)
 	r.Warnings = append(r.Warnings, cpu.Fallbacks(f)...)
+	if !opts.Assembly() && f.Best() > kernels.Generic {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("this build has no assembly kernels (-tags purego, or an architecture without them): "+
+			"every operation runs pure Go, where this CPU could take %s", f.Best()))
+	}
 	var chosen map[kernels.Op]kernels.Path
 	if err := opts.KernelsEnvError(); err != nil {
 		r.Reasons = append(r.Reasons, err.Error())
@@ -308,7 +315,7 @@ func printReport(w io.Writer, r *Report) error {
 		case "measured":
 			p("Chosen from a calibration measured now (%s wall clock; saved to %s):\n", kc.Calibration.Took.Round(time.Millisecond), orUnknown(kc.CacheFile))
 		case "one path":
-			p("Nothing to choose between on this CPU:\n")
+			p("Nothing to choose between:\n")
 		default:
 			p("Chosen by %s:\n", kc.Source)
 		}

@@ -88,6 +88,9 @@ func run(t *testing.T, opts *Options) (string, error) {
 	if opts.KernelsEnvError == nil {
 		opts.KernelsEnvError = func() error { return nil }
 	}
+	if opts.Assembly == nil {
+		opts.Assembly = func() bool { return true }
+	}
 	if opts.ChooseKernels == nil {
 		opts.ChooseKernels = func(bool) (*tune.Result, error) { return &tune.Result{Source: "one path"}, nil }
 	}
@@ -131,6 +134,10 @@ func TestCheckCPU(t *testing.T) {
 			[]string{"Kernel path: avx2", "Missing      AVX512F", "warning: no AVX512BW, AVX512F, AVX512VL, AVX512_BF16, AVX512_VNNI: kernels fall back from avx512bf16 to avx2"}},
 		{"no simd at all", Options{Machine: machine(t, kernels.Features{}, 16, "never")}, 0,
 			[]string{"Kernel path: generic", "pure Go path", "transparent hugepages are off"}},
+		{"a build without assembly", Options{Machine: machine(t, haswell, 16, "madvise"), Assembly: func() bool { return false },
+			ActivePath: func() kernels.Path { return kernels.Generic }}, 0,
+			[]string{"Kernel path: generic", "│ GEMM bf16 (prefill)                      │ generic │ pure Go f32",
+				"warning: this build has no assembly kernels (-tags purego, or an architecture without them): every operation runs pure Go, where this CPU could take avx2"}},
 		{"0.6b fits", Options{Machine: machine(t, sapphire, 16, "madvise"), Preset: "qwen3-0.6b", SequenceLength: 8192, BatchSize: 4}, 0,
 			[]string{"Qwen3-0.6B", "0.596B total", "OK: Qwen3-0.6B (bf16) needs"}},
 		{"30b bf16 does not fit", Options{Machine: machine(t, sapphire, 32, "madvise"), Preset: "qwen3-30b-a3b", SequenceLength: 32768, BatchSize: 4}, 1,
