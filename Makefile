@@ -7,14 +7,14 @@ VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 ARGS    ?= serve
 BIN     := bin/ellm
 
-.PHONY: build test test-go test-align test-clients bench lint run generate check-generate check-tidy image
+.PHONY: build test test-go test-align test-clients test-arm64 bench lint run generate check-generate check-tidy image
 
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/ellm
 
 # The one test command: unit and integration tests, every alignment case for
-# every model in $(SHARED)/align, then the real npm clients.
-test: test-go test-align test-clients
+# every model in $(SHARED)/align, the Go kernels on arm64, then the real npm clients.
+test: test-go test-align test-arm64 test-clients
 
 test-go:
 	ELLM_SHARED=$(SHARED) $(GO) test -count=1 -timeout 30m ./...
@@ -42,6 +42,21 @@ test-clients: build
 	fi; \
 	cd test/clients && npm install --no-save --no-audit --no-fund && git diff --exit-code package-lock.json && cd ../.. && \
 	ELLM_SHARED=$(SHARED) ELLM_BIN=$(abspath $(BIN)) test/clients/run.sh
+
+# The kernels of a build without assembly, as arm64 runs them, under qemu-user
+# (about two minutes): the Go kernels' bits against their definitions, the
+# products and attention against their references, on a compiler that may fuse
+# a multiply and an add where amd64's does not. qemu-user's mappings report no
+# huge pages, hence the skip. Without qemu-aarch64-static it is skipped with a
+# notice, except under CI (CI=true), where .ci/run installs it.
+QEMU_ARM64 := GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static
+test-arm64:
+	@if ! command -v qemu-aarch64-static >/dev/null; then \
+		if [ -n "$$CI" ]; then echo "test-arm64: qemu-aarch64-static is missing" >&2; exit 1; fi; \
+		echo "test-arm64: SKIPPED: qemu-aarch64-static is not installed (apt-get install qemu-user-static)"; exit 0; \
+	fi; \
+	$(QEMU_ARM64) -skip TestWeightsOnHugePages ./kernels/gemm ./kernels/ops && \
+	$(QEMU_ARM64) -run 'TestTileGoMatchesDefinition|TestMatchesFloat64Reference' ./kernels/attn
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./kernels/... ./pkg/tokenizer/...
