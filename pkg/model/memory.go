@@ -25,7 +25,7 @@ func (m *Model) WeightMemory() [][]byte {
 // DropScreen gives up the int8 copy of lm_head that screens the logits
 // (LoadOptions.NoLogitScreen) and hands its memory back: for a model whose
 // runner's ChooseScreen kept no row, as the pure-Go kernels' did at one row
-// of Qwen3-0.6B (101–129 ms screened, 59–95 in full), so that the copy would only
+// of Qwen3-0.6B (86–100 ms screened, 48–56 in full), so that the copy would only
 // hold memory (158 MB there, 778 MB for Qwen3-32B's lm_head). Runners then
 // compute every logit. An image the load is writing still gets the copy
 // (SaveImage), since each start chooses again. Call it while no runner of
