@@ -90,16 +90,7 @@ func tileGo(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32)
 		}
 		s[t] = dot * scale
 	}
-	m := ml[0]
-	for _, x := range s[:n] {
-		m = max(m, x)
-	}
-	corr := ops.Exp32(ml[0] - m)
-	sum := o.ExpSum(s[:n], s[:n], m)
-	ml[0], ml[1] = m, float32(ml[1]*corr)+sum
-	for d := range acc {
-		acc[d] *= corr
-	}
+	rescale(o, ml, acc, s[:n])
 	d := 0
 	for ; d+4 <= hd; d += 4 {
 		values4((*[4]float32)(acc[d:]), s[:n], v[d:], hd)
@@ -108,6 +99,22 @@ func tileGo(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32)
 		for t, p := range s[:n] {
 			acc[d] += float32(p * v[t*hd+d])
 		}
+	}
+}
+
+// rescale takes a tile's scores s into the running softmax state (m, l) =
+// ml: the new max m', l·e^(m−m') + Σ e^(s−m') (s becomes the e^(s−m')), and
+// acc scaled by e^(m−m').
+func rescale(o *ops.Kernels, ml, acc, s []float32) {
+	m := ml[0]
+	for _, x := range s {
+		m = max(m, x)
+	}
+	corr := ops.Exp32(ml[0] - m)
+	sum := o.ExpSum(s, s, m)
+	ml[0], ml[1] = m, float32(ml[1]*corr)+sum
+	for d := range acc {
+		acc[d] *= corr
 	}
 }
 

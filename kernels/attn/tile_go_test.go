@@ -11,7 +11,8 @@ import (
 )
 
 // tileDefinition is tileGo's arithmetic spelled out one sum at a time: each
-// score and each output runs through its terms in order.
+// score and each output runs through its terms in order (the softmax's
+// rescaling between them is tileGo's own).
 func tileDefinition(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32) {
 	hd := len(q)
 	for t := range n {
@@ -21,16 +22,7 @@ func tileDefinition(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale 
 		}
 		s[t] = dot * scale
 	}
-	m := ml[0]
-	for _, x := range s[:n] {
-		m = max(m, x)
-	}
-	corr := ops.Exp32(ml[0] - m)
-	sum := o.ExpSum(s[:n], s[:n], m)
-	ml[0], ml[1] = m, float32(ml[1]*corr)+sum
-	for d := range acc {
-		acc[d] *= corr
-	}
+	rescale(o, ml, acc, s[:n])
 	for t, p := range s[:n] {
 		for d := range acc {
 			acc[d] += float32(p * v[t*hd+d])
