@@ -101,7 +101,7 @@ func TestAMXQuadsMatchGeneric(t *testing.T) {
 	forAMX(t, func(pools []*threads.Pool) {
 		eachAMXShape(rand.New(rand.NewPCG(11, 12)), QuantizeInt8, func(c amxCase) {
 			gen := NewContext(pools[1], c.m, c.k)
-			gen.set, gen.prep = genericSet(genPairsBF16, genF32, true), nil
+			gen.set, gen.prep = genericSet(genPairsBF16, genF32, genQuads, true), nil
 			want, wantAdd, wantH := ops3(gen, c.pr.x, c.base, c.m, c.m, c.g, c.u)
 			for _, pool := range pools {
 				ctx := NewContext(pool, c.m, c.k)

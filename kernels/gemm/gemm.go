@@ -80,11 +80,11 @@ func (s *kernelSet) int8Rows() int { return cmp.Or(s.quadRows, s.rows) }
 func (s *kernelSet) widens(m int) bool { return s.widen != nil && m > max(s.rows, s.widenRows) }
 
 // genericSet names Go kernels, which handle any tile shape, in the table.
-func genericSet(pairs, f32 kernel, bf16Act bool) kernelSet {
+func genericSet(pairs, f32, quads kernel, bf16Act bool) kernelSet {
 	s := kernelSet{rows: regRows, bf16Act: bf16Act}
 	for r := 1; r <= regRows; r++ {
 		for p := 1; p <= maxPanels; p++ {
-			s.pairs[r][p], s.f32[r][p], s.quads[r][p] = pairs, f32, genQuads
+			s.pairs[r][p], s.f32[r][p], s.quads[r][p] = pairs, f32, quads
 		}
 	}
 	return s
@@ -98,7 +98,7 @@ func kernelsFor(p kernels.Path) kernelSet {
 		return s
 	}
 	if p >= kernels.AVX512BF16 {
-		return genericSet(genPairsBF16, scalarF32, true)
+		return genericSet(genPairsBF16, scalarF32, scalarQuads, true)
 	}
 	return scalarSet()
 }

@@ -100,9 +100,9 @@ func emulation(pool *threads.Pool, p kernels.Path, maxM, maxK int) *Context {
 	c := NewContext(pool, maxM, maxK)
 	c.prep = nil
 	if p == kernels.AVX512BF16 {
-		c.set = genericSet(genPairsBF16, genF32, true)
+		c.set = genericSet(genPairsBF16, genF32, genQuads, true)
 	} else {
-		c.set = genericSet(genPairsF32, genF32, false)
+		c.set = genericSet(genPairsF32, genF32, genQuads, false)
 	}
 	return c
 }

@@ -172,13 +172,10 @@ func toBF16Pairs(dst []uint32, stride int, x []float32, simd *prepFuncs) {
 // exactly in int32 as VPDPBUSD does, the offset removed with the channel's
 // correction, then scaled in f32: (f32(Σ) · sx) · sw.
 func genQuads(a *kargs) {
-	sx := unsafe.Slice((*float32)(a.sx), a.r)
 	x := unsafe.Slice((*uint32)(a.x), a.ks*a.r)
 	for r := range a.r {
 		for p := range a.p {
 			w := unsafe.Slice((*uint32)(a.panel(p)), a.ks*panelWidth)
-			sw := unsafe.Slice((*float32)(unsafe.Add(a.sw, p*panelWidth*4)), panelWidth)
-			wc := unsafe.Slice((*int32)(unsafe.Add(a.wc, p*panelWidth*4)), panelWidth)
 			var acc [panelWidth]int32
 			for q := range a.ks {
 				xq := x[q*a.r+r]
@@ -186,13 +183,23 @@ func genQuads(a *kargs) {
 					acc[c] += dot4(xq, v)
 				}
 			}
-			var out [panelWidth]float32
-			for c := range out {
-				out[c] = float32(float32(float32(acc[c]-wc[c])*sx[r]) * sw[c])
-			}
-			a.out(r, p, &out)
+			a.quadsOut(r, p, &acc)
 		}
 	}
+}
+
+// quadsOut writes (or adds) the int8 results of row r's 16 sums of panel p:
+// the offset removed with the channel's correction, then scaled in f32,
+// (f32(Σ − corr) · sx) · sw.
+func (a *kargs) quadsOut(r, p int, acc *[panelWidth]int32) {
+	sx := *(*float32)(unsafe.Add(a.sx, r*4))
+	sw := (*[panelWidth]float32)(unsafe.Add(a.sw, p*panelWidth*4))
+	wc := (*[panelWidth]int32)(unsafe.Add(a.wc, p*panelWidth*4))
+	var out [panelWidth]float32
+	for c := range out {
+		out[c] = float32(float32(float32(acc[c]-wc[c])*sx) * sw[c])
+	}
+	a.out(r, p, &out)
 }
 
 // quantize rounds v·inv to the nearest integer (ties to even) in [-127, 127].

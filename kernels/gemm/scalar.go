@@ -35,7 +35,7 @@ import (
 // the f32 blocks, as the AVX kernels do: BenchmarkPrefill/M512/{qkv,down}/bf16
 // ran 1.07–1.35 times faster so.
 func scalarSet() kernelSet {
-	s := genericSet(scalarPairsF32, scalarF32, false)
+	s := genericSet(scalarPairsF32, scalarF32, scalarQuads, false)
 	s.widen = widenPairsGo
 	return s
 }
@@ -67,10 +67,7 @@ func scalarTile(a *kargs, f32 bool) {
 	for p := range a.p {
 		w := a.panel(p)
 		for r := 0; r < a.r; {
-			n := min(4, a.r-r)
-			if n == 3 {
-				n = 2
-			}
+			n := blockRows(a.r - r)
 			var acc [4][panelWidth]float32
 			xp := unsafe.Add(a.x, uintptr(r)*rowX)
 			for c := 0; c < panelWidth; {
@@ -102,6 +99,52 @@ func scalarTile(a *kargs, f32 bool) {
 			r += n
 		}
 	}
+}
+
+// blockRows is the rows of the next block when left rows remain: 4, 2 or 1.
+func blockRows(left int) int {
+	if left >= 4 {
+		return 4
+	}
+	return min(left, 2)
+}
+
+// scalarQuads is the int8 kernel (genQuads) in blocks of 4 rows × 2
+// channels, 2 × 2 and 1 × 4, each multiply making two products
+// (gen_scalar.go, writeQuads).
+func scalarQuads(a *kargs) {
+	for p := range a.p {
+		w := a.panel(p)
+		for r := 0; r < a.r; {
+			n := blockRows(a.r - r)
+			var acc [4][panelWidth]int32
+			xp := unsafe.Add(a.x, r*4)
+			for c := 0; c < panelWidth; {
+				wp := unsafe.Add(w, c*4)
+				switch n {
+				case 4:
+					quadsBlock4x2(&acc, c, xp, wp, uintptr(a.r)*4, a.ks)
+					c += 2
+				case 2:
+					quadsBlock2x2(&acc, c, xp, wp, uintptr(a.r)*4, a.ks)
+					c += 2
+				default:
+					quadsBlock1x4(&acc, c, xp, wp, uintptr(a.r)*4, a.ks)
+					c += 4
+				}
+			}
+			for i := range n {
+				a.quadsOut(r+i, p, &acc[i])
+			}
+			r += n
+		}
+	}
+}
+
+// unpack splits an int64 holding S0 + 2³²·S1 into S0 and S1.
+func unpack(s int64) (s0, s1 int32) {
+	s0 = int32(s)
+	return s0, int32((s - int64(s0)) >> 32)
 }
 
 // even and odd are the two halves of a bf16 pair widened exactly.

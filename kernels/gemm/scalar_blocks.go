@@ -146,3 +146,67 @@ func f32Block1x8(acc *[4][panelWidth]float32, c int, xp, wp unsafe.Pointer, xste
 	}
 	acc[0][c], acc[0][c+1], acc[0][c+2], acc[0][c+3], acc[0][c+4], acc[0][c+5], acc[0][c+6], acc[0][c+7] = s00, s01, s02, s03, s04, s05, s06, s07
 }
+
+func quadsBlock4x2(acc *[4][panelWidth]int32, c int, xp, wp unsafe.Pointer, xstep uintptr, ks int) {
+	var s00, s10, s20, s30 int64
+	for n := ks; ; {
+		x, w := (*[4]uint32)(xp), (*[2]uint32)(wp)
+		p00 := (int64(int8(w[0])) + int64(int8(w[1]))<<32)
+		p01 := (int64(int8(w[0]>>8)) + int64(int8(w[1]>>8))<<32)
+		p02 := (int64(int8(w[0]>>16)) + int64(int8(w[1]>>16))<<32)
+		p03 := (int64(int8(w[0]>>24)) + int64(int8(w[1]>>24))<<32)
+		a0, a1, a2, a3 := int64(uint8(x[0])), int64(uint8(x[0]>>8)), int64(uint8(x[0]>>16)), int64(x[0]>>24)
+		s00 += a0*p00 + a1*p01 + a2*p02 + a3*p03
+		a0, a1, a2, a3 = int64(uint8(x[1])), int64(uint8(x[1]>>8)), int64(uint8(x[1]>>16)), int64(x[1]>>24)
+		s10 += a0*p00 + a1*p01 + a2*p02 + a3*p03
+		a0, a1, a2, a3 = int64(uint8(x[2])), int64(uint8(x[2]>>8)), int64(uint8(x[2]>>16)), int64(x[2]>>24)
+		s20 += a0*p00 + a1*p01 + a2*p02 + a3*p03
+		a0, a1, a2, a3 = int64(uint8(x[3])), int64(uint8(x[3]>>8)), int64(uint8(x[3]>>16)), int64(x[3]>>24)
+		s30 += a0*p00 + a1*p01 + a2*p02 + a3*p03
+		xp, wp = unsafe.Add(xp, xstep), unsafe.Add(wp, panelWidth*4)
+		if n--; n == 0 {
+			break
+		}
+	}
+	acc[0][c], acc[0][c+1] = unpack(s00)
+	acc[1][c], acc[1][c+1] = unpack(s10)
+	acc[2][c], acc[2][c+1] = unpack(s20)
+	acc[3][c], acc[3][c+1] = unpack(s30)
+}
+
+func quadsBlock2x2(acc *[4][panelWidth]int32, c int, xp, wp unsafe.Pointer, xstep uintptr, ks int) {
+	var s00, s10 int64
+	for n := ks; ; {
+		x, w := (*[2]uint32)(xp), (*[2]uint32)(wp)
+		p00 := (int64(int8(w[0])) + int64(int8(w[1]))<<32)
+		p01 := (int64(int8(w[0]>>8)) + int64(int8(w[1]>>8))<<32)
+		p02 := (int64(int8(w[0]>>16)) + int64(int8(w[1]>>16))<<32)
+		p03 := (int64(int8(w[0]>>24)) + int64(int8(w[1]>>24))<<32)
+		a0, a1, a2, a3 := int64(uint8(x[0])), int64(uint8(x[0]>>8)), int64(uint8(x[0]>>16)), int64(x[0]>>24)
+		s00 += a0*p00 + a1*p01 + a2*p02 + a3*p03
+		a0, a1, a2, a3 = int64(uint8(x[1])), int64(uint8(x[1]>>8)), int64(uint8(x[1]>>16)), int64(x[1]>>24)
+		s10 += a0*p00 + a1*p01 + a2*p02 + a3*p03
+		xp, wp = unsafe.Add(xp, xstep), unsafe.Add(wp, panelWidth*4)
+		if n--; n == 0 {
+			break
+		}
+	}
+	acc[0][c], acc[0][c+1] = unpack(s00)
+	acc[1][c], acc[1][c+1] = unpack(s10)
+}
+
+func quadsBlock1x4(acc *[4][panelWidth]int32, c int, xp, wp unsafe.Pointer, xstep uintptr, ks int) {
+	var s00, s01 int64
+	for n := ks; ; {
+		x, w := (*[1]uint32)(xp), (*[4]uint32)(wp)
+		a0, a1, a2, a3 := int64(uint8(x[0])), int64(uint8(x[0]>>8)), int64(uint8(x[0]>>16)), int64(x[0]>>24)
+		s00 += a0*(int64(int8(w[0]))+int64(int8(w[1]))<<32) + a1*(int64(int8(w[0]>>8))+int64(int8(w[1]>>8))<<32) + a2*(int64(int8(w[0]>>16))+int64(int8(w[1]>>16))<<32) + a3*(int64(int8(w[0]>>24))+int64(int8(w[1]>>24))<<32)
+		s01 += a0*(int64(int8(w[2]))+int64(int8(w[3]))<<32) + a1*(int64(int8(w[2]>>8))+int64(int8(w[3]>>8))<<32) + a2*(int64(int8(w[2]>>16))+int64(int8(w[3]>>16))<<32) + a3*(int64(int8(w[2]>>24))+int64(int8(w[3]>>24))<<32)
+		xp, wp = unsafe.Add(xp, xstep), unsafe.Add(wp, panelWidth*4)
+		if n--; n == 0 {
+			break
+		}
+	}
+	acc[0][c], acc[0][c+1] = unpack(s00)
+	acc[0][c+2], acc[0][c+3] = unpack(s01)
+}

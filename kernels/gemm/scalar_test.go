@@ -37,19 +37,8 @@ func TestScalarKernelsMatchDefinitions(t *testing.T) {
 								w[i] = lo
 							}
 						}
-						y0 := make([]float32, rows*panels*panelWidth)
-						for i := range y0 {
-							y0[i] = float32(rng.NormFloat64())
-						}
-						got, want := append([]float32(nil), y0...), append([]float32(nil), y0...)
-						for _, run := range []struct {
-							f kernel
-							y []float32
-						}{{k.got, got}, {k.want, want}} {
-							run.f(&kargs{x: unsafe.Pointer(&x[0]), w: unsafe.Pointer(&w[0]), ps: uintptr(ks * panelWidth * 4), ks: ks,
-								y: unsafe.Pointer(&run.y[0]), ldy: uintptr(panels * panelWidth * 4), add: add, r: rows, p: panels})
-						}
-						assertBits(t, name, got, want, panels*panelWidth)
+						sameOutputs(t, rng, name, k.got, k.want, kargs{x: unsafe.Pointer(&x[0]), w: unsafe.Pointer(&w[0]),
+							ps: uintptr(ks * panelWidth * 4), ks: ks, ldy: uintptr(panels * panelWidth * 4), add: add, r: rows, p: panels})
 					}
 				}
 			}
@@ -73,6 +62,64 @@ func TestScalarKernelsMatchDefinitions(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestScalarQuadsMatchDefinition: the int8 kernel of a build without
+// assembly, which makes two products a multiply, is genQuads bit for bit,
+// including the sums' extremes (activations 255 against weights −128 and
+// 127 in every byte).
+func TestScalarQuadsMatchDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for rows := 1; rows <= regRows; rows++ {
+		for panels := 1; panels <= maxPanels; panels++ {
+			for _, ks := range []int{1, 2, 5, 64, 1024} {
+				for add := range 2 {
+					x, w := make([]uint32, ks*rows), make([]uint32, panels*ks*panelWidth)
+					for i := range x {
+						x[i] = rng.Uint32()
+					}
+					for i := range w {
+						w[i] = rng.Uint32()
+					}
+					if ks == 1024 { // the largest |Σ| each way
+						for i := range x {
+							x[i] = 0xffffffff
+						}
+						for i := range w {
+							w[i] = [2]uint32{0x80808080, 0x7f7f7f7f}[i%panelWidth%2]
+						}
+					}
+					sx, sw, wc := make([]float32, rows), make([]float32, panels*panelWidth), make([]int32, panels*panelWidth)
+					for i := range sx {
+						sx[i] = scalarTestValue(rng)
+					}
+					for i := range sw {
+						sw[i], wc[i] = scalarTestValue(rng), int32(rng.Uint32()>>12)-1<<19
+					}
+					sameOutputs(t, rng, fmt.Sprintf("quads/r%d/p%d/ks%d/add%d", rows, panels, ks, add), scalarQuads, genQuads,
+						kargs{x: unsafe.Pointer(&x[0]), w: unsafe.Pointer(&w[0]), ps: uintptr(ks * panelWidth * 4), ks: ks,
+							ldy: uintptr(panels * panelWidth * 4), add: add, r: rows, p: panels,
+							sx: unsafe.Pointer(&sx[0]), sw: unsafe.Pointer(&sw[0]), wc: unsafe.Pointer(&wc[0])})
+				}
+			}
+		}
+	}
+}
+
+// sameOutputs runs kernels got and want on a's tile, each from the same
+// random outputs (which a.add adds to), and checks they give the same bits.
+func sameOutputs(t *testing.T, rng *rand.Rand, name string, got, want kernel, a kargs) {
+	t.Helper()
+	y0 := make([]float32, a.r*a.p*panelWidth)
+	for i := range y0 {
+		y0[i] = float32(rng.NormFloat64())
+	}
+	ys := [2][]float32{append([]float32(nil), y0...), append([]float32(nil), y0...)}
+	for i, f := range []kernel{got, want} {
+		a.y = unsafe.Pointer(&ys[i][0])
+		f(&a)
+	}
+	assertBits(t, name, ys[0], ys[1], a.p*panelWidth)
 }
 
 // scalarTestValue is mostly a normal value, sometimes one of the values
