@@ -11,7 +11,6 @@ package gemm
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"sync/atomic"
 	"unsafe"
 
@@ -678,7 +677,7 @@ func (t *task) widenBlock(ws *workerState, w *Weight, b0, b1 int) unsafe.Pointer
 		}
 		if k%2 == 1 { // the last k is the low half of a padded pair
 			for c, v := range src[(k/2)*panelWidth : (k/2+1)*panelWidth] {
-				dst[(k-1)*panelWidth+c] = math.Float32frombits(v << 16)
+				dst[(k-1)*panelWidth+c] = even(v)
 			}
 		}
 	}

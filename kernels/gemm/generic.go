@@ -64,14 +64,18 @@ func genPairsF32(a *kargs) {
 			for q := range a.ks {
 				x0, x1 := x[2*(q*a.r+r)], x[2*(q*a.r+r)+1]
 				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
-					acc[c] += float32(x0 * math.Float32frombits(v<<16))
-					acc[c] += float32(x1 * math.Float32frombits(v&0xffff0000))
+					acc[c] += float32(x0 * even(v))
+					acc[c] += float32(x1 * odd(v))
 				}
 			}
 			a.out(r, p, &acc)
 		}
 	}
 }
+
+// even and odd are the two halves of a bf16 pair (even k low) widened exactly.
+func even(v uint32) float32 { return math.Float32frombits(v << 16) }
+func odd(v uint32) float32  { return math.Float32frombits(v & 0xffff0000) }
 
 // genF32 is the f32 path on f32 weights.
 func genF32(a *kargs) {

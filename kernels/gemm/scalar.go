@@ -1,9 +1,6 @@
 package gemm
 
-import (
-	"math"
-	"unsafe"
-)
+import "unsafe"
 
 // The kernels a build without assembly runs (other architectures, -tags
 // purego): generic.go's definitions operation for operation, so the same
@@ -22,11 +19,11 @@ import (
 // written by gen_scalar.go) compute channels c… of rows r… of a panel (their
 // sums in acc[i][c…], loaded and stored back) over ks ≥ 1 steps: xp points
 // at row r's activations of step 0 and wp at channel c's weights of step 0.
-// Their loops test at the bottom: the compiler
-// schedules the values of a block that nothing in the block uses after all
-// the others, so with the test at the top (a block of its own) every sum's
-// add waited for all of a step's products, which then spilled; with it at the
-// bottom the sums feed the loop's phis in the same block.
+// Their loops test at the bottom: the compiler schedules the values of a
+// block that nothing in the block uses after all the others, so with the
+// test at the top (a block of its own) every sum's add waited for all of a
+// step's products, which then spilled; with it at the bottom the sums feed
+// the loop's phis in the same block.
 
 //go:generate go run gen_scalar.go
 
@@ -113,6 +110,7 @@ func blockRows(left int) int {
 // channels, 2 × 2 and 1 × 4, each multiply making two products
 // (gen_scalar.go, writeQuads).
 func scalarQuads(a *kargs) {
+	step := uintptr(a.r) * 4 // bytes of a step's activations: a quad a row
 	for p := range a.p {
 		w := a.panel(p)
 		for r := 0; r < a.r; {
@@ -123,13 +121,13 @@ func scalarQuads(a *kargs) {
 				wp := unsafe.Add(w, c*4)
 				switch n {
 				case 4:
-					quadsBlock4x2(&acc, c, xp, wp, uintptr(a.r)*4, a.ks)
+					quadsBlock4x2(&acc, c, xp, wp, step, a.ks)
 					c += 2
 				case 2:
-					quadsBlock2x2(&acc, c, xp, wp, uintptr(a.r)*4, a.ks)
+					quadsBlock2x2(&acc, c, xp, wp, step, a.ks)
 					c += 2
 				default:
-					quadsBlock1x4(&acc, c, xp, wp, uintptr(a.r)*4, a.ks)
+					quadsBlock1x4(&acc, c, xp, wp, step, a.ks)
 					c += 4
 				}
 			}
@@ -146,7 +144,3 @@ func unpack(s int64) (s0, s1 int32) {
 	s0 = int32(s)
 	return s0, int32((s - int64(s0)) >> 32)
 }
-
-// even and odd are the two halves of a bf16 pair widened exactly.
-func even(v uint32) float32 { return math.Float32frombits(v << 16) }
-func odd(v uint32) float32  { return math.Float32frombits(v & 0xffff0000) }
