@@ -19,12 +19,15 @@ test: test-go test-align test-arm64 test-clients
 test-go:
 	ELLM_SHARED=$(SHARED) $(GO) test -count=1 -timeout 30m ./...
 
-test-align: build
-	@for ref in $(SHARED)/align/*/; do \
+# align-all runs every alignment case of every model in $(SHARED)/align with the command $(1).
+align-all = for ref in $(SHARED)/align/*/; do \
 		case "$$ref" in */tokenizer/) continue;; esac; \
-		echo "== ellm align all --ref $$ref"; \
-		./$(BIN) align all --ref "$$ref" || exit 1; \
+		echo "== $(1) align all --ref $$ref"; \
+		$(1) align all --ref "$$ref" || exit 1; \
 	done
+
+test-align: build
+	@$(call align-all,./$(BIN))
 	./$(BIN) align tokenizer --ref $(SHARED)/align/tokenizer
 
 # Real clients (the openai SDK, the Vercel AI SDK, LangChain, Qwen Code; pinned in
@@ -43,11 +46,13 @@ test-clients: build
 	cd test/clients && npm install --no-save --no-audit --no-fund && git diff --exit-code package-lock.json && cd ../.. && \
 	ELLM_SHARED=$(SHARED) ELLM_BIN=$(abspath $(BIN)) test/clients/run.sh
 
-# The kernels of a build without assembly, as arm64 runs them, under qemu-user
-# (about two minutes): the Go kernels' bits against their definitions, the
-# products and attention against their references, on a compiler that may fuse
-# a multiply and an add where amd64's does not. qemu-user's mappings report no
-# huge pages, hence the skip. Without qemu-aarch64-static it is skipped with a
+# The kernels and the engine as arm64 runs them, under qemu-user (about four
+# minutes): the NEON products' bits against the fused definition every FMA
+# path is held to (so the same bits as amd64's), the Go kernels' against
+# theirs, on a compiler that may fuse a multiply and an add where amd64's does
+# not, the products and attention against their references, and every
+# alignment case on the NEON path. qemu-user's mappings report no huge pages,
+# hence the skip. Without qemu-aarch64-static it is skipped with a
 # notice, except under CI (CI=true), where .ci/run installs it.
 QEMU_ARM64 := GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static
 test-arm64:
@@ -55,16 +60,20 @@ test-arm64:
 		if [ -n "$$CI" ]; then echo "test-arm64: qemu-aarch64-static is missing" >&2; exit 1; fi; \
 		echo "test-arm64: SKIPPED: qemu-aarch64-static is not installed (apt-get install qemu-user-static)"; exit 0; \
 	fi; \
-	$(QEMU_ARM64) -skip TestWeightsOnHugePages ./kernels/gemm ./kernels/ops && \
-	$(QEMU_ARM64) -run 'TestTileGoMatchesDefinition|TestMatchesFloat64Reference' ./kernels/attn
+	$(QEMU_ARM64) -skip TestWeightsOnHugePages ./kernels ./kernels/gemm ./kernels/ops && \
+	$(QEMU_ARM64) -run 'TestTileGoMatchesDefinition|TestMatchesFloat64Reference' ./kernels/attn && \
+	GOARCH=arm64 $(GO) build -o $(BIN)-arm64 ./cmd/ellm && \
+	$(call align-all,qemu-aarch64-static ./$(BIN)-arm64)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./kernels/... ./pkg/tokenizer/...
 
-# The purego build (generic kernels only, any GOARCH) must keep compiling.
+# The purego build (generic kernels only, any GOARCH) must keep compiling, and
+# arm64's assembly must pass vet's checks of its frames and arguments.
 lint:
 	$(GO) vet ./...
 	$(GO) vet -tags purego ./...
+	GOARCH=arm64 $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # Runs the main job; with no --model-path ellm uses its built-in synthetic model.

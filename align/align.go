@@ -153,7 +153,7 @@ func (s *session) close() {
 // bf16 reports whether the kernels round activations to bf16 or the cache
 // quantizes K/V, which selects the bf16_engine tolerances.
 func (s *session) bf16() bool {
-	return s.opts.Path >= kernels.AVX512BF16 || s.opts.DType == "int8" || s.opts.KVDType == "bf16" || s.opts.KVDType == "int8"
+	return s.opts.Path.RoundsToBF16() || s.opts.DType == "int8" || s.opts.KVDType == "bf16" || s.opts.KVDType == "int8"
 }
 
 func (s *session) run(m *Manifest) (res Result) {

@@ -82,7 +82,7 @@ func RunKernels(pool *threads.Pool, c *Ceilings, opts KernelOptions, progress *P
 		switch p {
 		case kernels.AVX2:
 			target = 0.60
-		case kernels.Generic:
+		case kernels.Generic, kernels.NEON: // no instruction ceilings measured
 			target = 0
 		}
 		for _, s := range gemmShapes {

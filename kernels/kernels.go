@@ -23,7 +23,8 @@ import (
 	"github.com/klauspost/cpuid/v2"
 )
 
-// Path is an instruction-set path. Higher values need more CPU features.
+// Path is an instruction-set path. Each x86 path (AVX2 … AMX) needs the
+// features of the ones below it; NEON is arm64's, beside Generic alone.
 type Path int
 
 const (
@@ -42,15 +43,22 @@ const (
 	// own rounding: not the same bits as VDPBF16PS. Its int8 sums are exact,
 	// the same bits as every path.
 	AMX
+	// NEON is arm64's Advanced SIMD: bf16 weights widened to f32 and
+	// multiplied with FMLA, the arithmetic of the AVX2 and AVX512 paths (one
+	// fused multiply-add per output and K step, in order), so an arm64
+	// server's products are the same bits as an x86 one's.
+	NEON
+	// NumPaths counts the paths.
+	NumPaths
 )
 
 // EnvVar names the environment variable that forces a path.
 const EnvVar = "ELLM_KERNELS"
 
-var pathNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512", AVX512BF16: "avx512bf16", AMX: "amx"}
+var pathNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512", AVX512BF16: "avx512bf16", AMX: "amx", NEON: "neon"}
 
 func (p Path) String() string {
-	if p < 0 || int(p) >= len(pathNames) {
+	if p < 0 || p >= NumPaths {
 		return fmt.Sprintf("Path(%d)", int(p))
 	}
 	return pathNames[p]
@@ -74,6 +82,8 @@ type Features struct {
 	AVX512BF16, AVX512VNNI, AVX512FP16    bool
 	AVXVNNI                               bool
 	AMXTile, AMXBF16, AMXInt8             bool
+	// ASIMD is arm64's Advanced SIMD (every arm64 CPU Go runs on has it).
+	ASIMD bool
 	// AMXGranted: the OS lets this process use the AMX tiles (Linux asks
 	// each process to request them).
 	AMXGranted bool
@@ -91,6 +101,7 @@ func DetectFeatures() Features {
 		AVX512FP16: c.Supports(cpuid.AVX512FP16), AVXVNNI: c.Supports(cpuid.AVXVNNI),
 		AMXTile: c.Supports(cpuid.AMXTILE), AMXBF16: c.Supports(cpuid.AMXBF16), AMXInt8: c.Supports(cpuid.AMXINT8),
 		AMXGranted: c.Supports(cpuid.AMXTILE) && requestAMX(),
+		ASIMD:      c.Supports(cpuid.ASIMD),
 	}
 }
 
@@ -110,12 +121,24 @@ func (f Features) Best() Path {
 		return AVX512
 	case f.AVX2 && f.FMA:
 		return AVX2
+	case f.ASIMD:
+		return NEON
 	}
 	return Generic
 }
 
-// Supports reports whether a CPU with features f can run path p.
-func (f Features) Supports(p Path) bool { return p >= Generic && p <= f.Best() }
+// Supports reports whether a CPU with features f can run path p: Generic
+// and the x86 paths up to its best, or NEON on arm64.
+func (f Features) Supports(p Path) bool {
+	if b := f.Best(); b == NEON || p == NEON {
+		return p == Generic || p == b
+	}
+	return p >= Generic && p <= f.Best()
+}
+
+// RoundsToBF16 reports whether p's bf16 products round the activations to
+// bf16 (VDPBF16PS, AMX tiles); the other paths multiply them in f32.
+func (p Path) RoundsToBF16() bool { return p == AVX512BF16 || p == AMX }
 
 // Op is a class of operation whose path is chosen on its own, at start-up,
 // from a measurement (kernels/tune): which path is fastest for it differs
@@ -198,7 +221,7 @@ func Active() Path { return Path(active.Load()) }
 // so that commands can refuse to start rather than silently run another path.
 func EnvError() error { return envErr }
 
-// Assembly reports whether this build has the assembly kernels (amd64
+// Assembly reports whether this build has assembly kernels (amd64 or arm64
 // without the purego tag). Without them every path runs pure Go, and the
 // kernels take the generic path unless ELLM_KERNELS names another.
 func Assembly() bool { return assembly }
@@ -272,8 +295,10 @@ func DescribePaths(active Path, pathFor func(Op) Path) string {
 // Available lists the paths this CPU can run, slowest first.
 func Available() []Path {
 	var ps []Path
-	for p := Generic; p <= cpu.Best(); p++ {
-		ps = append(ps, p)
+	for p := range NumPaths {
+		if cpu.Supports(p) {
+			ps = append(ps, p)
+		}
 	}
 	return ps
 }

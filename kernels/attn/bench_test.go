@@ -115,7 +115,7 @@ func forcePath(b *testing.B, p kernels.Path) func() {
 // modesOf are the attention modes path p runs fast: ModeBF16 only where it
 // has the VDPBF16PS kernels.
 func modesOf(p kernels.Path) []Mode {
-	if p >= kernels.AVX512BF16 {
+	if p.RoundsToBF16() {
 		return []Mode{ModeF32, ModeBF16}
 	}
 	return []Mode{ModeF32}

@@ -51,7 +51,7 @@ func ParseMode(s string) (Mode, error) {
 // kernels.Attention), chosen by kernels/tune): bf16 where VDPBF16PS is the
 // path, f32 below it.
 func ModeFor(p kernels.Path) Mode {
-	if p >= kernels.AVX512BF16 {
+	if p.RoundsToBF16() {
 		return ModeBF16
 	}
 	return ModeF32

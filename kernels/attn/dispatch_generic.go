@@ -4,7 +4,8 @@ package attn
 
 import "github.com/ellm-dev/ellm/kernels"
 
-// simdKernels: this build has no assembly, every path runs the Go kernels.
+// simdKernels: this build has no assembly for attention (arm64 has the
+// matrix products' alone), every path runs the Go kernels.
 func simdKernels(*kernelSet, kernels.Path, int) {}
 
 // qref is only used by the assembly group kernels.

@@ -89,6 +89,10 @@ func genericSet(pairs, f32, quads kernel, bf16Act bool) kernelSet {
 	return s
 }
 
+// arm64's kernels are generated here, in a file every architecture builds:
+// go generate skips the files of other architectures (asm_arm64.go).
+//go:generate go run gen_neon.go
+
 // kernelsFor is the tile kernel set of path p. Without assembly (purego,
 // other architectures) the bf16 path still rounds as VDPBF16PS does, so
 // its results are the same bits as on a CPU that has the instruction.
@@ -96,7 +100,7 @@ func kernelsFor(p kernels.Path) kernelSet {
 	if s, ok := asmKernels(p); ok {
 		return s
 	}
-	if p >= kernels.AVX512BF16 {
+	if p.RoundsToBF16() {
 		return genericSet(genPairsBF16, scalarF32, scalarQuads, true)
 	}
 	return scalarSet()
@@ -153,10 +157,10 @@ func newContext(pool *threads.Pool, maxM, maxK int, bf16, int8 kernels.Path) *Co
 	// epilogue code do too (they give the same bits on every path).
 	path := max(bf16, int8)
 	c := &Context{pool: pool, path: bf16, set: set, ops: ops.For(path), maxM: maxM, maxK: maxK}
-	switch {
-	case path >= kernels.AVX512:
+	switch path {
+	case kernels.AVX512, kernels.AVX512BF16, kernels.AMX:
 		c.prep = simdPrep
-	case path >= kernels.AVX2:
+	case kernels.AVX2:
 		c.prep = avx2Prep
 	}
 	kpad := ceilDiv(maxK, 4) * 4

@@ -156,7 +156,7 @@ func TestMatMulAgainstReference(t *testing.T) {
 func f32Tol(k int) float64 { return float64(k+1) * 0x1p-24 * 1.01 }
 
 func bf16Tol(p kernels.Path, k int) float64 {
-	if p >= kernels.AVX512BF16 {
+	if p.RoundsToBF16() {
 		return 0x1p-8 + f32Tol(k)
 	}
 	return f32Tol(k)

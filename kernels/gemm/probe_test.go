@@ -19,7 +19,7 @@ func TestProbe(t *testing.T) {
 			}
 			_, asm := asmKernels(p) // without assembly the amx path runs avx512bf16's emulation
 			tiles := pr.c.formOf(probeM, pr.w) >= formBF16Rows
-			if pr.c.set.bf16Act != (p >= kernels.AVX512BF16) || tiles != (p == kernels.AMX && asm) {
+			if pr.c.set.bf16Act != p.RoundsToBF16() || tiles != (p == kernels.AMX && asm) {
 				t.Errorf("%s: the probe does not run the path's kernels", p)
 			}
 			pr.Close()

@@ -74,7 +74,7 @@ type asmFuncs struct {
 	findEq   func(x *float32, n int, v float32) int // first index of v, -1 if none
 }
 
-var sets = func() (s [kernels.AMX + 1]Kernels) {
+var sets = func() (s [kernels.NumPaths]Kernels) {
 	for p := range s {
 		s[p] = Kernels{path: kernels.Path(p), asm: asmFor(kernels.Path(p))}
 	}

@@ -114,7 +114,7 @@ func Candidates(op kernels.Op, active kernels.Path) []kernels.Path {
 	switch {
 	case active == kernels.AMX && op != kernels.Attention:
 		return []kernels.Path{kernels.AMX, kernels.AVX512BF16, kernels.AVX512}
-	case active >= kernels.AVX512BF16:
+	case active.RoundsToBF16():
 		return []kernels.Path{kernels.AVX512BF16, kernels.AVX512}
 	}
 	return []kernels.Path{active}

@@ -115,8 +115,12 @@ type Feature struct {
 	Present bool
 }
 
-// FeatureList lists the features that matter to ellm, in report order.
+// FeatureList lists the features that matter to ellm, in report order: on
+// arm64 Advanced SIMD alone (its kernels use nothing else).
 func FeatureList(f kernels.Features) []Feature {
+	if f.ASIMD {
+		return []Feature{{"ASIMD", "asimd", true}}
+	}
 	return []Feature{
 		{"AVX2", "avx2", f.AVX2}, {"FMA", "fma", f.FMA}, {"F16C", "f16c", f.F16C},
 		{"AVX512F", "avx512f", f.AVX512F}, {"AVX512BW", "avx512bw", f.AVX512BW},
@@ -317,11 +321,26 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 		return active
 	}
 	bf, i8, at := pathOf(kernels.MatMulBF16), pathOf(kernels.MatMulInt8), pathOf(kernels.Attention)
-	// Only the products have AMX kernels: the rest of the amx path is avx512bf16's.
-	at, rest := min(at, kernels.AVX512BF16), min(active, kernels.AVX512BF16)
-	gemv := describePath(bf).gemm + "; bound by memory bandwidth"
-	if bf == kernels.Generic {
-		gemv = describePath(bf).gemm + "; bound by its arithmetic, far below the memory's bandwidth"
+	// Only the products have AMX and NEON kernels: the rest of the amx path
+	// is avx512bf16's, the rest of the neon path pure Go.
+	others := func(p kernels.Path) kernels.Path {
+		switch p {
+		case kernels.AMX:
+			return kernels.AVX512BF16
+		case kernels.NEON:
+			return kernels.Generic
+		}
+		return p
+	}
+	at, rest := others(at), others(active)
+	gemv := describePath(bf).gemm
+	switch bf {
+	case kernels.Generic:
+		gemv += "; bound by its arithmetic, far below the memory's bandwidth"
+	case kernels.NEON:
+		gemv += "; its speed not yet measured on an arm64 machine"
+	default:
+		gemv += "; bound by memory bandwidth"
 	}
 	switch {
 	case coded && gemm.ReadsCoded(bf): // gemm.Weight.Code
@@ -335,7 +354,7 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 		{"GEMM int8 (prefill)", i8.String(), int8Text(f, i8)},
 		{"GEMV bf16 (decode)", bf.String(), gemv},
 		{"attention, bf16 KV cache", at.String(), describePath(at).attn},
-		{"attention, f32/int8 KV cache", rest.String(), describePath(min(active, kernels.AVX512)).attn},
+		{"attention, f32/int8 KV cache", rest.String(), describePath(min(rest, kernels.AVX512)).attn},
 		{"elementwise (norms, RoPE, SiLU, softmax)", rest.String(), describePath(rest).elem},
 	}
 }
@@ -383,6 +402,11 @@ func describePath(p kernels.Path) pathText {
 			attn: "AVX-512 f32 with bf16 K/V widened",
 			elem: "AVX-512 f32",
 		}
+	case kernels.NEON: // the products; KernelPaths shows the rest as generic
+		return pathText{
+			gemm: "NEON FMLA: bf16 weights widened to f32 exactly, the same bits as AVX2 and AVX-512",
+			int8: "pure Go integer dot products",
+		}
 	case kernels.AVX2:
 		return pathText{
 			gemm: "AVX2 FMA: bf16 weights widened to f32 exactly",
@@ -402,6 +426,9 @@ func describePath(p kernels.Path) pathText {
 // Fallbacks explains, for a CPU with features f, which faster paths it
 // cannot take and why (empty when it runs the fastest path ellm has).
 func Fallbacks(f kernels.Features) []string {
+	if f.Best() == kernels.NEON {
+		return []string{"arm64: the bf16 and f32 matrix products run NEON; int8 products, attention and the elementwise operations run pure Go"}
+	}
 	var missing []string
 	need := func(ok bool, name string) {
 		if !ok {

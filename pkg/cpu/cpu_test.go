@@ -96,15 +96,17 @@ func TestKernelPaths(t *testing.T) {
 		active    kernels.Path
 		want      kernels.Path
 		fallbacks int
-		rest      kernels.Path // attention and elementwise, if not want
+		rest      string // the path of attention and elementwise, if not want's
 	}{
-		{"sapphire rapids", sapphire, kernels.AVX512BF16, kernels.AVX512BF16, 0, 0},
-		{"amx", amx, kernels.AMX, kernels.AMX, 0, kernels.AVX512BF16},
-		{"amx not granted", notGranted, kernels.AMX, kernels.AVX512BF16, 1, 0},
-		{"forced down", sapphire, kernels.AVX2, kernels.AVX2, 0, 0},
-		{"skylake", skylake, kernels.AVX512BF16, kernels.AVX512, 1, 0},
-		{"haswell", haswell, kernels.AVX512BF16, kernels.AVX2, 1, 0},
-		{"no avx2", kernels.Features{}, kernels.AVX512BF16, kernels.Generic, 2, 0},
+		{"sapphire rapids", sapphire, kernels.AVX512BF16, kernels.AVX512BF16, 0, ""},
+		{"amx", amx, kernels.AMX, kernels.AMX, 0, "avx512bf16"},
+		{"amx not granted", notGranted, kernels.AMX, kernels.AVX512BF16, 1, ""},
+		{"forced down", sapphire, kernels.AVX2, kernels.AVX2, 0, ""},
+		{"skylake", skylake, kernels.AVX512BF16, kernels.AVX512, 1, ""},
+		{"haswell", haswell, kernels.AVX512BF16, kernels.AVX2, 1, ""},
+		{"no avx2", kernels.Features{}, kernels.AVX512BF16, kernels.Generic, 2, ""},
+		{"arm64", kernels.Features{ASIMD: true}, kernels.NEON, kernels.NEON, 1, "generic"},
+		{"arm64, an x86 path asked for", kernels.Features{ASIMD: true}, kernels.AVX512BF16, kernels.NEON, 1, "generic"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -113,11 +115,11 @@ func TestKernelPaths(t *testing.T) {
 				t.Fatalf("%d op classes", len(ks))
 			}
 			for i, k := range ks {
-				want := tc.want
-				if i >= 3 && tc.rest != 0 {
+				want := tc.want.String()
+				if i >= 3 && tc.rest != "" {
 					want = tc.rest
 				}
-				if k.Path != want.String() {
+				if k.Path != want {
 					t.Errorf("%s: path %s, want %s", k.Op, k.Path, want)
 				}
 			}
@@ -186,5 +188,13 @@ func TestSystemMatchesProcCPUInfo(t *testing.T) {
 	}
 	if info.MemTotal <= 0 || info.MemAvailable <= 0 || info.MemAvailable > info.MemTotal {
 		t.Errorf("memory total %d available %d", info.MemTotal, info.MemAvailable)
+	}
+}
+
+// On arm64 the report lists Advanced SIMD alone: no x86 feature is "missing" there.
+func TestFeatureListArm64(t *testing.T) {
+	fs := FeatureList(kernels.Features{ASIMD: true})
+	if len(fs) != 1 || fs[0].Name != "ASIMD" || !fs[0].Present {
+		t.Errorf("FeatureList(arm64) = %v", fs)
 	}
 }

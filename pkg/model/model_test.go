@@ -79,7 +79,7 @@ func newRunner(t *testing.T, m *Model, kv kvcache.DType, slots, seqLen int, opts
 func f32Paths() []kernels.Path {
 	var ps []kernels.Path
 	for _, p := range kernels.Available() {
-		if p < kernels.AVX512BF16 {
+		if !p.RoundsToBF16() {
 			ps = append(ps, p)
 		}
 	}
@@ -168,4 +168,4 @@ func TestMatchesReference(t *testing.T) {
 	}
 }
 
-func kernelsBF16() bool { return kernels.Active() >= kernels.AVX512BF16 }
+func kernelsBF16() bool { return kernels.Active().RoundsToBF16() }
