@@ -19,11 +19,12 @@ test: test-go test-align test-arm64 test-clients
 test-go:
 	ELLM_SHARED=$(SHARED) $(GO) test -count=1 -timeout 30m ./...
 
-# align-all runs every alignment case of every model in $(SHARED)/align with the command $(1).
+# align-all runs every alignment case of every model in $(SHARED)/align with
+# the command $(1), and the arguments $(2).
 align-all = for ref in $(SHARED)/align/*/; do \
 		case "$$ref" in */tokenizer/) continue;; esac; \
-		echo "== $(1) align all --ref $$ref"; \
-		$(1) align all --ref "$$ref" || exit 1; \
+		echo "== $(1) align all --ref $$ref $(2)"; \
+		$(1) align all --ref "$$ref" $(2) || exit 1; \
 	done
 
 test-align: build
@@ -46,24 +47,30 @@ test-clients: build
 	cd test/clients && npm install --no-save --no-audit --no-fund && git diff --exit-code package-lock.json && cd ../.. && \
 	ELLM_SHARED=$(SHARED) ELLM_BIN=$(abspath $(BIN)) test/clients/run.sh
 
-# The kernels and the engine as arm64 runs them, under qemu-user (about four
+# The kernels and the engine as arm64 runs them, under qemu-user (about five
 # minutes): the NEON products' bits against the fused definition every FMA
 # path is held to (so the same bits as amd64's), the Go kernels' against
 # theirs, on a compiler that may fuse a multiply and an add where amd64's does
-# not, the products and attention against their references, and every
-# alignment case on the NEON path. qemu-user's mappings report no huge pages,
-# hence the skip. Without qemu-aarch64-static it is skipped with a
-# notice, except under CI (CI=true), where .ci/run installs it.
+# not, the products and attention against their references, every alignment
+# case on the NEON path, and every tensor those cases dump the same bits as
+# amd64's avx2 path gives. qemu-user's mappings report no huge pages, hence
+# the skip. Without qemu-aarch64-static it is skipped with a notice, except
+# under CI (CI=true), where .ci/run installs it.
 QEMU_ARM64 := GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static
-test-arm64:
+DUMPS      := bin/align-dumps
+test-arm64: build
 	@if ! command -v qemu-aarch64-static >/dev/null; then \
 		if [ -n "$$CI" ]; then echo "test-arm64: qemu-aarch64-static is missing" >&2; exit 1; fi; \
 		echo "test-arm64: SKIPPED: qemu-aarch64-static is not installed (apt-get install qemu-user-static)"; exit 0; \
 	fi; \
 	$(QEMU_ARM64) -skip TestWeightsOnHugePages ./kernels ./kernels/gemm ./kernels/ops && \
-	$(QEMU_ARM64) -run 'TestTileGoMatchesDefinition|TestMatchesFloat64Reference' ./kernels/attn && \
+	$(QEMU_ARM64) -run 'TestTileGoMatchesDefinition|TestTileKernelsMatchFused|TestMatchesFloat64Reference' ./kernels/attn && \
 	GOARCH=arm64 $(GO) build -o $(BIN)-arm64 ./cmd/ellm && \
-	$(call align-all,qemu-aarch64-static ./$(BIN)-arm64)
+	rm -rf $(DUMPS) && \
+	$(call align-all,qemu-aarch64-static ./$(BIN)-arm64,--dump $(DUMPS)/neon) && \
+	$(call align-all,./$(BIN),--kernels avx2 --dump $(DUMPS)/avx2) >/dev/null && \
+	diff -r -x manifest.json $(DUMPS)/avx2 $(DUMPS)/neon && \
+	echo "test-arm64: every tensor of every alignment case is the same bits on neon (arm64) as on avx2 (amd64)"
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./kernels/... ./pkg/tokenizer/...

@@ -82,8 +82,9 @@ type Features struct {
 	AVX512BF16, AVX512VNNI, AVX512FP16    bool
 	AVXVNNI                               bool
 	AMXTile, AMXBF16, AMXInt8             bool
-	// ASIMD is arm64's Advanced SIMD (every arm64 CPU Go runs on has it).
-	ASIMD bool
+	// ASIMD is arm64's Advanced SIMD (every arm64 CPU Go runs on has it),
+	// ASIMDDP its dot products (SDOT: ARMv8.2's dotprod extension).
+	ASIMD, ASIMDDP bool
 	// AMXGranted: the OS lets this process use the AMX tiles (Linux asks
 	// each process to request them).
 	AMXGranted bool
@@ -101,7 +102,7 @@ func DetectFeatures() Features {
 		AVX512FP16: c.Supports(cpuid.AVX512FP16), AVXVNNI: c.Supports(cpuid.AVXVNNI),
 		AMXTile: c.Supports(cpuid.AMXTILE), AMXBF16: c.Supports(cpuid.AMXBF16), AMXInt8: c.Supports(cpuid.AMXINT8),
 		AMXGranted: c.Supports(cpuid.AMXTILE) && requestAMX(),
-		ASIMD:      c.Supports(cpuid.ASIMD),
+		ASIMD:      c.Supports(cpuid.ASIMD), ASIMDDP: c.Supports(cpuid.ASIMDDP),
 	}
 }
 

@@ -7,8 +7,9 @@
 // They compute what the AVX2 kernels do (gen_asm.go), operation for
 // operation on each output: R×P accumulators of 16 channels (four 128-bit
 // registers each), one fused multiply-add per K step (per bf16 pair, the
-// even k's before the odd k's), in order. An output therefore gets the same
-// bits on an arm64 server as on an x86 one (TestFusedKernelsMatchDefinition).
+// even k's before the odd k's), in order, or for int8 one exact SDOT per K
+// quad. An output therefore gets the same bits on an arm64 server as on an
+// x86 one (TestAsmKernelsMatchDefinitions).
 //
 // A step multiplies panel by panel: the panel's 64 bytes are loaded and
 // widened, then each row's activations are broadcast (VLD1R, VLD2R) and
@@ -32,22 +33,36 @@ import (
 
 type family struct {
 	name  string
-	pairs bool // bf16 pairs (else f32 weights, one K a step)
+	kind  kind
 	tiles [][2]int
 }
 
+// kind is what a family's weights and activations are.
+type kind int
+
+const (
+	pairs kind = iota // bf16 pairs, f32 activation pairs
+	f32               // f32 weights and activations, one K a step
+	quads             // s8 weights, u8 activation quads (int8), four K a step
+)
+
 // The tile shapes of the AVX2 path (gen_asm.go), as many as the registers
 // hold: pairs R·P ≤ 5 (eight registers of widened weights, two of
-// activations, the mask), f32 R·P ≤ 6.
+// activations, the mask), f32 and int8 R·P ≤ 6.
 var families = []family{
-	{"pairsNEON", true, [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {1, 2}, {1, 4}, {2, 2}}},
-	{"f32NEON", false, [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {1, 2}, {1, 4}, {2, 2}}},
+	{"pairsNEON", pairs, [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {1, 2}, {1, 4}, {2, 2}}},
+	{"f32NEON", f32, [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {1, 2}, {1, 4}, {2, 2}}},
+	// int8 on SDOT (the dotprod extension, ARMv8.2): the AVX2 path's
+	// arithmetic, Σ q·w exactly with q = u − 128, which is the VNNI
+	// kernels' Σ u·w − 128·Σw: the same bits without the correction.
+	{"quadsNEON", quads, [][2]int{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}, {1, 2}, {1, 4}, {2, 2}}},
 }
 
 // Registers: R0 the kargs, R1 the activations, R2 panel 0 and R5-R7 panels
 // 1-3, R3 the bytes between panels, R4 the steps left; V0… the
 // accumulators, V20-V27 a panel's weights (V24-V27 as loaded, V20-V23 the
-// even halves), V28-V29 a row's activations, V31 the pairs' mask.
+// even halves), V28-V29 a row's activations, V31 the pairs' mask or the
+// quads' 0x80 bytes.
 const (
 	regLo   = 20
 	regW    = 24
@@ -77,14 +92,14 @@ func list(n int) string {
 
 // xstep is the bytes of a row's activations in a step.
 func (g *gen) xstep() int {
-	if g.f.pairs {
+	if g.f.kind == pairs {
 		return 8
 	}
 	return 4
 }
 
 func (g *gen) kernel() {
-	if free := map[bool]int{true: regLo, false: regW}[g.f.pairs]; g.acc(g.r, 0) > free {
+	if free := map[kind]int{pairs: regLo, f32: regW, quads: regW}[g.f.kind]; g.acc(g.r, 0) > free {
 		log.Fatalf("%s: out of vector registers", g.name())
 	}
 	fmt.Fprintf(&g.buf, "\n// func %s(a *kargs)\nTEXT ·%s(SB), NOSPLIT, $0-8\n", g.name(), g.name())
@@ -99,17 +114,21 @@ func (g *gen) kernel() {
 	for n := range g.acc(g.r, 0) {
 		g.in("VEOR V%d.B16, V%d.B16, V%d.B16", n, n, n)
 	}
-	if g.f.pairs {
+	switch g.f.kind {
+	case pairs:
 		maskSetup(&g.buf)
+	case quads:
+		g.in("VMOVI $0x80, V%d.B16", regMask)
 	}
 	g.buf.Label("loop")
 	for j := range g.p {
 		g.in("VLD1.P 64(%s), %s", panelReg[j], list(regW))
-		if g.f.pairs {
+		if g.f.kind == pairs {
 			widen(&g.buf, regW, regLo)
 		}
 		for r := range g.r {
-			if g.f.pairs {
+			switch g.f.kind {
+			case pairs:
 				g.in("VLD2R.P 8(R1), [V%d.S4, V%d.S4]", regX, regX+1)
 				for h := range 4 {
 					g.fma(regLo+h, regX, g.acc(r, j)+h)
@@ -117,11 +136,17 @@ func (g *gen) kernel() {
 				for h := range 4 {
 					g.fma(regW+h, regX+1, g.acc(r, j)+h)
 				}
-				continue
-			}
-			g.in("VLD1R.P 4(R1), [V%d.S4]", regX)
-			for h := range 4 {
-				g.fma(regW+h, regX, g.acc(r, j)+h)
+			case f32:
+				g.in("VLD1R.P 4(R1), [V%d.S4]", regX)
+				for h := range 4 {
+					g.fma(regW+h, regX, g.acc(r, j)+h)
+				}
+			case quads:
+				g.in("VLD1R.P 4(R1), [V%d.S4]", regX)
+				g.in("VEOR V%d.B16, V%d.B16, V%d.B16", regMask, regX, regX)
+				for h := range 4 {
+					g.sdot(regW+h, regX, g.acc(r, j)+h)
+				}
 			}
 		}
 		if j < g.p-1 {
@@ -131,6 +156,9 @@ func (g *gen) kernel() {
 	g.in("SUBS $1, R4, R4")
 	g.in("BNE loop")
 
+	if g.f.kind == quads {
+		g.scale()
+	}
 	// Epilogue: R9 walks the rows of y, R12 a row's panels.
 	g.in("MOVD %d(R0), R9", offY)
 	g.in("MOVD %d(R0), R10", offLdy)
@@ -151,6 +179,32 @@ func (g *gen) kernel() {
 
 // fma adds w·x to acc, rounded once (FMLA).
 func (g *gen) fma(w, x, acc int) { g.in("VFMLA V%d.S4, V%d.S4, V%d.S4", x, w, acc) }
+
+// sdot adds to each int32 lane of acc the dot product of its four signed
+// bytes in w and in x. Go's assembler has no SDOT: it is encoded here.
+func (g *gen) sdot(w, x, acc int) {
+	g.in("WORD $0x%08x // SDOT V%d.4S, V%d.16B, V%d.16B", 0x4e809400|x<<16|w<<5|acc, acc, w, x)
+}
+
+// scale turns the int32 sums into (f32(Σ) · sx[row]) · sw[channel], as
+// genQuads (whose Σ − corr they are).
+func (g *gen) scale() {
+	g.in("MOVD %d(R0), R13", offSx)
+	g.in("MOVD %d(R0), R14", offSw)
+	for r := range g.r {
+		g.in("VLD1R.P 4(R13), [V%d.S4]", regX)
+		for j := range g.p {
+			g.in("ADD $%d, R14, R15", 64*j)
+			g.in("VLD1 (R15), %s", list(regW))
+			for h := range 4 {
+				a := g.acc(r, j) + h
+				g.in("VSCVTF V%d.S4, V%d.S4", a, a)
+				g.in("VFMUL V%d.S4, V%d.S4, V%d.S4", regX, a, a)
+				g.in("VFMUL V%d.S4, V%d.S4, V%d.S4", regW+h, a, a)
+			}
+		}
+	}
+}
 
 // rows calls out for each row and panel with its accumulators and the
 // register holding its output's address.
@@ -207,7 +261,7 @@ func widenFunc(f *emit.File) {
 }
 
 // kargs offsets (generic.go).
-const offX, offW, offPs, offKs, offY, offLdy, offAdd = 0, 8, 16, 24, 32, 40, 48
+const offX, offW, offPs, offKs, offY, offLdy, offAdd, offSx, offSw = 0, 8, 16, 24, 32, 40, 48, 56, 64
 
 func main() {
 	var s, d bytes.Buffer

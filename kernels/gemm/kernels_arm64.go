@@ -71,4 +71,41 @@ var f32NEONKernels = [maxRows + 1][maxPanels + 1]kernel{
 }
 
 //go:noescape
+func quadsNEONR1P1(a *kargs)
+
+//go:noescape
+func quadsNEONR2P1(a *kargs)
+
+//go:noescape
+func quadsNEONR3P1(a *kargs)
+
+//go:noescape
+func quadsNEONR4P1(a *kargs)
+
+//go:noescape
+func quadsNEONR5P1(a *kargs)
+
+//go:noescape
+func quadsNEONR6P1(a *kargs)
+
+//go:noescape
+func quadsNEONR1P2(a *kargs)
+
+//go:noescape
+func quadsNEONR1P4(a *kargs)
+
+//go:noescape
+func quadsNEONR2P2(a *kargs)
+
+// quadsNEONKernels are the quadsNEON tile kernels by [rows][panels].
+var quadsNEONKernels = [maxRows + 1][maxPanels + 1]kernel{
+	1: {1: quadsNEONR1P1, 2: quadsNEONR1P2, 4: quadsNEONR1P4},
+	2: {1: quadsNEONR2P1, 2: quadsNEONR2P2},
+	3: {1: quadsNEONR3P1},
+	4: {1: quadsNEONR4P1},
+	5: {1: quadsNEONR5P1},
+	6: {1: quadsNEONR6P1},
+}
+
+//go:noescape
 func widenPairsNEON(dst *float32, src *uint32, pairs int)

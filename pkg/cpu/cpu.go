@@ -116,10 +116,10 @@ type Feature struct {
 }
 
 // FeatureList lists the features that matter to ellm, in report order: on
-// arm64 Advanced SIMD alone (its kernels use nothing else).
+// arm64 Advanced SIMD and its dot products (its kernels use nothing else).
 func FeatureList(f kernels.Features) []Feature {
 	if f.ASIMD {
-		return []Feature{{"ASIMD", "asimd", true}}
+		return []Feature{{"ASIMD", "asimd", true}, {"ASIMDDP", "asimddp", f.ASIMDDP}}
 	}
 	return []Feature{
 		{"AVX2", "avx2", f.AVX2}, {"FMA", "fma", f.FMA}, {"F16C", "f16c", f.F16C},
@@ -321,18 +321,24 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 		return active
 	}
 	bf, i8, at := pathOf(kernels.MatMulBF16), pathOf(kernels.MatMulInt8), pathOf(kernels.Attention)
-	// Only the products have AMX and NEON kernels: the rest of the amx path
-	// is avx512bf16's, the rest of the neon path pure Go.
-	others := func(p kernels.Path) kernels.Path {
-		switch p {
-		case kernels.AMX:
+	// Only the products have AMX kernels: the rest of the amx path is
+	// avx512bf16's. The neon path has the products and attention's tile; its
+	// elementwise operations are pure Go.
+	noAMX := func(p kernels.Path) kernels.Path {
+		if p == kernels.AMX {
 			return kernels.AVX512BF16
-		case kernels.NEON:
-			return kernels.Generic
 		}
 		return p
 	}
-	at, rest := others(at), others(active)
+	at, attn := noAMX(at), noAMX(active)
+	f32Attn := attn // an f32 or int8 cache runs f32 attention: avx512bf16's is avx512's
+	if f32Attn == kernels.AVX512BF16 {
+		f32Attn = kernels.AVX512
+	}
+	elem := attn
+	if elem == kernels.NEON {
+		elem = kernels.Generic
+	}
 	gemv := describePath(bf).gemm
 	switch bf {
 	case kernels.Generic:
@@ -354,18 +360,22 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 		{"GEMM int8 (prefill)", i8.String(), int8Text(f, i8)},
 		{"GEMV bf16 (decode)", bf.String(), gemv},
 		{"attention, bf16 KV cache", at.String(), describePath(at).attn},
-		{"attention, f32/int8 KV cache", rest.String(), describePath(min(rest, kernels.AVX512)).attn},
-		{"elementwise (norms, RoPE, SiLU, softmax)", rest.String(), describePath(rest).elem},
+		{"attention, f32/int8 KV cache", attn.String(), describePath(f32Attn).attn},
+		{"elementwise (norms, RoPE, SiLU, softmax)", elem.String(), describePath(elem).elem},
 	}
 }
 
 type pathText struct{ gemm, int8, attn, elem string }
 
-// int8Text is describePath's int8 kernels, which on the avx2 path depend on
-// the CPU: gemm takes ymm VPDPBUSD where it has AVX-VNNI.
+// int8Text is describePath's int8 kernels, which on the avx2 and neon paths
+// depend on the CPU: gemm takes ymm VPDPBUSD where it has AVX-VNNI, SDOT
+// where it has dotprod.
 func int8Text(f kernels.Features, p kernels.Path) string {
-	if p == kernels.AVX2 && f.AVXVNNI {
+	switch {
+	case p == kernels.AVX2 && f.AVXVNNI:
 		return "VPDPBUSD on ymm (AVX-VNNI): u8 activations × s8 weights, per-row f32 scales"
+	case p == kernels.NEON && f.ASIMDDP:
+		return "NEON SDOT (dotprod): s8 activations × s8 weights, the same bits as VNNI"
 	}
 	return describePath(p).int8
 }
@@ -402,10 +412,11 @@ func describePath(p kernels.Path) pathText {
 			attn: "AVX-512 f32 with bf16 K/V widened",
 			elem: "AVX-512 f32",
 		}
-	case kernels.NEON: // the products; KernelPaths shows the rest as generic
+	case kernels.NEON: // KernelPaths shows the elementwise operations as generic
 		return pathText{
 			gemm: "NEON FMLA: bf16 weights widened to f32 exactly, the same bits as AVX2 and AVX-512",
-			int8: "pure Go integer dot products",
+			int8: "pure Go integer dot products (no dotprod extension)",
+			attn: "NEON FMLA scores and values, the AVX2 tile's bits, softmax in Go; one query at a time",
 		}
 	case kernels.AVX2:
 		return pathText{
@@ -427,7 +438,11 @@ func describePath(p kernels.Path) pathText {
 // cannot take and why (empty when it runs the fastest path ellm has).
 func Fallbacks(f kernels.Features) []string {
 	if f.Best() == kernels.NEON {
-		return []string{"arm64: the bf16 and f32 matrix products run NEON; int8 products, attention and the elementwise operations run pure Go"}
+		out := []string{"arm64: the matrix products and attention's scores and values run NEON; the elementwise operations run pure Go"}
+		if !f.ASIMDDP {
+			out = append(out, "no ASIMDDP (dotprod): the int8 products run pure Go")
+		}
+		return out
 	}
 	var missing []string
 	need := func(ok bool, name string) {

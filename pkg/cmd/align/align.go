@@ -72,7 +72,7 @@ fails.`,
 	fl := cmd.Flags()
 	fl.StringVar(&opts.Ref, "ref", DefaultRef, "reference case directory, or a directory of them")
 	fl.StringVar(&opts.ModelPath, "model-path", "", "model directory (overrides the manifests' model_path)")
-	fl.StringVar(&opts.Kernels, "kernels", "", "kernel path: generic, avx2, avx512 or avx512bf16 (default: the best this CPU runs, or $ELLM_KERNELS)")
+	fl.StringVar(&opts.Kernels, "kernels", "", "kernel path: generic, avx2, avx512, avx512bf16, amx or neon, as this CPU runs them (default: the best it runs, or $ELLM_KERNELS)")
 	fl.StringVar(&opts.DType, "dtype", "bf16", "weight dtype of model cases: bf16, f32 or int8")
 	fl.StringVar(&opts.KVDType, "kv-dtype", "", "KV cache dtype of model cases: bf16, f32 or int8 (default: f32 on f32 kernel paths, else bf16; kv-cache: int8)")
 	fl.IntSliceVar(&opts.Positions, "positions", ealign.DefaultKVPositions, "prompt lengths of the kv-cache case")

@@ -1,0 +1,218 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The NEON tile's scores and values (dispatch_arm64.go): the arithmetic of
+// tileAVX2 and tileAVX512 (gen_tile.go) on 128-bit registers, a 16-lane
+// accumulator in four.
+
+// FOLD(a, b, c, d, t, fa, ft) reduces the 16-lane accumulator in a..d
+// (lanes 0-3, 4-7, 8-11, 12-15) by the tree (i, i+8), (i, i+4), (i, i+2),
+// (i, i+1), leaving the sum in fa (lane 0 of a); t is scratch, ft its lane 0.
+#define FOLD(a, b, c, d, t, fa, ft) \
+	VFADD c.S4, a.S4, a.S4; \
+	VFADD d.S4, b.S4, b.S4; \
+	VFADD b.S4, a.S4, a.S4; \
+	VEXT  $8, a.B16, a.B16, t.B16; \
+	VFADD t.S4, a.S4, a.S4; \
+	VEXT  $4, a.B16, a.B16, t.B16; \
+	FADDS ft, fa, fa
+
+// func scoresNEON(q, k, s *float32, n, hd int, scale float32)
+TEXT ·scoresNEON(SB), NOSPLIT, $0-44
+	MOVD  q+0(FP), R0
+	MOVD  k+8(FP), R1
+	MOVD  s+16(FP), R2
+	MOVD  n+24(FP), R3
+	MOVD  hd+32(FP), R4
+	FMOVS scale+40(FP), F31
+	LSL   $2, R4, R5 // bytes of a row
+
+four:
+	// Keys t..t+3: V0-V3, V4-V7, V8-V11, V12-V15 accumulate their lanes
+	// over the dims in order; V16-V19 hold the query's chunk.
+	CMP  $4, R3
+	BLT  one
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	VEOR V4.B16, V4.B16, V4.B16
+	VEOR V5.B16, V5.B16, V5.B16
+	VEOR V6.B16, V6.B16, V6.B16
+	VEOR V7.B16, V7.B16, V7.B16
+	VEOR V8.B16, V8.B16, V8.B16
+	VEOR V9.B16, V9.B16, V9.B16
+	VEOR V10.B16, V10.B16, V10.B16
+	VEOR V11.B16, V11.B16, V11.B16
+	VEOR V12.B16, V12.B16, V12.B16
+	VEOR V13.B16, V13.B16, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
+	VEOR V15.B16, V15.B16, V15.B16
+	MOVD R0, R6
+	MOVD R1, R7
+	ADD  R5, R7, R8
+	ADD  R5, R8, R9
+	ADD  R5, R9, R10
+	MOVD R4, R11
+
+chunk4:
+	VLD1.P 64(R6), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VLD1.P 64(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	VLD1.P 64(R8), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VFMLA  V16.S4, V20.S4, V0.S4
+	VFMLA  V17.S4, V21.S4, V1.S4
+	VFMLA  V18.S4, V22.S4, V2.S4
+	VFMLA  V19.S4, V23.S4, V3.S4
+	VFMLA  V16.S4, V24.S4, V4.S4
+	VFMLA  V17.S4, V25.S4, V5.S4
+	VFMLA  V18.S4, V26.S4, V6.S4
+	VFMLA  V19.S4, V27.S4, V7.S4
+	VLD1.P 64(R9), [V20.S4, V21.S4, V22.S4, V23.S4]
+	VLD1.P 64(R10), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VFMLA  V16.S4, V20.S4, V8.S4
+	VFMLA  V17.S4, V21.S4, V9.S4
+	VFMLA  V18.S4, V22.S4, V10.S4
+	VFMLA  V19.S4, V23.S4, V11.S4
+	VFMLA  V16.S4, V24.S4, V12.S4
+	VFMLA  V17.S4, V25.S4, V13.S4
+	VFMLA  V18.S4, V26.S4, V14.S4
+	VFMLA  V19.S4, V27.S4, V15.S4
+	SUBS   $16, R11, R11
+	BNE    chunk4
+
+	FOLD(V0, V1, V2, V3, V16, F0, F16)
+	FOLD(V4, V5, V6, V7, V17, F4, F17)
+	FOLD(V8, V9, V10, V11, V18, F8, F18)
+	FOLD(V12, V13, V14, V15, V19, F12, F19)
+	FMULS F31, F0, F0
+	FMULS F31, F4, F4
+	FMULS F31, F8, F8
+	FMULS F31, F12, F12
+	FMOVS F0, 0(R2)
+	FMOVS F4, 4(R2)
+	FMOVS F8, 8(R2)
+	FMOVS F12, 12(R2)
+	ADD   $16, R2, R2
+	ADD   R5<<2, R1, R1
+	SUB   $4, R3, R3
+	B     four
+
+one:
+	CBZ  R3, done
+	VEOR V0.B16, V0.B16, V0.B16
+	VEOR V1.B16, V1.B16, V1.B16
+	VEOR V2.B16, V2.B16, V2.B16
+	VEOR V3.B16, V3.B16, V3.B16
+	MOVD R0, R6
+	MOVD R1, R7
+	MOVD R4, R11
+
+chunk1:
+	VLD1.P 64(R6), [V16.S4, V17.S4, V18.S4, V19.S4]
+	VLD1.P 64(R7), [V20.S4, V21.S4, V22.S4, V23.S4]
+	VFMLA  V16.S4, V20.S4, V0.S4
+	VFMLA  V17.S4, V21.S4, V1.S4
+	VFMLA  V18.S4, V22.S4, V2.S4
+	VFMLA  V19.S4, V23.S4, V3.S4
+	SUBS   $16, R11, R11
+	BNE    chunk1
+
+	FOLD(V0, V1, V2, V3, V16, F0, F16)
+	FMULS F31, F0, F0
+	FMOVS F0, 0(R2)
+	ADD   $4, R2, R2
+	ADD   R5, R1, R1
+	SUB   $1, R3, R3
+	B     one
+
+done:
+	RET
+
+// func valuesNEON(acc, p, v *float32, n, hd int)
+TEXT ·valuesNEON(SB), NOSPLIT, $0-40
+	MOVD acc+0(FP), R0
+	MOVD p+8(FP), R1
+	MOVD v+16(FP), R2
+	MOVD n+24(FP), R3
+	MOVD hd+32(FP), R4
+	CBZ  R3, done
+	LSL  $2, R4, R5 // bytes of a row
+
+block64:
+	// 64 dims of acc in V0-V15, sixteen chains of one FMA a position.
+	CMP    $64, R4
+	BLT    block16
+	ADD    $64, R0, R7
+	ADD    $128, R0, R8
+	ADD    $192, R0, R9
+	VLD1   (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	VLD1   (R7), [V4.S4, V5.S4, V6.S4, V7.S4]
+	VLD1   (R8), [V8.S4, V9.S4, V10.S4, V11.S4]
+	VLD1   (R9), [V12.S4, V13.S4, V14.S4, V15.S4]
+	MOVD   R1, R10
+	MOVD   R2, R11
+	MOVD   R3, R12
+
+pos64:
+	VLD1R.P 4(R10), [V16.S4]
+	MOVD    R11, R13
+	VLD1.P  64(R13), [V20.S4, V21.S4, V22.S4, V23.S4]
+	VLD1.P  64(R13), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VFMLA   V16.S4, V20.S4, V0.S4
+	VFMLA   V16.S4, V21.S4, V1.S4
+	VFMLA   V16.S4, V22.S4, V2.S4
+	VFMLA   V16.S4, V23.S4, V3.S4
+	VFMLA   V16.S4, V24.S4, V4.S4
+	VFMLA   V16.S4, V25.S4, V5.S4
+	VFMLA   V16.S4, V26.S4, V6.S4
+	VFMLA   V16.S4, V27.S4, V7.S4
+	VLD1.P  64(R13), [V20.S4, V21.S4, V22.S4, V23.S4]
+	VLD1    (R13), [V24.S4, V25.S4, V26.S4, V27.S4]
+	VFMLA   V16.S4, V20.S4, V8.S4
+	VFMLA   V16.S4, V21.S4, V9.S4
+	VFMLA   V16.S4, V22.S4, V10.S4
+	VFMLA   V16.S4, V23.S4, V11.S4
+	VFMLA   V16.S4, V24.S4, V12.S4
+	VFMLA   V16.S4, V25.S4, V13.S4
+	VFMLA   V16.S4, V26.S4, V14.S4
+	VFMLA   V16.S4, V27.S4, V15.S4
+	ADD     R5, R11, R11
+	SUBS    $1, R12, R12
+	BNE     pos64
+
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	VST1 [V4.S4, V5.S4, V6.S4, V7.S4], (R7)
+	VST1 [V8.S4, V9.S4, V10.S4, V11.S4], (R8)
+	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R9)
+	ADD  $256, R0, R0
+	ADD  $256, R2, R2
+	SUB  $64, R4, R4
+	B    block64
+
+block16:
+	CBZ  R4, done
+	VLD1 (R0), [V0.S4, V1.S4, V2.S4, V3.S4]
+	MOVD R1, R10
+	MOVD R2, R11
+	MOVD R3, R12
+
+pos16:
+	VLD1R.P 4(R10), [V16.S4]
+	VLD1    (R11), [V20.S4, V21.S4, V22.S4, V23.S4]
+	VFMLA   V16.S4, V20.S4, V0.S4
+	VFMLA   V16.S4, V21.S4, V1.S4
+	VFMLA   V16.S4, V22.S4, V2.S4
+	VFMLA   V16.S4, V23.S4, V3.S4
+	ADD     R5, R11, R11
+	SUBS    $1, R12, R12
+	BNE     pos16
+
+	VST1 [V0.S4, V1.S4, V2.S4, V3.S4], (R0)
+	ADD  $64, R0, R0
+	ADD  $64, R2, R2
+	SUB  $16, R4, R4
+	B    block16
+
+done:
+	RET
