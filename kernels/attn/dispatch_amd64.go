@@ -29,7 +29,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		s.group, s.direct = tileGroups(tile4AVX512, tile2AVX512), inPlaceAVX512.direct
 		s.widenK, s.widenV = widenKSIMD(widenKAVX512), widenVSIMD(widenAVX512)
 		s.dequantK, s.dequantV = dequantKSIMD(dequantAVX512), dequantVSIMD(dequantAVX512)
-		if p >= kernels.AVX512BF16 {
+		if p.RoundsToBF16() {
 			s.dot = dotAVX512
 			s.pairV = func(dst []float32, src []uint16, rows, hd int) {
 				pairVAVX512((*uint32)(unsafe.Pointer(&dst[0])), &src[0], rows, hd)

@@ -6,10 +6,11 @@ import "github.com/ellm-dev/ellm/kernels"
 
 // simdKernels puts the NEON tile into s for head sizes of whole 16-dim
 // chunks: the scores and the values in assembly (tile_arm64.s), the
-// softmax between them in Go (rescale), each with the arithmetic of the AVX2
-// and AVX-512 tiles, so the same bits (TestTileKernelsMatchFused). K and V
-// stay in rows; the grouped and in-place kernels of amd64 have no NEON
-// version, so each query runs the tile on its own.
+// softmax between them rescale's (its exponentials and sum ops' NEON
+// ExpSum), each with the arithmetic of the AVX2 and AVX-512 tiles, so the
+// same bits (TestTileKernelsMatchFused). K and V stay in rows; the grouped
+// and in-place kernels of amd64 have no NEON version, so each query runs the
+// tile on its own.
 func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 	if p != kernels.NEON || hd%16 != 0 {
 		return

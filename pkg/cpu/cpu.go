@@ -322,8 +322,7 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	}
 	bf, i8, at := pathOf(kernels.MatMulBF16), pathOf(kernels.MatMulInt8), pathOf(kernels.Attention)
 	// Only the products have AMX kernels: the rest of the amx path is
-	// avx512bf16's. The neon path has the products and attention's tile; its
-	// elementwise operations are pure Go.
+	// avx512bf16's.
 	noAMX := func(p kernels.Path) kernels.Path {
 		if p == kernels.AMX {
 			return kernels.AVX512BF16
@@ -334,10 +333,6 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 	f32Attn := attn // an f32 or int8 cache runs f32 attention: avx512bf16's is avx512's
 	if f32Attn == kernels.AVX512BF16 {
 		f32Attn = kernels.AVX512
-	}
-	elem := attn
-	if elem == kernels.NEON {
-		elem = kernels.Generic
 	}
 	gemv := describePath(bf).gemm
 	switch bf {
@@ -361,7 +356,7 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 		{"GEMV bf16 (decode)", bf.String(), gemv},
 		{"attention, bf16 KV cache", at.String(), describePath(at).attn},
 		{"attention, f32/int8 KV cache", attn.String(), describePath(f32Attn).attn},
-		{"elementwise (norms, RoPE, SiLU, softmax)", elem.String(), describePath(elem).elem},
+		{"elementwise (norms, RoPE, SiLU, softmax)", attn.String(), describePath(attn).elem},
 	}
 }
 
@@ -412,11 +407,12 @@ func describePath(p kernels.Path) pathText {
 			attn: "AVX-512 f32 with bf16 K/V widened",
 			elem: "AVX-512 f32",
 		}
-	case kernels.NEON: // KernelPaths shows the elementwise operations as generic
+	case kernels.NEON:
 		return pathText{
 			gemm: "NEON FMLA: bf16 weights widened to f32 exactly, the same bits as AVX2 and AVX-512",
 			int8: "pure Go integer dot products (no dotprod extension)",
-			attn: "NEON FMLA scores and values, the AVX2 tile's bits, softmax in Go; one query at a time",
+			attn: "NEON FMLA scores and values, the AVX2 tile's bits; one query at a time",
+			elem: "NEON f32, the Go loops' bits",
 		}
 	case kernels.AVX2:
 		return pathText{
@@ -438,11 +434,10 @@ func describePath(p kernels.Path) pathText {
 // cannot take and why (empty when it runs the fastest path ellm has).
 func Fallbacks(f kernels.Features) []string {
 	if f.Best() == kernels.NEON {
-		out := []string{"arm64: the matrix products and attention's scores and values run NEON; the elementwise operations run pure Go"}
 		if !f.ASIMDDP {
-			out = append(out, "no ASIMDDP (dotprod): the int8 products run pure Go")
+			return []string{"no ASIMDDP (dotprod): the int8 products run pure Go"}
 		}
-		return out
+		return nil
 	}
 	var missing []string
 	need := func(ok bool, name string) {
