@@ -17,25 +17,19 @@ import (
 // i+8), (i, i+4), (i, i+2), (i, i+1) and scaled; tileGo's softmax
 // (rescale); each output one fused multiply-add per position, in order.
 func tileFused(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32) {
-	hd := len(q)
-	for t := range n {
+	fma := func(acc, x, w float32) float32 { return fused.FMA32(x, w, acc) }
+	tileWith(o, ml, acc, q, k, v, s, n, scale, func(q, k []float32) float32 {
 		var lane [16]float32
 		for d, x := range q {
-			lane[d%16] = fused.FMA32(x, k[t*hd+d], lane[d%16])
+			lane[d%16] = fma(lane[d%16], x, k[d])
 		}
 		for _, h := range []int{8, 4, 2, 1} {
 			for i := range h {
 				lane[i] += lane[i+h]
 			}
 		}
-		s[t] = lane[0] * scale
-	}
-	rescale(o, ml, acc, s[:n])
-	for t, p := range s[:n] {
-		for d := range acc {
-			acc[d] = fused.FMA32(p, v[t*hd+d], acc[d])
-		}
-	}
+		return lane[0]
+	}, fma)
 }
 
 // TestTileKernelsMatchFused: the single-query tile of every SIMD path, over

@@ -14,18 +14,28 @@ import (
 // score and each output runs through its terms in order (the softmax's
 // rescaling between them is tileGo's own).
 func tileDefinition(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32) {
+	mulAdd := func(acc, x, w float32) float32 { return acc + float32(x*w) }
+	tileWith(o, ml, acc, q, k, v, s, n, scale, func(q, k []float32) (dot float32) {
+		for d, x := range q {
+			dot = mulAdd(dot, x, k[d])
+		}
+		return dot
+	}, mulAdd)
+}
+
+// tileWith is a tile's steps with score as each key's q·k and mac as each
+// output's multiply-add: the scaled scores, rescale, then the outputs, each
+// summed over the positions in order.
+func tileWith(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32,
+	score func(q, k []float32) float32, mac func(acc, x, w float32) float32) {
 	hd := len(q)
 	for t := range n {
-		var dot float32
-		for d, x := range q {
-			dot += float32(x * k[t*hd+d])
-		}
-		s[t] = dot * scale
+		s[t] = score(q, k[t*hd:(t+1)*hd]) * scale
 	}
 	rescale(o, ml, acc, s[:n])
 	for t, p := range s[:n] {
 		for d := range acc {
-			acc[d] += float32(p * v[t*hd+d])
+			acc[d] = mac(acc[d], p, v[t*hd+d])
 		}
 	}
 }

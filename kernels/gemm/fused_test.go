@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"unsafe"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/internal/fused"
@@ -15,39 +14,10 @@ import (
 // fusedPairsF32 and fusedF32 are the arithmetic of the f32 kernels of every
 // assembly path (AVX2, AVX-512 and NEON): genPairsF32 and genF32 with each
 // product and its sum one fused multiply-add.
-func fusedPairsF32(a *kargs) {
-	x := unsafe.Slice((*float32)(a.x), 2*a.ks*a.r)
-	for r := range a.r {
-		for p := range a.p {
-			w := unsafe.Slice((*uint32)(a.panel(p)), a.ks*panelWidth)
-			var acc [panelWidth]float32
-			for q := range a.ks {
-				x0, x1 := x[2*(q*a.r+r)], x[2*(q*a.r+r)+1]
-				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
-					acc[c] = fused.FMA32(x0, even(v), acc[c])
-					acc[c] = fused.FMA32(x1, odd(v), acc[c])
-				}
-			}
-			a.out(r, p, &acc)
-		}
-	}
-}
+func fusedPairsF32(a *kargs) { pairsF32With(a, fma) }
+func fusedF32(a *kargs)      { f32With(a, fma) }
 
-func fusedF32(a *kargs) {
-	x := unsafe.Slice((*float32)(a.x), a.ks*a.r)
-	for r := range a.r {
-		for p := range a.p {
-			w := unsafe.Slice((*float32)(a.panel(p)), a.ks*panelWidth)
-			var acc [panelWidth]float32
-			for k := range a.ks {
-				for c, v := range w[k*panelWidth : k*panelWidth+panelWidth] {
-					acc[c] = fused.FMA32(x[k*a.r+r], v, acc[c])
-				}
-			}
-			a.out(r, p, &acc)
-		}
-	}
-}
+func fma(acc, x, w float32) float32 { return fused.FMA32(x, w, acc) }
 
 // TestAsmKernelsMatchDefinitions: the f32 products of every assembly path
 // (bf16 weights widened, f32 weights) are the same bits as fusedPairsF32 and

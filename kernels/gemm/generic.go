@@ -55,7 +55,11 @@ func (a *kargs) out(r, p int, acc *[panelWidth]float32) {
 
 // genPairsF32 is the f32 path on bf16 weights: each bf16 widened exactly,
 // even k before odd k, products and sums rounded to f32 one by one.
-func genPairsF32(a *kargs) {
+func genPairsF32(a *kargs) { pairsF32With(a, mulAdd) }
+
+// pairsF32With is the f32 arithmetic on bf16 weights with mac as each
+// step's multiply-add (the assembly paths' definition passes a fused one).
+func pairsF32With(a *kargs, mac func(acc, x, w float32) float32) {
 	x := unsafe.Slice((*float32)(a.x), 2*a.ks*a.r)
 	for r := range a.r {
 		for p := range a.p {
@@ -64,8 +68,8 @@ func genPairsF32(a *kargs) {
 			for q := range a.ks {
 				x0, x1 := x[2*(q*a.r+r)], x[2*(q*a.r+r)+1]
 				for c, v := range w[q*panelWidth : q*panelWidth+panelWidth] {
-					acc[c] += float32(x0 * even(v))
-					acc[c] += float32(x1 * odd(v))
+					acc[c] = mac(acc[c], x0, even(v))
+					acc[c] = mac(acc[c], x1, odd(v))
 				}
 			}
 			a.out(r, p, &acc)
@@ -73,12 +77,19 @@ func genPairsF32(a *kargs) {
 	}
 }
 
+// mulAdd is acc + x·w, the product rounded before the sum.
+func mulAdd(acc, x, w float32) float32 { return acc + float32(x*w) }
+
 // even and odd are the two halves of a bf16 pair (even k low) widened exactly.
 func even(v uint32) float32 { return math.Float32frombits(v << 16) }
 func odd(v uint32) float32  { return math.Float32frombits(v & 0xffff0000) }
 
 // genF32 is the f32 path on f32 weights.
-func genF32(a *kargs) {
+func genF32(a *kargs) { f32With(a, mulAdd) }
+
+// f32With is the f32 arithmetic on f32 weights with mac as each step's
+// multiply-add.
+func f32With(a *kargs, mac func(acc, x, w float32) float32) {
 	x := unsafe.Slice((*float32)(a.x), a.ks*a.r)
 	for r := range a.r {
 		for p := range a.p {
@@ -87,7 +98,7 @@ func genF32(a *kargs) {
 			for k := range a.ks {
 				xk := x[k*a.r+r]
 				for c, v := range w[k*panelWidth : k*panelWidth+panelWidth] {
-					acc[c] += float32(xk * v)
+					acc[c] = mac(acc[c], xk, v)
 				}
 			}
 			a.out(r, p, &acc)
