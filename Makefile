@@ -64,7 +64,7 @@ test-arm64: build
 		echo "test-arm64: SKIPPED: qemu-aarch64-static is not installed (apt-get install qemu-user-static)"; exit 0; \
 	fi; \
 	$(QEMU_ARM64) -skip TestWeightsOnHugePages ./kernels ./kernels/gemm ./kernels/ops && \
-	$(QEMU_ARM64) -run 'TestTileGoMatchesDefinition|TestTileKernelsMatchFused|TestMatchesFloat64Reference' ./kernels/attn && \
+	$(QEMU_ARM64) -run 'TestTileGoMatchesDefinition|TestTileKernelsMatchFused|TestDequantNEONMatchesGo|TestMatchesFloat64Reference' ./kernels/attn && \
 	GOARCH=arm64 $(GO) build -o $(BIN)-arm64 ./cmd/ellm && \
 	rm -rf $(DUMPS) && \
 	$(call align-all,qemu-aarch64-static ./$(BIN)-arm64,--dump $(DUMPS)/neon) && \

@@ -8,7 +8,8 @@ import "github.com/ellm-dev/ellm/kernels"
 // chunks: the scores and the values in assembly (tile_arm64.s), the
 // softmax between them rescale's (its exponentials and sum ops' NEON
 // ExpSum), each with the arithmetic of the AVX2 and AVX-512 tiles, so the
-// same bits (TestTileKernelsMatchFused). K and V stay in rows; the grouped
+// same bits (TestTileKernelsMatchFused), and an int8 cache's rows
+// dequantized in assembly too. K and V stay in rows; the grouped
 // and in-place kernels of amd64 have no NEON version, so each query runs the
 // tile on its own.
 func simdKernels(s *kernelSet, p kernels.Path, hd int) {
@@ -22,7 +23,19 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 		rescale(o, ml, acc, sc[:n])
 		valuesNEON(&acc[0], &sc[0], &v[0], n, hd)
 	}
+	s.dequantK = func(dst []float32, src []int8, scale []float32, rows, hd int) []float32 {
+		_, _, _ = dst[rows*hd-1], src[rows*hd-1], scale[rows-1]
+		dequantNEON(&dst[0], &src[0], &scale[0], rows, hd)
+		return dst[:rows*hd]
+	}
+	s.dequantV = s.dequantK
 }
+
+// dequantNEON is dequantGo for hd a multiple of 16: each int8 widened
+// exactly and multiplied by its row's scale, one rounding.
+//
+//go:noescape
+func dequantNEON(dst *float32, src *int8, scale *float32, rows, hd int)
 
 // scoresNEON sets s[t] = scale·q·k[t] for the n rows of k: per row a
 // 16-lane FMA chain over the hd dims (lane l takes dims l, l+16, …), folded

@@ -207,3 +207,41 @@ pos16:
 
 done:
 	RET
+
+// func dequantNEON(dst *float32, src *int8, scale *float32, rows, hd int)
+TEXT ·dequantNEON(SB), NOSPLIT, $0-40
+	MOVD dst+0(FP), R0
+	MOVD src+8(FP), R1
+	MOVD scale+16(FP), R2
+	MOVD rows+24(FP), R3
+	MOVD hd+32(FP), R4
+	CBZ  R3, done
+
+row:
+	VLD1R.P 4(R2), [V31.S4]
+	MOVD    R4, R5
+
+chunk:
+	VLD1.P 16(R1), [V0.B16]
+	VSXTL  V0.B8, V1.H8
+	VSXTL2 V0.B16, V2.H8
+	VSXTL  V1.H4, V4.S4
+	VSXTL2 V1.H8, V5.S4
+	VSXTL  V2.H4, V6.S4
+	VSXTL2 V2.H8, V7.S4
+	VSCVTF V4.S4, V4.S4
+	VSCVTF V5.S4, V5.S4
+	VSCVTF V6.S4, V6.S4
+	VSCVTF V7.S4, V7.S4
+	VFMUL  V31.S4, V4.S4, V4.S4
+	VFMUL  V31.S4, V5.S4, V5.S4
+	VFMUL  V31.S4, V6.S4, V6.S4
+	VFMUL  V31.S4, V7.S4, V7.S4
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0)
+	SUBS   $16, R5, R5
+	BNE    chunk
+	SUBS   $1, R3, R3
+	BNE    row
+
+done:
+	RET
