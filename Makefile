@@ -59,7 +59,10 @@ test-clients: build
 QEMU_ARM64 := GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static
 DUMPS      := bin/align-dumps
 test-arm64: build
-	@if ! command -v qemu-aarch64-static >/dev/null; then \
+	@if [ "$$(uname -m)" != x86_64 ]; then \
+		echo "test-arm64: SKIPPED: it compares against amd64's avx2 path (test-go runs the tests natively here)"; exit 0; \
+	fi; \
+	if ! command -v qemu-aarch64-static >/dev/null; then \
 		if [ -n "$$CI" ]; then echo "test-arm64: qemu-aarch64-static is missing" >&2; exit 1; fi; \
 		echo "test-arm64: SKIPPED: qemu-aarch64-static is not installed (apt-get install qemu-user-static)"; exit 0; \
 	fi; \
