@@ -220,8 +220,11 @@ func (a *kargs) quadsOut(r, p int, acc *[panelWidth]int32) {
 // quantize rounds v·inv to the nearest integer (ties to even) in [-127, 127].
 // Adding and subtracting 1.5·2^23 rounds an f32 below 2^22 in magnitude to
 // an integer in the current (nearest-even) mode; larger values are clamped.
+// The product is rounded on its own (the explicit conversion): Go may fuse
+// it with the add where the CPU has an FMA (arm64 does), and a different
+// integer then comes out of a product close to a half.
 func quantize(v, inv float32) int32 {
-	f := v * inv
+	f := float32(v * inv)
 	if !(f > -127) {
 		return -127 // also NaN: the row's scale is NaN anyway
 	}

@@ -79,7 +79,7 @@ func invFreq(dim int, theta float64, y *YaRN) ([]float32, float32, error) {
 	}
 	attn := y.AttentionFactor
 	if attn == 0 {
-		attn = 0.1*math.Log(y.Factor) + 1
+		attn = float64(0.1*math.Log(y.Factor)) + 1 // unfused on every CPU
 	}
 	fast, slow := y.BetaFast, y.BetaSlow
 	if fast == 0 {

@@ -217,7 +217,7 @@ func yarn(cfg *modelcfg.Config) (*ops.YaRN, error) {
 		if scale <= 1 {
 			return 1
 		}
-		return 0.1*m*math.Log(scale) + 1
+		return float64(0.1*m*math.Log(scale)) + 1 // unfused on every CPU
 	}
 	switch {
 	case rs.AttentionFactor != nil:

@@ -327,7 +327,7 @@ func (s *Sampler) adjust(logits []float32) {
 	}
 	if pp, fp := s.params.PresencePenalty, s.params.FrequencyPenalty; pp != 0 || fp != 0 {
 		for _, id := range s.outIDs {
-			logits[id] -= pp + fp*float32(s.counts[id])
+			logits[id] -= pp + float32(fp*float32(s.counts[id])) // unfused on every CPU
 		}
 	}
 }
@@ -457,7 +457,7 @@ func nucleus(c []cand, topP float32) []cand {
 	// The mass at or above lo always reaches the target; above hi it does not.
 	lo, hi := float32(0), c[0].v
 	for range 40 {
-		mid := lo + (hi-lo)/2
+		mid := lo + float32((hi-lo)/2) // unfused on every CPU
 		if mid <= lo || mid >= hi {
 			break
 		}

@@ -111,7 +111,7 @@ func defaultInit() Init {
 			prior[b] = 8
 		case b >= 'a' && b <= 'z':
 			// English letter frequency order: e is the likeliest, z the least.
-			prior[b] = 6.5 - 0.15*float32(strings.IndexByte("etaoinshrdlcumwfgypbvkjxqz", byte(b)))
+			prior[b] = 6.5 - float32(0.15*float32(strings.IndexByte("etaoinshrdlcumwfgypbvkjxqz", byte(b))))
 		case b >= 'A' && b <= 'Z':
 			prior[b] = 2.5
 		case b >= '0' && b <= '9', b == '.', b == ',', b == '\n':

@@ -80,7 +80,7 @@ const priorEmbed = 1.0
 func priorNormalized(hidden int, in Init) float32 {
 	h := float64(hidden)
 	sigma := in.LogitStd / math.Sqrt(h)
-	return float32(priorEmbed / math.Sqrt((priorEmbed*priorEmbed+(h-1)*sigma*sigma)/h))
+	return float32(priorEmbed / math.Sqrt((priorEmbed*priorEmbed+float64((h-1)*sigma*sigma))/h))
 }
 
 // DefaultInit is what Generate uses when Options.Init is nil.
@@ -330,11 +330,11 @@ func fillBF16(dst []byte, stream uint64, center, std float32) {
 					r := s.next()
 					u0 := float32(uint32(r)>>8)*(2.0/(1<<24)) - 1
 					u1 := float32(r>>40)*(2.0/(1<<24)) - 1
-					binary.LittleEndian.PutUint32(dst[2*j:], uint32(toBF16(center+half*u0))|uint32(toBF16(center+half*u1))<<16)
+					binary.LittleEndian.PutUint32(dst[2*j:], uint32(toBF16(center+float32(half*u0)))|uint32(toBF16(center+float32(half*u1)))<<16)
 				}
 				if j < hi {
 					u0 := float32(uint32(s.next())>>8)*(2.0/(1<<24)) - 1
-					binary.LittleEndian.PutUint16(dst[2*j:], toBF16(center+half*u0))
+					binary.LittleEndian.PutUint16(dst[2*j:], toBF16(center+float32(half*u0)))
 				}
 			}
 		}()
