@@ -206,7 +206,7 @@ func (p *Pool) await() {
 		// Set waiting before each look at pending: a worker that clears it
 		// (late, for an earlier Run) cannot leave this loop without a sleep.
 		for {
-			p.waiting.Store(1)
+			p.waiting.Swap(1) // not Store: see the workers' park (loop)
 			if p.pending.Load() == 0 {
 				break
 			}
@@ -313,7 +313,18 @@ func (p *Pool) loop(i, cpu int) {
 			if !s.over() {
 				continue
 			}
-			w.parked.Store(1)
+			// Announce the park, then look once more at gen, while Run
+			// changes gen and then takes the announcement back: the two
+			// must not both miss the other. Go's atomics are sequentially
+			// consistent, so a Store would do, but qemu-user on an x86 host
+			// translates arm64's store-release then load-acquire without a
+			// barrier between them, and the store can land after the load
+			// (make test-arm64 hung on it once, this worker and Run's caller
+			// each blocked; two threads each storing one flag and loading
+			// the other both read 0 in 12 % of 2 million rounds there, never
+			// with Swap). A Swap is a full barrier there, and the same XCHG
+			// as a Store on amd64.
+			w.parked.Swap(1)
 			if p.gen.Load() == seen && !p.closed.Load() {
 				p.sleeps.Add(1)
 				futexWait(&w.parked, 1) // returns at once if Run or Close has cleared it
