@@ -47,20 +47,23 @@ test-clients: build
 	cd test/clients && npm install --no-save --no-audit --no-fund && git diff --exit-code package-lock.json && cd ../.. && \
 	ELLM_SHARED=$(SHARED) ELLM_BIN=$(abspath $(BIN)) test/clients/run.sh
 
-# The kernels and the engine as arm64 runs them, under qemu-user (about five
-# minutes): the NEON products' bits against the fused definition every FMA
+# The kernels and the engine as arm64 runs them, under qemu-user (about three
+# to five minutes): the NEON products' bits against the fused definition every FMA
 # path is held to (so the same bits as amd64's), the Go kernels' against
 # theirs, on a compiler that may fuse a multiply and an add where amd64's does
 # not, the products and attention against their references, every alignment
 # case on the NEON path, and every tensor those cases dump (also with int8
-# weights and cache) the same bits as amd64's avx2 path gives. qemu-user's mappings report no huge pages, hence
-# the skip. Without qemu-aarch64-static it is skipped with a notice, except
-# under CI (CI=true), where .ci/run installs it.
+# weights and cache) and seeded sampled answers the same bits as amd64's avx2
+# path gives. qemu-user's mappings report no huge pages, hence the skip.
+# Without qemu-aarch64-static it is skipped with a notice, except under CI
+# (CI=true), where .ci/run installs it.
 QEMU_ARM64 := GOARCH=arm64 $(GO) test -count=1 -exec qemu-aarch64-static
 DUMPS      := bin/align-dumps
 # int8 weights and cache fail some bf16 tolerances by design (docs/alignment.md):
 # only their dumps are compared.
 INT8       := --dtype int8 --kv-dtype int8
+# A sampled answer of the built-in model: the sampler's arithmetic too.
+SAMPLED    := -p "Write a story" --max-tokens 48 --temperature 0.8 --top-p 0.9 --repetition-penalty 1.1
 test-arm64: build
 	@if [ "$$(uname -m)" != x86_64 ]; then \
 		echo "test-arm64: SKIPPED: it compares against amd64's avx2 path (test-go runs the tests natively here)"; exit 0; \
@@ -83,7 +86,12 @@ test-arm64: build
 	done; \
 	test -n "$$(find $(DUMPS)/neon-int8 -name '*.safetensors')" && \
 	diff -r -x manifest.json $(DUMPS)/avx2-int8 $(DUMPS)/neon-int8 && \
-	echo "test-arm64: every tensor of every alignment case is the same bits on neon (arm64) as on avx2 (amd64), also with int8 weights and cache"
+	for seed in 1 2 3; do \
+		qemu-aarch64-static ./$(BIN)-arm64 run $(SAMPLED) --seed $$seed > $(DUMPS)/neon-run-$$seed.txt && \
+		ELLM_KERNELS=avx2 ./$(BIN) run $(SAMPLED) --seed $$seed > $(DUMPS)/avx2-run-$$seed.txt && \
+		test -s $(DUMPS)/neon-run-$$seed.txt && cmp $(DUMPS)/avx2-run-$$seed.txt $(DUMPS)/neon-run-$$seed.txt || exit 1; \
+	done && \
+	echo "test-arm64: every tensor of every alignment case is the same bits on neon (arm64) as on avx2 (amd64), also with int8 weights and cache, and so are sampled answers"
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./kernels/... ./pkg/tokenizer/...
