@@ -18,15 +18,7 @@ func TestDequantNEONMatchesGo(t *testing.T) {
 	for _, hd := range []int{16, 48, 128, 256} {
 		ks := bindKernels(kernels.NEON, hd)
 		for _, rows := range []int{1, 5, 16, 63, Tile} {
-			src := make([]int8, Tile*hd)
-			for i := range src {
-				src[i] = int8(r.IntN(255) - 127)
-			}
-			src[0], src[1], src[2] = 127, -127, 0
-			scale := make([]float32, Tile)
-			for i := range scale {
-				scale[i] = float32(r.Float64()) / 127
-			}
+			src, scale := dequantInputs(r, hd, rows)
 			want := make([]float32, rows*hd)
 			dequantGo(want, src, scale, rows, hd)
 			for name, dq := range map[string]dequantFunc{"K": ks.dequantK, "V": ks.dequantV} {

@@ -69,6 +69,23 @@ func TestTileGoMatchesDefinition(t *testing.T) {
 	}
 }
 
+// dequantInputs is a tile of random int8 values with the extremes ±127 and
+// zero, and its row scales, that of the last of rows rows 0 (an all-zero row
+// quantizes to scale 0).
+func dequantInputs(r *rand.Rand, hd, rows int) ([]int8, []float32) {
+	src := make([]int8, Tile*hd)
+	for i := range src {
+		src[i] = int8(r.IntN(255) - 127)
+	}
+	src[0], src[1], src[2] = 127, -127, 0
+	scale := make([]float32, Tile)
+	for i := range scale {
+		scale[i] = float32(r.ExpFloat64() * 0.01)
+	}
+	scale[rows-1] = 0
+	return src, scale
+}
+
 func randSlice(rng *rand.Rand, n int) []float32 {
 	x := make([]float32, n)
 	for i := range x {
