@@ -20,11 +20,12 @@ test-go:
 	ELLM_SHARED=$(SHARED) $(GO) test -count=1 -timeout 30m ./...
 
 # align-all runs every alignment case of every model in $(SHARED)/align with
-# the command $(1), and the arguments $(2).
+# the command $(1) and the arguments $(2); a model with a failed case stops
+# it, unless $(3) says what to do instead.
 align-all = for ref in $(SHARED)/align/*/; do \
 		case "$$ref" in */tokenizer/) continue;; esac; \
 		echo "== $(1) align all --ref $$ref $(2)"; \
-		$(1) align all --ref "$$ref" $(2) || exit 1; \
+		$(1) align all --ref "$$ref" $(2) $(or $(3),|| exit 1); \
 	done
 
 test-align: build
@@ -79,11 +80,8 @@ test-arm64: build
 	$(call align-all,qemu-aarch64-static ./$(BIN)-arm64,--dump $(DUMPS)/neon) && \
 	$(call align-all,./$(BIN),--kernels avx2 --dump $(DUMPS)/avx2) >/dev/null && \
 	diff -r -x manifest.json $(DUMPS)/avx2 $(DUMPS)/neon && \
-	for ref in $(SHARED)/align/*/; do \
-		case "$$ref" in */tokenizer/) continue;; esac; \
-		qemu-aarch64-static ./$(BIN)-arm64 align all --ref "$$ref" $(INT8) --dump $(DUMPS)/neon-int8 >/dev/null; \
-		./$(BIN) align all --ref "$$ref" --kernels avx2 $(INT8) --dump $(DUMPS)/avx2-int8 >/dev/null; \
-	done; \
+	$(call align-all,qemu-aarch64-static ./$(BIN)-arm64,$(INT8) --dump $(DUMPS)/neon-int8,|| true) >/dev/null && \
+	$(call align-all,./$(BIN),--kernels avx2 $(INT8) --dump $(DUMPS)/avx2-int8,|| true) >/dev/null && \
 	test -n "$$(find $(DUMPS)/neon-int8 -name '*.safetensors')" && \
 	diff -r -x manifest.json $(DUMPS)/avx2-int8 $(DUMPS)/neon-int8 && \
 	for seed in 1 2 3; do \

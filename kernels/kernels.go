@@ -131,10 +131,11 @@ func (f Features) Best() Path {
 // Supports reports whether a CPU with features f can run path p: Generic
 // and the x86 paths up to its best, or NEON on arm64.
 func (f Features) Supports(p Path) bool {
-	if b := f.Best(); b == NEON || p == NEON {
+	b := f.Best()
+	if b == NEON || p == NEON {
 		return p == Generic || p == b
 	}
-	return p >= Generic && p <= f.Best()
+	return p >= Generic && p <= b
 }
 
 // RoundsToBF16 reports whether p's bf16 products round the activations to

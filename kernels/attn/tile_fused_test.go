@@ -2,7 +2,6 @@ package attn
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -17,11 +16,10 @@ import (
 // i+8), (i, i+4), (i, i+2), (i, i+1) and scaled; tileGo's softmax
 // (rescale); each output one fused multiply-add per position, in order.
 func tileFused(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float32) {
-	fma := func(acc, x, w float32) float32 { return fused.FMA32(x, w, acc) }
 	tileWith(o, ml, acc, q, k, v, s, n, scale, func(q, k []float32) float32 {
 		var lane [16]float32
 		for d, x := range q {
-			lane[d%16] = fma(lane[d%16], x, k[d])
+			lane[d%16] = fused.MulAdd(lane[d%16], x, k[d])
 		}
 		for _, h := range []int{8, 4, 2, 1} {
 			for i := range h {
@@ -29,7 +27,7 @@ func tileFused(o *ops.Kernels, ml, acc, q, k, v, s []float32, n int, scale float
 			}
 		}
 		return lane[0]
-	}, fma)
+	}, fused.MulAdd)
 }
 
 // TestTileKernelsMatchFused: the single-query tile of every SIMD path, over
@@ -50,21 +48,12 @@ func TestTileKernelsMatchFused(t *testing.T) {
 					for d := range q {
 						q[d] *= 4
 					}
-					var ml [2][2]float32
-					acc := [2][]float32{make([]float32, hd), make([]float32, hd)}
-					s := [2][]float32{make([]float32, Tile), make([]float32, Tile)}
-					for i := range ml {
-						ml[i] = [2]float32{float32(math.Inf(-1)), 0}
-					}
 					kw, vw := make([]float32, Tile*hd), make([]float32, Tile*hd)
-					for range 3 {
-						k, v := randSlice(rng, n*hd), randSlice(rng, n*hd)
-						ks.tile(ml[0][:], acc[0], q, ks.widenK(kw, nil, k, n, hd), ks.widenV(vw, nil, v, n, hd), s[0], n, 0.125)
-						tileFused(ks.ops, ml[1][:], acc[1], q, k, v, s[1], n, 0.125)
-						if !bitsEqual(acc[0], acc[1]) || !bitsEqual(ml[0][:], ml[1][:]) {
-							t.Fatalf("tile: acc %v, (m, l) %v; fused: %v, %v", acc[0][:4], ml[0], acc[1][:4], ml[1])
-						}
-					}
+					threeTiles(t, rng, q, n, false, func(ml, acc, k, v, s []float32) {
+						ks.tile(ml, acc, q, ks.widenK(kw, nil, k, n, hd), ks.widenV(vw, nil, v, n, hd), s, n, 0.125)
+					}, func(ml, acc, k, v, s []float32) {
+						tileFused(ks.ops, ml, acc, q, k, v, s, n, 0.125)
+					})
 				})
 			}
 		}

@@ -50,21 +50,36 @@ func TestTileGoMatchesDefinition(t *testing.T) {
 		for _, n := range []int{1, 2, 3, 4, 5, 7, 63, Tile} {
 			t.Run(fmt.Sprintf("hd%d/n%d", hd, n), func(t *testing.T) {
 				q := randSlice(rng, hd)
-				var ml [2][2]float32
-				acc := [2][]float32{make([]float32, hd), make([]float32, hd)}
-				s := [2][]float32{make([]float32, n), make([]float32, n)}
-				for i := range ml {
-					ml[i] = [2]float32{float32(math.Inf(-1)), 0}
-				}
-				for range 3 { // the running state carried from tile to tile
-					k, v := randSlice(rng, n*hd), randSlice(rng, n*hd)
-					tileGo(o, ml[0][:], acc[0], q, k, v, s[0], n, 0.125)
-					tileDefinition(o, ml[1][:], acc[1], q, k, v, s[1], n, 0.125)
-					if !bitsEqual(acc[0], acc[1]) || !bitsEqual(ml[0][:], ml[1][:]) || !bitsEqual(s[0], s[1]) {
-						t.Fatalf("tileGo: acc %v, (m, l) %v; the definition: %v, %v", acc[0], ml[0], acc[1], ml[1])
-					}
-				}
+				threeTiles(t, rng, q, n, true, func(ml, acc, k, v, s []float32) {
+					tileGo(o, ml, acc, q, k, v, s, n, 0.125)
+				}, func(ml, acc, k, v, s []float32) {
+					tileDefinition(o, ml, acc, q, k, v, s, n, 0.125)
+				})
 			})
+		}
+	}
+}
+
+// threeTiles runs got and want over three tiles of n random keys and values
+// in a row (the running state carried from tile to tile, the first tile's
+// max −Inf), each on a query of len(q) dims, and fails where their states
+// (m, l) or accumulators differ in a bit, and where checkS, their
+// probabilities.
+func threeTiles(t *testing.T, rng *rand.Rand, q []float32, n int, checkS bool, got, want func(ml, acc, k, v, s []float32)) {
+	t.Helper()
+	hd := len(q)
+	var ml [2][2]float32
+	acc := [2][]float32{make([]float32, hd), make([]float32, hd)}
+	s := [2][]float32{make([]float32, Tile), make([]float32, Tile)}
+	for i := range ml {
+		ml[i] = [2]float32{float32(math.Inf(-1)), 0}
+	}
+	for range 3 {
+		k, v := randSlice(rng, n*hd), randSlice(rng, n*hd)
+		got(ml[0][:], acc[0], k, v, s[0])
+		want(ml[1][:], acc[1], k, v, s[1])
+		if !bitsEqual(acc[0], acc[1]) || !bitsEqual(ml[0][:], ml[1][:]) || checkS && !bitsEqual(s[0][:n], s[1][:n]) {
+			t.Fatalf("acc %v, (m, l) %v; want %v, %v", acc[0][:min(hd, 4)], ml[0], acc[1][:min(hd, 4)], ml[1])
 		}
 	}
 }

@@ -14,10 +14,8 @@ import (
 // fusedPairsF32 and fusedF32 are the arithmetic of the f32 kernels of every
 // assembly path (AVX2, AVX-512 and NEON): genPairsF32 and genF32 with each
 // product and its sum one fused multiply-add.
-func fusedPairsF32(a *kargs) { pairsF32With(a, fma) }
-func fusedF32(a *kargs)      { f32With(a, fma) }
-
-func fma(acc, x, w float32) float32 { return fused.FMA32(x, w, acc) }
+func fusedPairsF32(a *kargs) { pairsF32With(a, fused.MulAdd) }
+func fusedF32(a *kargs)      { f32With(a, fused.MulAdd) }
 
 // TestAsmKernelsMatchDefinitions: the f32 products of every assembly path
 // (bf16 weights widened, f32 weights) are the same bits as fusedPairsF32 and

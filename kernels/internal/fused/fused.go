@@ -6,6 +6,10 @@ package fused
 
 import "math"
 
+// MulAdd is acc + x·w rounded once: FMA32 in the order the kernels'
+// definitions take their multiply-add (gemm's pairsF32With, attn's tileWith).
+func MulAdd(acc, x, w float32) float32 { return FMA32(x, w, acc) }
+
 // FMA32 is a·b + c rounded once to f32, as FMA and FMLA compute it. The
 // product of two f32 is exact in f64; the sum is rounded to odd in f64 (its
 // error found exactly by TwoSum), and a sum rounded to odd with more than

@@ -155,7 +155,7 @@ func buildReport(opts *Options) (*Report, error) {
 	r := &Report{CPU: info, Threads: cpu.DefaultThreads(src), KernelPath: active.String()}
 	r.Warnings = append(r.Warnings, r.Threads.Notes...)
 	r.Warnings = append(r.Warnings, cpu.Fallbacks(f)...)
-	if !opts.Assembly() && f.Best() > kernels.Generic {
+	if !opts.Assembly() && f.Best() != kernels.Generic {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("this build has no assembly kernels (-tags purego, or an architecture without them): "+
 			"every operation runs pure Go, where this CPU could take %s", f.Best()))
 	}
