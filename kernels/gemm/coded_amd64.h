@@ -39,6 +39,13 @@
 	PREFETCHT0 off+128(r); \
 	PREFETCHT0 off+192(r)
 
+// PREFETCH_L2_256(r, off): the 256 bytes at off(r), into L2.
+#define PREFETCH_L2_256(r, off) \
+	PREFETCHT1 off(r); \
+	PREFETCHT1 off+64(r); \
+	PREFETCHT1 off+128(r); \
+	PREFETCHT1 off+192(r)
+
 // UNPACK_ROWS(src, low, code, lut, h, l, r0, r1): two rows' 64 bf16 from
 // their 64 low bytes at low(src) and their 64 codes at code(src), in
 // registers r0 and r1 (r1 may be l): the codes broadcast, the upper half's
@@ -126,13 +133,18 @@
 	VMOVDQU8     Z20, K1, lut
 
 // PREFETCH_CODED(r): the 768 bytes of the panel at r two steps on, into
-// L1. One step on left the register kernels' restores waiting on memory on
+// L2. One step on left the register kernels' restores waiting on memory on
 // an AMD EPYC (Zen 5) VM; on the tiles of an Intel Xeon the distance made
-// no difference (docs/performance.md).
+// no difference (docs/performance.md). Into L1 (PREFETCHT0), the twelve
+// lines a panel's step asks for at once held a core of an AMD EPYC Zen 4 at
+// 11 GB/s of coded bytes from DRAM, where the pairs stream at 24; into L2
+// it streamed at 16, and two cores at 29-31 against 19-22 (coded bytes:
+// 39-41 GB/s of bf16 against the pairs' 34-36; docs/performance.md,
+// "thirty-eighth pass"). Further ahead or not at all was slower.
 #define PREFETCH_CODED(r) \
-	PREFETCH_256(r, 1536); \
-	PREFETCH_256(r, 1792); \
-	PREFETCH_256(r, 2048)
+	PREFETCH_L2_256(r, 1536); \
+	PREFETCH_L2_256(r, 1792); \
+	PREFETCH_L2_256(r, 2048)
 
 // RESTORE_STEP restores this step's four blocks into the buffer at R14,
 // copies the raw ones over theirs, and moves the coded pointers on to the
