@@ -138,9 +138,9 @@
 // no difference (docs/performance.md). Into L1 (PREFETCHT0), the twelve
 // lines a panel's step asks for at once held a core of an AMD EPYC Zen 4 at
 // 11 GB/s of coded bytes from DRAM, where the pairs stream at 24; into L2
-// it streamed at 16, and two cores at 29-31 against 19-22 (coded bytes:
-// 39-41 GB/s of bf16 against the pairs' 34-36; docs/performance.md,
-// "thirty-eighth pass"). Further ahead or not at all was slower.
+// it streamed at 15-19, and two cores at 24-31 against 19-22
+// (docs/performance.md, "thirty-eighth pass"). Further ahead was no faster,
+// and not prefetching at all slower.
 #define PREFETCH_CODED(r) \
 	PREFETCH_L2_256(r, 1536); \
 	PREFETCH_L2_256(r, 1792); \
