@@ -265,11 +265,16 @@ func (r *Report) placeNUMA(opts *Options) {
 
 func gib(n int64) string { return engine.Size(n) }
 
+// cellWidth keeps the report about 130 columns wide: the kernel
+// descriptions run to 300 characters and wrap within their cell.
+const cellWidth = 72
+
 func newTable(w io.Writer, header ...any) *tablewriter.Table {
 	t := tablewriter.NewTable(w,
 		tablewriter.WithRenderer(renderer.NewBlueprint(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleLight)})),
 		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithRowAutoWrap(tw.WrapNormal),
+		tablewriter.WithRowMaxWidth(cellWidth),
 	)
 	t.Header(header...)
 	return t

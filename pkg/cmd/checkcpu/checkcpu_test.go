@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ellm-dev/ellm/kernels"
 	"github.com/ellm-dev/ellm/kernels/tune"
@@ -375,5 +376,20 @@ func TestKernelChoice(t *testing.T) {
 		KernelsEnvError: func() error { return errors.New("ELLM_KERNELS: unknown kernel path") }})
 	if exitCode(err) != 1 || asked != nil {
 		t.Errorf("bad ELLM_KERNELS: %v, measured %v", err, asked)
+	}
+}
+
+// The kernel descriptions wrap within their cell: the report stays readable
+// in a terminal rather than running to 300-character lines.
+func TestReportWraps(t *testing.T) {
+	out, err := run(t, &Options{Machine: machine(t, sapphire, 64, "[madvise]"), Preset: "qwen3-0.6b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const most = 140
+	for _, line := range strings.Split(out, "\n") {
+		if n := utf8.RuneCountInString(line); n > most && strings.HasPrefix(line, "│") {
+			t.Errorf("a table line of %d characters (at most %d):\n%s", n, most, line)
+		}
 	}
 }
