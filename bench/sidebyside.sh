@@ -34,6 +34,7 @@ shift
 : "${ELLM:=bin/ellm}" "${HF:=hf-0.6b}" "${GGUF_BF16:=qwen3-0.6b-bf16.gguf}" "${GGUF_Q8_0:=qwen3-0.6b-q8_0.gguf}"
 : "${LLAMA_BIN:?set LLAMA_BIN to the directory of llama-bench}"
 mkdir -p "$out"
+failed=0
 
 for label in "$@"; do
 	gguf=$GGUF_BF16
@@ -51,7 +52,12 @@ for label in "$@"; do
 	while awk '{ exit !($1 >= 0.5) }' /proc/loadavg; do sleep 15; done
 	echo "$label: $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg): bench llamacpp $args" | tee "$out/$label.txt"
 	# Raising the priority needs root; elsewhere nice says so and runs the command as it is.
-	setsid nice -n -15 sh -c "echo -15 > /proc/self/autogroup 2>/dev/null; exec \"$ELLM\" bench llamacpp \
+	# A failed run is reported and the next one goes on; the exit status says whether any failed.
+	if ! setsid nice -n -15 sh -c "echo -15 > /proc/self/autogroup 2>/dev/null; exec \"$ELLM\" bench llamacpp \
 		--model-path \"$HF\" --gguf \"$gguf\" --llama-bench \"$LLAMA_BIN/llama-bench\" \
-		--llama-batched-bench \"$LLAMA_BIN/llama-batched-bench\" $args" >>"$out/$label.txt" 2>&1 </dev/null
+		--llama-batched-bench \"$LLAMA_BIN/llama-batched-bench\" $args" >>"$out/$label.txt" 2>&1 </dev/null; then
+		echo "$label: failed; see $out/$label.txt" >&2
+		failed=1
+	fi
 done
+exit "$failed"
