@@ -140,7 +140,8 @@
 // 11 GB/s of coded bytes from DRAM, where the pairs stream at 24; into L2
 // it streamed at 15-19, and two cores at 24-31 against 19-22
 // (docs/performance.md, "thirty-eighth pass"). Further ahead was no faster,
-// and not prefetching at all slower.
+// and not prefetching at all slower. The register kernels spread the same
+// prefetches over the step (gen_asm.go, prefetchCoded).
 #define PREFETCH_CODED(r) \
 	PREFETCH_L2_256(r, 1536); \
 	PREFETCH_L2_256(r, 1792); \

@@ -570,11 +570,11 @@ func (g *gen) codedRegLoop() {
 	g.in("TESTL AX, AX")
 	g.in("JNZ raw")
 	g.in("MOVQ amxTile_escOff(DI), R15")
-	for j, c := range coded {
-		g.in("PREFETCH_CODED(%s)", c)
+	for j := range coded {
 		g.in("ESCAPE(%d, %s)", j, regLUT[j])
 	}
 	for q := range 8 {
+		g.prefetchCoded(q, coded)
 		for j, c := range coded {
 			h, l, r0 := regScratch+3*j, regScratch+3*j+1, regScratch+3*j+2
 			g.in("UNPACK_ROWS(%s, %d, %d, %s, Z%d, Z%d, Z%d, Z%d)", c, 64*q, 512+32*q, regLUT[j], h, l, r0, l)
@@ -604,6 +604,24 @@ func (g *gen) codedRegLoop() {
 	g.codedSteps("rawk")
 	g.in("JMP next")
 	fmt.Fprintf(&g.buf, "done:\n")
+}
+
+// codedBlockBytes is coded.go's codedBlock: a panel's coded bytes a step.
+const codedBlockBytes = 768
+
+// prefetchCoded prefetches, with the q-th pair of K rows of a step, two of
+// the twelve lines each panel's block two steps on holds, into L2 as
+// PREFETCH_CODED does (coded_amd64.h): spread over the step's first six
+// pairs, not all 48 at its start, a core of an AMD EPYC Zen 4 streamed
+// 19-21 GB/s of coded bytes from DRAM instead of 17-19, and two cores 30-38
+// instead of 29-34 (six rounds alternating; docs/performance.md,
+// "thirty-eighth pass").
+func (g *gen) prefetchCoded(q int, coded [4]string) {
+	for l := 2 * q; l < min(2*q+2, codedBlockBytes/64); l++ {
+		for _, c := range coded {
+			g.in("PREFETCHT1 %d(%s)", 2*codedBlockBytes+64*l, c)
+		}
+	}
 }
 
 // codedSteps multiplies the step restored at R14.
