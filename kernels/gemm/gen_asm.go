@@ -613,9 +613,9 @@ const codedBlockBytes = 768
 // the twelve lines each panel's block two steps on holds, into L2 as
 // PREFETCH_CODED does (coded_amd64.h): spread over the step's first six
 // pairs, not all 48 at its start, a core of an AMD EPYC Zen 4 streamed
-// 19-21 GB/s of coded bytes from DRAM instead of 17-19, and two cores 30-38
-// instead of 29-34 (six rounds alternating; docs/performance.md,
-// "thirty-eighth pass").
+// 17.4-20.9 GB/s of coded bytes from DRAM (median 19.5) instead of
+// 17.2-18.7 (18.3), and two cores 28.5-31.6 instead of 27.8-29.9 (six
+// rounds alternating; docs/performance.md, "thirty-eighth pass").
 func (g *gen) prefetchCoded(q int, coded [4]string) {
 	for l := 2 * q; l < min(2*q+2, codedBlockBytes/64); l++ {
 		for _, c := range coded {
