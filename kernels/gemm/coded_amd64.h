@@ -32,19 +32,13 @@
 	LEAQ         (R11)(R9*1), R12; \
 	LEAQ         (R12)(R9*1), R9
 
-// PREFETCH_256(r, off): the 256 bytes at off(r), into L1.
-#define PREFETCH_256(r, off) \
-	PREFETCHT0 off(r); \
-	PREFETCHT0 off+64(r); \
-	PREFETCHT0 off+128(r); \
-	PREFETCHT0 off+192(r)
-
-// PREFETCH_L2_256(r, off): the 256 bytes at off(r), into L2.
-#define PREFETCH_L2_256(r, off) \
-	PREFETCHT1 off(r); \
-	PREFETCHT1 off+64(r); \
-	PREFETCHT1 off+128(r); \
-	PREFETCHT1 off+192(r)
+// PREFETCH_256(ins, r, off): the 256 bytes at off(r) by prefetch
+// instruction ins (PREFETCHT0 into L1, PREFETCHT1 into L2).
+#define PREFETCH_256(ins, r, off) \
+	ins off(r); \
+	ins off+64(r); \
+	ins off+128(r); \
+	ins off+192(r)
 
 // UNPACK_ROWS(src, low, code, lut, h, l, r0, r1): two rows' 64 bf16 from
 // their 64 low bytes at low(src) and their 64 codes at code(src), in
@@ -143,9 +137,9 @@
 // and not prefetching at all slower. The register kernels spread the same
 // prefetches over the step (gen_asm.go, prefetchCoded).
 #define PREFETCH_CODED(r) \
-	PREFETCH_L2_256(r, 1536); \
-	PREFETCH_L2_256(r, 1792); \
-	PREFETCH_L2_256(r, 2048)
+	PREFETCH_256(PREFETCHT1, r, 1536); \
+	PREFETCH_256(PREFETCHT1, r, 1792); \
+	PREFETCH_256(PREFETCHT1, r, 2048)
 
 // RESTORE_STEP restores this step's four blocks into the buffer at R14,
 // copies the raw ones over theirs, and moves the coded pointers on to the
