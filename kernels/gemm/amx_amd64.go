@@ -44,8 +44,9 @@ var (
 		}
 		return t
 	}()
-	pairs512Coded = withCoded(&pairs512CodedKernels)
-	bf16x512Coded = withCoded(&bf16x512CodedKernels)
+	pairs512Coded   = withCoded(&pairs512CodedKernels)
+	bf16x512Coded   = withCoded(&bf16x512CodedKernels)
+	bf16x512CodedL1 = withCoded(&bf16x512CodedL1Kernels)
 )
 
 // withCoded gives the register kernels of a coded weight their operands:

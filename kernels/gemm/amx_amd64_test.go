@@ -202,7 +202,8 @@ func randomRows(rng *rand.Rand, n int) []float32 {
 // TestCoded: products of up to amxFewRows rows with a coded weight
 // (Weight.Code) read the coded copy four panels a call, on every path with
 // coded kernels (AMX tiles; on avx512 and avx512bf16 the register kernels of
-// a few rows), and give the bits of the same weight uncoded, for every op, on
+// a few rows, with each prefetch level: the kernels of that level where the
+// path has them, else L2's), and give the bits of the same weight uncoded, for every op, on
 // 1-3 threads, in any grouping of rows (the groupings of a few rows go
 // through the coded kernels, the taller ones through the pairs), with blocks
 // coded and raw. With the copy's low bytes spoilt, one row's products
@@ -227,11 +228,24 @@ func TestCoded(t *testing.T) {
 					if n*k >= 100_000 {
 						assertBlockKinds(t, fmt.Sprint(s), g)
 					}
-					for _, pool := range pools {
-						assertGroupings(t, fmt.Sprintf("coded %v, %d threads", s, pool.Size()), NewContext(pool, m, k), pr.x, base, g, u, want, wantAdd, wantH)
-					}
-					if n >= maxPanels*panelWidth {
-						assertReadsCopy(t, fmt.Sprint(s), NewContext(pools[0], 1, k), pr.x[:k], g, want[:n])
+					for p := range numPrefetches {
+						g.SetCodedPrefetch(p)
+						u.SetCodedPrefetch(p)
+						c := NewContext(pools[0], 1, k)
+						var one task
+						c.form(&one, 1, g)
+						switch {
+						case one.form == formBF16 && c.set.coded[PrefetchL1] == nil:
+							t.Fatal("the VDPBF16PS path has no coded kernels that prefetch into L1")
+						case c.set.coded[p] != nil && one.coded != c.set.coded[p]:
+							t.Fatalf("%v, prefetch %v: a row's product takes other coded kernels than the level's", s, p)
+						}
+						for _, pool := range pools {
+							assertGroupings(t, fmt.Sprintf("coded %v, prefetch %v, %d threads", s, p, pool.Size()), NewContext(pool, m, k), pr.x, base, g, u, want, wantAdd, wantH)
+						}
+						if n >= maxPanels*panelWidth {
+							assertReadsCopy(t, fmt.Sprintf("%v, prefetch %v", s, p), c, pr.x[:k], g, want[:n])
+						}
 					}
 				}
 			})

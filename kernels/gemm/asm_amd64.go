@@ -73,10 +73,10 @@ func asmKernels(p kernels.Path) (kernelSet, bool) {
 		return s, true
 	case kernels.AVX512:
 		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: regRows, quadRows: 4,
-			widen: widenPairsAVX512, widenRows: 24, coded: pairs512Coded}, true
+			widen: widenPairsAVX512, widenRows: 24, coded: [numPrefetches]*[maxRows + 1]kernel{PrefetchL2: pairs512Coded}}, true
 	case kernels.AVX512BF16, kernels.AMX:
 		s := kernelSet{pairs: bf16x512Kernels, f32: f32x512Kernels, quads: vnni512Kernels, rows: regRows, bf16Act: true,
-			coded: bf16x512Coded}
+			coded: [numPrefetches]*[maxRows + 1]kernel{PrefetchL2: bf16x512Coded, PrefetchL1: bf16x512CodedL1}}
 		if p == kernels.AMX {
 			s.tilePairs, s.tileQuads, s.tileCoded = &amxPairsKernels, &amxQuadsKernels, &amxCodedKernels
 		}

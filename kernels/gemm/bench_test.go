@@ -220,7 +220,7 @@ func BenchmarkDecode(b *testing.B) {
 	for _, kind := range []struct {
 		name string
 		pack func([]uint16, int, int) *Weight
-	}{{"bf16", FromBF16}, {"bf16-coded", fromBF16Coded}, {"int8", QuantizeInt8}} {
+	}{{"bf16", FromBF16}, {"bf16-coded", fromBF16Coded}, {"bf16-coded-l1", fromBF16CodedL1}, {"int8", QuantizeInt8}} {
 		lm := kind.pack(randBF16(151936, 1024, 4), 151936, 1024)
 		var layers []*Weight
 		for i, s := range layer {
@@ -278,6 +278,14 @@ func BenchmarkDecode(b *testing.B) {
 func fromBF16Coded(raw []uint16, n, k int) *Weight {
 	w := FromBF16(raw, n, k)
 	w.Code()
+	return w
+}
+
+// fromBF16CodedL1 is fromBF16Coded with the copy prefetched into L1 where
+// the path's kernels can.
+func fromBF16CodedL1(raw []uint16, n, k int) *Weight {
+	w := fromBF16Coded(raw, n, k)
+	w.SetCodedPrefetch(PrefetchL1)
 	return w
 }
 

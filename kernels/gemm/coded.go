@@ -45,6 +45,50 @@ type codedPairs struct {
 	// to look up in each 128-bit lane; the kernel puts each block's escape
 	// at 15 and 31.
 	lut [32]byte
+	// prefetch is the level the register kernels fetch the blocks into
+	// ahead of their restore (Weight.SetCodedPrefetch).
+	prefetch CodedPrefetch
+}
+
+// CodedPrefetch is the cache level the register kernels of a coded copy
+// prefetch its blocks into, two tile steps ahead of restoring them. Which
+// streams the copy faster depends on the core (gen_asm.go, prefetchCoded),
+// so a load measures both (TimeCoded).
+type CodedPrefetch uint8
+
+const (
+	// PrefetchL2 fetches into L2 (PREFETCHT1): the faster on an AMD EPYC
+	// Zen 4, and the one every path with coded kernels has.
+	PrefetchL2 CodedPrefetch = iota
+	// PrefetchL1 fetches into L1 (PREFETCHT0): the faster on an AMD EPYC
+	// Zen 5; only the avx512bf16 register kernels have it.
+	PrefetchL1
+	numPrefetches
+)
+
+func (p CodedPrefetch) String() string {
+	if p == PrefetchL1 {
+		return "L1"
+	}
+	return "L2"
+}
+
+// CodedPrefetch is the level the products with w's coded copy prefetch it
+// into (SetCodedPrefetch; PrefetchL2 without a copy).
+func (w *Weight) CodedPrefetch() CodedPrefetch {
+	if w.coded == nil {
+		return PrefetchL2
+	}
+	return w.coded.prefetch
+}
+
+// SetCodedPrefetch makes the products with w's coded copy (if any) take the
+// kernels that prefetch into p, where the path has them (else PrefetchL2's:
+// the same bits either way). Like Code, call it before products with w.
+func (w *Weight) SetCodedPrefetch(p CodedPrefetch) {
+	if w.coded != nil {
+		w.coded.prefetch = p
+	}
 }
 
 // pairSlot is the row (0 or 1) of a pair of rows, and the bf16 of that row
@@ -109,7 +153,7 @@ func (w *Weight) Code() int {
 // (Code): the AMX path's tiles, and the AVX-512 paths' register kernels.
 func ReadsCoded(p kernels.Path) bool {
 	s := kernelsFor(p)
-	return s.coded != nil || s.tileCoded != nil
+	return s.coded[PrefetchL2] != nil || s.tileCoded != nil
 }
 
 // escapeCode is the code of a block's own high byte.
@@ -262,17 +306,38 @@ func (w *Weight) Uncode() int {
 	return n
 }
 
-// CodedRates times the products of one row and of two (decode steps of
-// one and two sequences) with each of the coded weights among ws on pool,
-// read from the pairs and from the coded copy in rounds that alternate the
-// two, and returns each way's rate in the fastest round: the bf16 bytes of
-// the weights the products streamed a second (GB/s; 0, 0 without coded
-// weights). The two give the same bits; which is faster depends on the
-// machine: the copy is a quarter fewer bytes, but on an AMD EPYC (Zen 5)
-// VM a core streamed it at fewer bytes a second than the pairs, so that the
-// pairs won (docs/performance.md, "twenty-first pass"). Like Code, it must
-// not run beside products with ws.
-func CodedRates(pool *threads.Pool, ws []*Weight, rounds int) (plain, coded float64) {
+// CodedRates is what TimeCoded measured: the bf16 bytes of the weights
+// timed that the products streamed a second (GB/s), from the pairs and from
+// the coded copy by the level its kernels prefetch into (0 for a level the
+// path has no kernels for).
+type CodedRates struct {
+	Plain float64
+	Coded [numPrefetches]float64
+}
+
+// Best is the level the coded copy streamed fastest with, and its rate.
+func (r CodedRates) Best() (CodedPrefetch, float64) {
+	best := PrefetchL2
+	for p, rate := range r.Coded {
+		if rate > r.Coded[best] {
+			best = CodedPrefetch(p)
+		}
+	}
+	return best, r.Coded[best]
+}
+
+// TimeCoded times the products of one row and of two (decode steps of one
+// and two sequences) with each of the coded weights among ws on pool, read
+// from the pairs and from the coded copy with each prefetch level the path
+// has, in rounds that alternate them, and returns each way's rate in the
+// fastest round (all 0 without coded weights). They give the same bits;
+// which is fastest depends on the machine: the copy is a quarter fewer
+// bytes, but on an AMD EPYC (Zen 5) VM a core streamed it at fewer bytes a
+// second than the pairs with the L2 prefetches, so that the pairs won
+// (docs/performance.md, "twenty-first pass"), and ahead of them with the L1
+// ones ("fortieth pass"). Like Code, it must not run beside products with
+// ws; it leaves each copy's prefetch as it found it.
+func TimeCoded(pool *threads.Pool, ws []*Weight, rounds int) CodedRates {
 	const rows = 2
 	var maxN, maxK, bytes int
 	var with []*Weight
@@ -283,32 +348,52 @@ func CodedRates(pool *threads.Pool, ws []*Weight, rounds int) (plain, coded floa
 			bytes += rows * 2 * w.N * w.K
 		}
 	}
+	var r CodedRates
 	if len(with) == 0 {
-		return 0, 0
+		return r
 	}
 	c := NewContext(pool, rows, maxK)
 	x, y := make([]float32, rows*maxK), make([]float32, rows*maxN)
 	for i := range x {
 		x[i] = 1
 	}
-	pass := func(plain bool) time.Duration {
+	// pass times the products from the pairs (plain), else from the copies
+	// with prefetch p.
+	pass := func(plain bool, p CodedPrefetch) time.Duration {
 		start := time.Now()
 		for m := 1; m <= rows; m++ {
 			for _, w := range with {
-				saved := w.coded
+				saved, was := w.coded, w.coded.prefetch
 				if plain {
 					w.coded = nil
+				} else {
+					w.coded.prefetch = p
 				}
 				c.MatMul(y[:m*w.N], x[:m*w.K], m, w)
-				w.coded = saved
+				w.coded, saved.prefetch = saved, was
 			}
 		}
 		return time.Since(start)
 	}
-	fastPlain, fastCoded := time.Duration(math.MaxInt64), time.Duration(math.MaxInt64)
-	for range rounds {
-		fastPlain = min(fastPlain, pass(true))
-		fastCoded = min(fastCoded, pass(false))
+	levels := []CodedPrefetch{PrefetchL2}
+	if c.set.coded[PrefetchL1] != nil {
+		levels = append(levels, PrefetchL1)
 	}
-	return float64(bytes) / fastPlain.Seconds() / 1e9, float64(bytes) / fastCoded.Seconds() / 1e9
+	fastPlain := time.Duration(math.MaxInt64)
+	var fastCoded [numPrefetches]time.Duration
+	for _, p := range levels {
+		fastCoded[p] = math.MaxInt64
+	}
+	rate := func(d time.Duration) float64 { return float64(bytes) / d.Seconds() / 1e9 }
+	for range rounds {
+		fastPlain = min(fastPlain, pass(true, 0))
+		for _, p := range levels {
+			fastCoded[p] = min(fastCoded[p], pass(false, p))
+		}
+	}
+	r.Plain = rate(fastPlain)
+	for _, p := range levels {
+		r.Coded[p] = rate(fastCoded[p])
+	}
+	return r
 }

@@ -144,10 +144,12 @@ func TestCodeSkipsWhatItCannotCode(t *testing.T) {
 	}
 }
 
-// TestCodedRatesAndUncode: CodedRates times the coded weights both ways and
-// leaves their copies as it found them (the products still read them), and
-// has nothing to time without any; Uncode drops a copy and its bytes once.
-func TestCodedRatesAndUncode(t *testing.T) {
+// TestTimeCodedAndUncode: TimeCoded times the coded weights from the pairs
+// and with each prefetch level the path has, and leaves their copies as it
+// found them (the products still read them, with the prefetch they had),
+// and has nothing to time without any; Uncode drops a copy and its bytes
+// once.
+func TestTimeCodedAndUncode(t *testing.T) {
 	pool := threads.New(2, false)
 	defer pool.Close()
 	rng := rand.New(rand.NewPCG(27, 28))
@@ -157,14 +159,19 @@ func TestCodedRatesAndUncode(t *testing.T) {
 	want := make([]float32, n)
 	NewContext(pool, 1, k).MatMul(want, pr.x[:k], 1, w)
 	bytes, added := w.Bytes(), w.Code()
-	if p, c := CodedRates(pool, []*Weight{plain}, 2); p != 0 || c != 0 {
-		t.Fatalf("CodedRates without coded weights = %v, %v: want 0, 0", p, c)
+	if r := TimeCoded(pool, []*Weight{plain}, 2); r != (CodedRates{}) {
+		t.Fatalf("TimeCoded without coded weights = %+v: want none", r)
 	}
-	if p, c := CodedRates(pool, []*Weight{plain, w}, 2); !(p > 0 && c > 0) || math.IsInf(p+c, 0) || !w.Coded() || plain.Coded() {
-		t.Fatalf("CodedRates = %v, %v; coded %v, %v after: want two finite positive rates, the copy where it was", p, c, w.Coded(), plain.Coded())
+	w.SetCodedPrefetch(PrefetchL1)
+	r := TimeCoded(pool, []*Weight{plain, w}, 2)
+	timed := func(rate float64) bool { return rate > 0 && !math.IsInf(rate, 0) }
+	hasL1 := kernelsFor(kernels.Active()).coded[PrefetchL1] != nil
+	if !timed(r.Plain) || !timed(r.Coded[PrefetchL2]) || timed(r.Coded[PrefetchL1]) != hasL1 || !w.Coded() || plain.Coded() || w.coded.prefetch != PrefetchL1 {
+		t.Fatalf("TimeCoded = %+v (L1 kernels: %v); coded %v, %v, prefetch %v after: want finite positive rates for the pairs and each level, the copy where it was",
+			r, hasL1, w.Coded(), plain.Coded(), w.coded.prefetch)
 	}
 	if ReadsCoded(kernels.Active()) {
-		assertReadsCopy(t, "after CodedRates", NewContext(pool, 1, k), pr.x[:k], w, want)
+		assertReadsCopy(t, "after TimeCoded", NewContext(pool, 1, k), pr.x[:k], w, want)
 	}
 	if got := w.Uncode(); got != added || w.Coded() || w.Bytes() != bytes || w.Uncode() != 0 {
 		t.Fatalf("Uncode = %d (Code added %d), coded %v, bytes %d (want %d)", got, added, w.Coded(), w.Bytes(), bytes)
@@ -173,6 +180,23 @@ func TestCodedRatesAndUncode(t *testing.T) {
 	NewContext(pool, 1, k).MatMul(y, pr.x[:k], 1, w)
 	if !slices.EqualFunc(y, want, sameBits) {
 		t.Fatal("the product after Uncode: want the bits of the weight never coded")
+	}
+}
+
+func TestCodedRatesBest(t *testing.T) {
+	for _, tt := range []struct {
+		r    CodedRates
+		want CodedPrefetch
+		rate float64
+	}{
+		{CodedRates{Plain: 1, Coded: [numPrefetches]float64{2, 3}}, PrefetchL1, 3},
+		{CodedRates{Plain: 1, Coded: [numPrefetches]float64{3, 2}}, PrefetchL2, 3},
+		{CodedRates{Plain: 1, Coded: [numPrefetches]float64{2, 0}}, PrefetchL2, 2}, // no L1 kernels
+		{CodedRates{Plain: 1, Coded: [numPrefetches]float64{2, 2}}, PrefetchL2, 2}, // a tie keeps L2
+	} {
+		if p, rate := tt.r.Best(); p != tt.want || rate != tt.rate {
+			t.Errorf("%+v.Best() = %v, %v: want %v, %v", tt.r, p, rate, tt.want, tt.rate)
+		}
 	}
 }
 

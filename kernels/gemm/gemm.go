@@ -42,8 +42,12 @@ type kernelSet struct {
 	// coded and tileCoded, if set, are the pairs and tilePairs kernels of a
 	// weight with a coded copy (Weight.Code), by rows, four panels a call:
 	// a product of at most amxFewRows rows reads the copy, a quarter fewer
-	// bytes, and gets the bits the pairs give.
-	coded, tileCoded *[maxRows + 1]kernel
+	// bytes, and gets the bits the pairs give. coded is by the level the
+	// kernels prefetch the copy into (the copy's prefetch, Weight.
+	// SetCodedPrefetch); a level the path has no kernels for takes
+	// PrefetchL2's.
+	coded     [numPrefetches]*[maxRows + 1]kernel
+	tileCoded *[maxRows + 1]kernel
 	// widen, if set, widens bf16 pairs to f32 panel steps (two per pair), so
 	// that a GEMM of more than one row tile can widen each block of panels
 	// once and run the f32 kernels over it: the same FMAs in the same order
@@ -68,7 +72,7 @@ const (
 // usesTile reports whether the set's kernels need a worker's amxTile: the
 // tile kernels, and the coded kernels, which restore into its buffer.
 func (s *kernelSet) usesTile() bool {
-	return s.tilePairs != nil || s.tileQuads != nil || s.coded != nil || s.tileCoded != nil
+	return s.tilePairs != nil || s.tileQuads != nil || s.coded[PrefetchL2] != nil || s.tileCoded != nil
 }
 
 // int8Rows is the tallest int8 register tile.
@@ -427,7 +431,7 @@ func (c *Context) form(t *task, m int, w *Weight) {
 	case t.form == formBF16Rows:
 		t.coded = c.set.tileCoded
 	case t.form == formBF16 || t.form == formPairs:
-		t.coded = c.set.coded
+		t.coded = cmp.Or(c.set.coded[w.coded.prefetch], c.set.coded[PrefetchL2])
 	}
 	switch {
 	case t.form == formBF16Rows || t.form == formQuadRows:

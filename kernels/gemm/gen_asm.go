@@ -10,6 +10,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"go/format"
 	"log"
@@ -89,7 +90,10 @@ type gen struct {
 	// coded kernels multiply from the restore buffer of a coded weight
 	// (coded_amd64.h) instead of the panels.
 	coded bool
-	buf   emit.File
+	// intoL1: a coded kernel that restores into registers prefetches the
+	// coded blocks into L1, not L2 (prefetchCoded).
+	intoL1 bool
+	buf    emit.File
 }
 
 func (g *gen) in(format string, args ...any) { g.buf.I(format, args...) }
@@ -333,9 +337,18 @@ func (g *gen) and() string {
 
 func (g *gen) name() string {
 	if g.coded {
-		return fmt.Sprintf("%sCodedR%d", g.f.name, g.r)
+		return fmt.Sprintf("%sCoded%sR%d", g.f.name, g.level(), g.r)
 	}
 	return fmt.Sprintf("%sR%dP%d", g.f.name, g.r, g.p)
+}
+
+// level is "L1" for a coded kernel that prefetches into L1, else "" (the
+// kernels that prefetch into L2 keep their names).
+func (g *gen) level() string {
+	if g.intoL1 {
+		return "L1"
+	}
+	return ""
 }
 
 // The restore buffer of a coded kernel holds a step of amxSteps pairs of
@@ -610,16 +623,25 @@ func (g *gen) codedRegLoop() {
 const codedBlockBytes = 768
 
 // prefetchCoded prefetches, with the q-th pair of K rows of a step, two of
-// the twelve lines each panel's block two steps on holds, into L2 as
-// PREFETCH_CODED does (coded_amd64.h): spread over the step's first six
-// pairs, not all 48 at its start, a core of an AMD EPYC Zen 4 streamed
-// 17.4-20.9 GB/s of coded bytes from DRAM (median 19.5) instead of
-// 17.2-18.7 (18.3), and two cores 28.5-31.6 instead of 27.8-29.9 (six
-// rounds alternating; docs/performance.md, "thirty-eighth pass").
+// the twelve lines each panel's block two steps on holds: spread over the
+// step's first six pairs, not all 48 at its start, a core of an AMD EPYC
+// Zen 4 streamed 17.4-20.9 GB/s of coded bytes from DRAM (median 19.5)
+// instead of 17.2-18.7 (18.3), and two cores 28.5-31.6 instead of
+// 27.8-29.9 (six rounds alternating; docs/performance.md, "thirty-eighth
+// pass"). Into L2 (PREFETCHT1, as PREFETCH_CODED, coded_amd64.h) where the
+// Zen 4 lost with all 48 into L1 at a step's start; into L1 (PREFETCHT0) the
+// same spread read a quarter more bytes a second on an AMD EPYC Zen 5, whose
+// L2 prefetches left each core at ~27 GB/s of coded bytes where the pairs
+// stream 34 (fortieth pass). Which one a machine gets is measured when a
+// model loads (TimeCoded), so each family with register kernels has both.
 func (g *gen) prefetchCoded(q int, coded [4]string) {
+	ins := "PREFETCHT1"
+	if g.intoL1 {
+		ins = "PREFETCHT0"
+	}
 	for l := 2 * q; l < min(2*q+2, codedBlockBytes/64); l++ {
 		for _, c := range coded {
-			g.in("PREFETCHT1 %d(%s)", 2*codedBlockBytes+64*l, c)
+			g.in("%s %d(%s)", ins, 2*codedBlockBytes+64*l, c)
 		}
 	}
 }
@@ -646,6 +668,24 @@ func (g *gen) rowBases() {
 		g.in("LEAQ (DI)(DX*2), R8")
 		g.in("ADDQ DX, R8")
 	}
+}
+
+// codedKernels writes family f's coded kernels of 1 to f.codedRows rows
+// that prefetch into L1 (intoL1) or L2: their code to s, their declarations
+// to d and their table to table.
+func codedKernels(f family, intoL1 bool, s, d *bytes.Buffer, table *strings.Builder) {
+	level := (&gen{intoL1: intoL1}).level()
+	where, name := cmp.Or(level, "L2"), f.name+"Coded"+level+"Kernels"
+	fmt.Fprintf(table, "\n// %s are the %s kernels of a coded weight by rows (four panels), prefetching into %s.\nvar %s = [maxRows + 1]kernel{\n",
+		name, f.name, where, name)
+	for r := 1; r <= f.codedRows; r++ {
+		g := &gen{f: f, r: r, p: 4, coded: true, intoL1: intoL1}
+		g.kernel()
+		s.Write(g.buf.Bytes())
+		fmt.Fprintf(d, "\n//go:noescape\nfunc %s(a *kargs)\n", g.name())
+		fmt.Fprintf(table, "\t%d: %s,\n", r, g.name())
+	}
+	table.WriteString("}\n")
 }
 
 func main() {
@@ -675,15 +715,10 @@ func main() {
 		}
 		table.WriteString("}\n")
 		if f.codedRows > 0 {
-			fmt.Fprintf(&table, "\n// %sCodedKernels are the %s kernels of a coded weight by rows (four panels).\nvar %sCodedKernels = [maxRows + 1]kernel{\n", f.name, f.name, f.name)
-			for r := 1; r <= f.codedRows; r++ {
-				g := &gen{f: f, r: r, p: 4, coded: true}
-				g.kernel()
-				s.Write(g.buf.Bytes())
-				fmt.Fprintf(&d, "\n//go:noescape\nfunc %s(a *kargs)\n", g.name())
-				fmt.Fprintf(&table, "\t%d: %s,\n", r, g.name())
+			codedKernels(f, false, &s, &d, &table)
+			if f.inRegs != nil {
+				codedKernels(f, true, &s, &d, &table)
 			}
-			table.WriteString("}\n")
 		}
 		d.WriteString(table.String())
 	}

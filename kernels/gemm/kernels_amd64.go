@@ -88,7 +88,7 @@ var pairs512Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	8: {1: pairs512R8P1, 2: pairs512R8P2},
 }
 
-// pairs512CodedKernels are the pairs512 kernels of a coded weight by rows (four panels).
+// pairs512CodedKernels are the pairs512 kernels of a coded weight by rows (four panels), prefetching into L2.
 var pairs512CodedKernels = [maxRows + 1]kernel{
 	1: pairs512CodedR1,
 	2: pairs512CodedR2,
@@ -234,6 +234,12 @@ func bf16x512CodedR1(a *kargs)
 //go:noescape
 func bf16x512CodedR2(a *kargs)
 
+//go:noescape
+func bf16x512CodedL1R1(a *kargs)
+
+//go:noescape
+func bf16x512CodedL1R2(a *kargs)
+
 // bf16x512Kernels are the bf16x512 tile kernels by [rows][panels].
 var bf16x512Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	1: {1: bf16x512R1P1, 2: bf16x512R1P2, 4: bf16x512R1P4},
@@ -246,10 +252,16 @@ var bf16x512Kernels = [maxRows + 1][maxPanels + 1]kernel{
 	8: {1: bf16x512R8P1, 2: bf16x512R8P2},
 }
 
-// bf16x512CodedKernels are the bf16x512 kernels of a coded weight by rows (four panels).
+// bf16x512CodedKernels are the bf16x512 kernels of a coded weight by rows (four panels), prefetching into L2.
 var bf16x512CodedKernels = [maxRows + 1]kernel{
 	1: bf16x512CodedR1,
 	2: bf16x512CodedR2,
+}
+
+// bf16x512CodedL1Kernels are the bf16x512 kernels of a coded weight by rows (four panels), prefetching into L1.
+var bf16x512CodedL1Kernels = [maxRows + 1]kernel{
+	1: bf16x512CodedL1R1,
+	2: bf16x512CodedL1R2,
 }
 
 //go:noescape

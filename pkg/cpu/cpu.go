@@ -377,11 +377,12 @@ func int8Text(f kernels.Features, p kernels.Path) string {
 
 // restoredWhere is where path p's coded products restore a coded weight
 // (kernels/gemm/gen_asm.go): avx512bf16's register kernels straight into the
-// registers that multiply it, the tiles and the f32 kernels through a buffer
-// in L1.
+// registers that multiply it (prefetching the copy into L1 or L2, whichever
+// the load measures faster: gemm.CodedPrefetch), the tiles and the f32
+// kernels through a buffer in L1.
 func restoredWhere(p kernels.Path) string {
 	if p == kernels.AVX512BF16 {
-		return "in registers two K rows of four panels at a time"
+		return "in registers two K rows of four panels at a time (prefetched into L1 or L2, whichever streams faster)"
 	}
 	return "into L1 16 pairs of four panels at a time"
 }

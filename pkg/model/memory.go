@@ -90,16 +90,23 @@ type CodedChoice struct {
 	Kept bool
 	// PlainGBps and CodedGBps are the bf16 bytes a second the products of
 	// one and two rows streamed over the weights timed, read from the pairs
-	// and from the coded copies (the fastest of the rounds).
-	PlainGBps, CodedGBps float64
+	// and from the coded copies (the fastest of the rounds) with the
+	// kernels that prefetch into Prefetch, the faster level; OtherGBps is
+	// the other level's rate (0: the path has one).
+	PlainGBps, CodedGBps, OtherGBps float64
+	Prefetch                        gemm.CodedPrefetch
 }
 
 func (c CodedChoice) String() string {
-	if c.Kept {
-		return fmt.Sprintf("coded (measured %.1f GB/s of bf16 against the pairs' %.1f)", c.CodedGBps, c.PlainGBps)
+	coded := fmt.Sprintf("%.1f GB/s of bf16", c.CodedGBps)
+	if c.OtherGBps > 0 {
+		coded = fmt.Sprintf("%.1f GB/s of bf16 prefetched into %v, %.1f into %v", c.CodedGBps, c.Prefetch, c.OtherGBps, 1-c.Prefetch)
 	}
-	return fmt.Sprintf("pairs (measured %.1f GB/s against the coded copy's %.1f of bf16, short of the %.0f %% it must gain; copy dropped)",
-		c.PlainGBps, c.CodedGBps, 100*(codedMargin-1))
+	if c.Kept {
+		return fmt.Sprintf("coded (measured %s, against the pairs' %.1f)", coded, c.PlainGBps)
+	}
+	return fmt.Sprintf("pairs (measured %.1f GB/s against the coded copy's %s, short of the %.0f %% it must gain; copy dropped)",
+		c.PlainGBps, coded, 100*(codedMargin-1))
 }
 
 // minTimedBytes is the least of the weights' bf16 bytes ChooseCoded times
@@ -137,11 +144,12 @@ func (m *Model) code(ws []*gemm.Weight) {
 // ChooseCoded keeps the coded copies of the weights (LoadOptions.
 // NoCodedWeights) if decode products on pool read them clearly faster than
 // the pairs (worthCoding), timed over the weights the load coded (codedSample; gemm.
-// CodedRates, three rounds), and then codes the rest; otherwise it drops
+// TimeCoded, three rounds), and then codes the rest; otherwise it drops
 // them: the two give the same bits, and the quarter of the bytes the copy
-// saves is not a quarter of the time on every machine. ok is false when
-// there was nothing to choose (no coded copies). Call it before the
-// model's runners run.
+// saves is not a quarter of the time on every machine. Where the path's
+// kernels can prefetch the copy into L1 or L2, it times both and keeps the
+// faster (gemm.CodedPrefetch). ok is false when there was nothing to choose
+// (no coded copies). Call it before the model's runners run.
 //
 // A model whose weights are its image's keeps the choice the image was
 // written with (its copies are there or not), as the kernel paths keep
@@ -151,14 +159,19 @@ func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
 		if m.image.coded == nil {
 			return CodedChoice{}, false
 		}
+		m.setCodedPrefetch(m.image.coded.Prefetch)
 		return *m.image.coded, true
 	}
 	if m.codedBytes == 0 {
 		return CodedChoice{}, false
 	}
-	c.PlainGBps, c.CodedGBps = gemm.CodedRates(pool, m.linearWeights(), 3)
+	r := gemm.TimeCoded(pool, m.linearWeights(), 3)
+	c.PlainGBps = r.Plain
+	c.Prefetch, c.CodedGBps = r.Best()
+	c.OtherGBps = r.Coded[1-c.Prefetch]
 	c.Kept = worthCoding(c.PlainGBps, c.CodedGBps)
 	m.keepCoded(c.Kept)
+	m.setCodedPrefetch(c.Prefetch)
 	if m.image != nil {
 		m.image.coded = &c
 	}
@@ -177,6 +190,13 @@ const codedMargin = 1.05
 // worthCoding reports whether the coded copies pay for themselves: decode
 // products read them at codedMargin times the pairs' rate or faster.
 func worthCoding(plainGBps, codedGBps float64) bool { return codedGBps >= codedMargin*plainGBps }
+
+// setCodedPrefetch makes the products with the coded copies prefetch into p.
+func (m *Model) setCodedPrefetch(p gemm.CodedPrefetch) {
+	for _, w := range m.linearWeights() {
+		w.SetCodedPrefetch(p)
+	}
+}
 
 // keepCoded codes the weights the load left uncoded (codedSample) if keep,
 // and otherwise drops every coded copy and hands their memory back.

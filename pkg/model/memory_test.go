@@ -33,6 +33,14 @@ func TestChooseCoded(t *testing.T) {
 	if s := c.String(); c.Kept && !strings.HasPrefix(s, "coded (") || !c.Kept && !strings.Contains(s, "copy dropped") {
 		t.Errorf("%v: says neither what was kept nor what was dropped", c)
 	}
+	if c.OtherGBps > c.CodedGBps || c.OtherGBps > 0 && !strings.Contains(c.String(), "prefetched into "+c.Prefetch.String()) {
+		t.Errorf("%+v (%v): want the faster prefetch level, and the level named where two were timed", c, c)
+	}
+	for _, w := range m.linearWeights() {
+		if w.Coded() && w.CodedPrefetch() != c.Prefetch {
+			t.Fatalf("%v: a coded weight prefetches into %v", c, w.CodedPrefetch())
+		}
+	}
 	if c.Kept != (m.CodedBytes() == coded) || !c.Kept && (m.CodedBytes() != 0 || m.WeightBytes() != total-coded) {
 		t.Fatalf("%v: coded bytes %d → %d, weight bytes %d → %d", c, coded, m.CodedBytes(), total, m.WeightBytes())
 	}
