@@ -326,8 +326,8 @@ func (r CodedRates) Best() (CodedPrefetch, float64) {
 	return best, r.Coded[best]
 }
 
-// TimeCoded times the products of one row and of two (decode steps of one
-// and two sequences) with each of the coded weights among ws on pool, read
+// TimeCoded times the products of one row, two and four (decode steps of
+// one, two and four sequences) with each of the coded weights among ws on pool, read
 // from the pairs and from the coded copy with each prefetch level the path
 // has, in rounds that alternate them, and returns each way's rate in the
 // fastest round (all 0 without coded weights). They give the same bits;
@@ -338,22 +338,23 @@ func (r CodedRates) Best() (CodedPrefetch, float64) {
 // ones ("fortieth pass"). Like Code, it must not run beside products with
 // ws; it leaves each copy's prefetch as it found it.
 func TimeCoded(pool *threads.Pool, ws []*Weight, rounds int) CodedRates {
-	const rows = 2
+	rows := []int{1, 2, 4}
 	var maxN, maxK, bytes int
 	var with []*Weight
 	for _, w := range ws {
 		if w.coded != nil {
 			with = append(with, w)
 			maxN, maxK = max(maxN, w.N), max(maxK, w.K)
-			bytes += rows * 2 * w.N * w.K
+			bytes += len(rows) * 2 * w.N * w.K
 		}
 	}
 	var r CodedRates
 	if len(with) == 0 {
 		return r
 	}
-	c := NewContext(pool, rows, maxK)
-	x, y := make([]float32, rows*maxK), make([]float32, rows*maxN)
+	most := slices.Max(rows)
+	c := NewContext(pool, most, maxK)
+	x, y := make([]float32, most*maxK), make([]float32, most*maxN)
 	for i := range x {
 		x[i] = 1
 	}
@@ -361,7 +362,7 @@ func TimeCoded(pool *threads.Pool, ws []*Weight, rounds int) CodedRates {
 	// with prefetch p.
 	pass := func(plain bool, p CodedPrefetch) time.Duration {
 		start := time.Now()
-		for m := 1; m <= rows; m++ {
+		for _, m := range rows {
 			for _, w := range with {
 				saved, was := w.coded, w.coded.prefetch
 				if plain {

@@ -54,13 +54,16 @@ func tiles(maxR4P4 bool, rows int, extra ...[2]int) [][2]int {
 var families = []family{
 	{"pairs512", true, 8, pairsF32, tiles(true, 8), 4, nil},
 	{"f32x512", true, 4, singleF32, tiles(true, 8), 0, nil},
-	// Coded kernels of four rows on VDPBF16PS were slower than the plain
-	// ones, and of three no faster, on an Intel Xeon where it runs at half
-	// the FMA rate (docs/performance.md, "The coded weights on AVX-512").
 	// Restored into registers, a coded weight in L2 took two thirds of the
 	// time it took restored through the buffer, on an AMD EPYC (Zen 5) VM
-	// (docs/performance.md, "twenty-first pass").
-	{"bf16x512", true, 4, dotBF16, tiles(true, 8), 2, vdpbf16ps},
+	// (docs/performance.md, "twenty-first pass"). Through the buffer, coded
+	// kernels of four rows on VDPBF16PS were slower than the plain ones, and
+	// of three no faster, on an Intel Xeon where it runs at half the FMA
+	// rate ("The coded weights on AVX-512"); in registers and prefetching
+	// into L1, on the Zen 5 three rows streamed 12-13 % and four 8-9 % ahead
+	// of the pairs ("fortieth pass"), so a decode step of up to four
+	// sequences reads the copy where the load keeps it.
+	{"bf16x512", true, 4, dotBF16, tiles(true, 8), 4, vdpbf16ps},
 	{"vnni512", true, 4, dotVNNI, tiles(true, 8), 0, nil},
 	// Decode's one- and two-row products take the tiles of eight
 	// accumulators (R1P4, R2P2): four chains of two dependent FMAs a step
@@ -553,16 +556,43 @@ func (g *gen) codedLoop() {
 	g.in("MOVQ a+0(FP), AX")
 }
 
-// Registers of codedRegLoop: the tables of panels 1-3 (panel 0's is the
-// restore's, Z16), which live across the steps below Z16, where RESTORE_STEP
-// and the body leave them alone; per panel, three for UNPACK_ROWS from
-// regScratch on; and the broadcast activation.
-var regLUT = [4]string{"Z16", "Z13", "Z14", "Z15"}
+// codedRegs are the registers of codedRegLoop: the tables of panels 0-3
+// (panel 0's is the restore's, Z16), which live across the steps; per
+// panel, the two rows of pairs an UNPACK_ROWS leaves (first, second) and
+// the high bytes it looks up on the way (high); and the broadcast
+// activation, Z30.
+type codedRegs struct {
+	lut                  [4]string
+	first, second, high  func(j int) int
+	tablesClobberedByRaw bool // the body of a raw step overwrites lut[1:]
+}
 
-const (
-	regScratch = 18
-	regX       = 30
-)
+const regX = 30
+
+// codedRegsFor is the register map of a coded kernel of r rows of four
+// panels. Up to 13 accumulators, the tables of panels 1-3 sit below Z16
+// (Z13-Z15), where RESTORE_STEP and the body leave them alone, and each
+// panel has three registers of its own from Z18 on. Sixteen (four rows)
+// take Z0-Z15: the tables move to Z28, Z29 and Z31, which a raw step's body
+// overwrites (they are copied again after it), and the panels share one
+// register for the high bytes (Z26), which renaming makes as good as four.
+func codedRegsFor(accs int) codedRegs {
+	if accs <= 13 {
+		return codedRegs{
+			lut:    [4]string{"Z16", "Z13", "Z14", "Z15"},
+			high:   func(j int) int { return 18 + 3*j },
+			second: func(j int) int { return 19 + 3*j },
+			first:  func(j int) int { return 20 + 3*j },
+		}
+	}
+	return codedRegs{
+		lut:                  [4]string{"Z16", "Z28", "Z29", "Z31"},
+		high:                 func(int) int { return 26 },
+		second:               func(j int) int { return 18 + 2*j },
+		first:                func(j int) int { return 19 + 2*j },
+		tablesClobberedByRaw: true,
+	}
+}
 
 // codedRegLoop restores each step's four blocks a pair of K rows at a time
 // into registers (UNPACK_ROWS, with each panel's escape in its own table)
@@ -571,32 +601,35 @@ const (
 // the buffer's way instead: RESTORE_STEP, then the body over the buffer.
 // AX (the kargs) is reloaded after.
 func (g *gen) codedRegLoop() {
-	if g.r*g.p > 13 {
+	if g.r*g.p > 16 {
 		log.Fatalf("%s: out of vector registers", g.name())
 	}
+	regs := codedRegsFor(g.r * g.p)
 	coded := [4]string{"BX", "R11", "R12", "R9"}
-	for _, l := range regLUT[1:] {
-		g.in("VMOVDQU64 Z16, %s", l)
+	copyTables := func() {
+		for _, l := range regs.lut[1:] {
+			g.in("VMOVDQU64 Z16, %s", l)
+		}
 	}
+	copyTables()
 	fmt.Fprintf(&g.buf, "step:\n")
 	g.in("MOVL (DX), AX")
 	g.in("TESTL AX, AX")
 	g.in("JNZ raw")
 	g.in("MOVQ amxTile_escOff(DI), R15")
 	for j := range coded {
-		g.in("ESCAPE(%d, %s)", j, regLUT[j])
+		g.in("ESCAPE(%d, %s)", j, regs.lut[j])
 	}
 	for q := range 8 {
 		g.prefetchCoded(q, coded)
 		for j, c := range coded {
-			h, l, r0 := regScratch+3*j, regScratch+3*j+1, regScratch+3*j+2
-			g.in("UNPACK_ROWS(%s, %d, %d, %s, Z%d, Z%d, Z%d, Z%d)", c, 64*q, 512+32*q, regLUT[j], h, l, r0, l)
+			g.in("UNPACK_ROWS(%s, %d, %d, %s, Z%d, Z%d, Z%d, Z%d)", c, 64*q, 512+32*q, regs.lut[j], regs.high(j), regs.second(j), regs.first(j), regs.second(j))
 		}
-		for e := range 2 {
+		for e, row := range [2]func(int) int{regs.first, regs.second} {
 			for r := range g.r {
 				g.in("VPBROADCASTD %s, Z%d", g.x(r, (2*q+e)*g.r*g.f.xstep), regX)
 				for j := range coded {
-					g.f.inRegs(g, regScratch+3*j+2-e, regX, g.acc(r, j, 0))
+					g.f.inRegs(g, row(j), regX, g.acc(r, j, 0))
 				}
 			}
 		}
@@ -615,6 +648,9 @@ func (g *gen) codedRegLoop() {
 	fmt.Fprintf(&g.buf, "raw:\n")
 	g.in("RESTORE_STEP")
 	g.codedSteps("rawk")
+	if regs.tablesClobberedByRaw {
+		copyTables()
+	}
 	g.in("JMP next")
 	fmt.Fprintf(&g.buf, "done:\n")
 }

@@ -235,10 +235,22 @@ func bf16x512CodedR1(a *kargs)
 func bf16x512CodedR2(a *kargs)
 
 //go:noescape
+func bf16x512CodedR3(a *kargs)
+
+//go:noescape
+func bf16x512CodedR4(a *kargs)
+
+//go:noescape
 func bf16x512CodedL1R1(a *kargs)
 
 //go:noescape
 func bf16x512CodedL1R2(a *kargs)
+
+//go:noescape
+func bf16x512CodedL1R3(a *kargs)
+
+//go:noescape
+func bf16x512CodedL1R4(a *kargs)
 
 // bf16x512Kernels are the bf16x512 tile kernels by [rows][panels].
 var bf16x512Kernels = [maxRows + 1][maxPanels + 1]kernel{
@@ -256,12 +268,16 @@ var bf16x512Kernels = [maxRows + 1][maxPanels + 1]kernel{
 var bf16x512CodedKernels = [maxRows + 1]kernel{
 	1: bf16x512CodedR1,
 	2: bf16x512CodedR2,
+	3: bf16x512CodedR3,
+	4: bf16x512CodedR4,
 }
 
 // bf16x512CodedL1Kernels are the bf16x512 kernels of a coded weight by rows (four panels), prefetching into L1.
 var bf16x512CodedL1Kernels = [maxRows + 1]kernel{
 	1: bf16x512CodedL1R1,
 	2: bf16x512CodedL1R2,
+	3: bf16x512CodedL1R3,
+	4: bf16x512CodedL1R4,
 }
 
 //go:noescape

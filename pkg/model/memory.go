@@ -89,7 +89,7 @@ type CodedChoice struct {
 	// steps read the pairs.
 	Kept bool
 	// PlainGBps and CodedGBps are the bf16 bytes a second the products of
-	// one and two rows streamed over the weights timed, read from the pairs
+	// one, two and four rows streamed over the weights timed, read from the pairs
 	// and from the coded copies (the fastest of the rounds) with the
 	// kernels that prefetch into Prefetch, the faster level; OtherGBps is
 	// the other level's rate (0: the path has one).
