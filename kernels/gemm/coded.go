@@ -73,6 +73,9 @@ func (p CodedPrefetch) String() string {
 	return "L2"
 }
 
+// Other is the level that is not p.
+func (p CodedPrefetch) Other() CodedPrefetch { return PrefetchL1 - p }
+
 // CodedPrefetch is the level the products with w's coded copy prefetch it
 // into (SetCodedPrefetch; PrefetchL2 without a copy).
 func (w *Weight) CodedPrefetch() CodedPrefetch {

@@ -198,6 +198,9 @@ func TestCodedRatesBest(t *testing.T) {
 			t.Errorf("%+v.Best() = %v, %v: want %v, %v", tt.r, p, rate, tt.want, tt.rate)
 		}
 	}
+	if PrefetchL1.Other() != PrefetchL2 || PrefetchL2.Other() != PrefetchL1 {
+		t.Errorf("Other: L1 → %v, L2 → %v", PrefetchL1.Other(), PrefetchL2.Other())
+	}
 }
 
 // assertReadsCopy fails if a one-row product of x with coded weight w still

@@ -100,7 +100,7 @@ type CodedChoice struct {
 func (c CodedChoice) String() string {
 	coded := fmt.Sprintf("%.1f GB/s of bf16", c.CodedGBps)
 	if c.OtherGBps > 0 {
-		coded = fmt.Sprintf("%.1f GB/s of bf16 prefetched into %v, %.1f into %v", c.CodedGBps, c.Prefetch, c.OtherGBps, 1-c.Prefetch)
+		coded = fmt.Sprintf("%.1f GB/s of bf16 prefetched into %v, %.1f into %v", c.CodedGBps, c.Prefetch, c.OtherGBps, c.Prefetch.Other())
 	}
 	if c.Kept {
 		return fmt.Sprintf("coded (measured %s, against the pairs' %.1f)", coded, c.PlainGBps)
@@ -168,7 +168,7 @@ func (m *Model) ChooseCoded(pool *threads.Pool) (c CodedChoice, ok bool) {
 	r := gemm.TimeCoded(pool, m.linearWeights(), 3)
 	c.PlainGBps = r.Plain
 	c.Prefetch, c.CodedGBps = r.Best()
-	c.OtherGBps = r.Coded[1-c.Prefetch]
+	c.OtherGBps = r.Coded[c.Prefetch.Other()]
 	c.Kept = worthCoding(c.PlainGBps, c.CodedGBps)
 	m.keepCoded(c.Kept)
 	m.setCodedPrefetch(c.Prefetch)
