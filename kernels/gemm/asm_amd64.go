@@ -55,25 +55,30 @@ func quantizeQuadsAVX512(dst *uint32, stride int, x []float32, inv float32)
 //go:noescape
 func bf16PairsAVX512(dst *uint32, stride int, x []float32)
 
-// asmKernels is the tile kernel set of path p on amd64. Int8 weights take the
-// AVX2 integer kernels below the bf16 path (which needs VNNI anyway; the
-// results are the same bits), or on the avx2 path the AVX-VNNI ones where
-// the CPU has them (the same bits), and f32 weights take the f32 FMA kernels on
-// the bf16 path. The AMX path is the bf16 path with AMX tiles for bf16 and
-// int8 weights whose K fills whole tile steps (the others take its
-// VDPBF16PS and VNNI kernels).
-func asmKernels(p kernels.Path) (kernelSet, bool) {
+// asmKernels is the tile kernel set of path p on amd64 for a CPU with
+// features f. Int8 weights take the VPDPBUSD kernels wherever the CPU has
+// them: zmm on the avx512 path with AVX512_VNNI (Intel Cascade Lake and Ice
+// Lake have it without AVX512_BF16), ymm on the avx2 path with AVX-VNNI,
+// else the AVX2 integer kernels (the same bits on every path). F32 weights
+// take the f32 FMA kernels on the bf16 path. The AMX path is the bf16 path
+// with AMX tiles for bf16 and int8 weights whose K fills whole tile steps
+// (the others take its VDPBF16PS and VNNI kernels).
+func asmKernels(p kernels.Path, f kernels.Features) (kernelSet, bool) {
 	switch p {
 	case kernels.AVX2:
 		s := kernelSet{pairs: pairs256Kernels, f32: f32x256Kernels, quads: i8x256Kernels, rows: 4, f32Rows: 6,
 			widen: widenPairsAVX2, widenRows: 16}
-		if kernels.CPU().AVXVNNI {
+		if f.AVXVNNI {
 			s.quads, s.quadRows = vnni256Kernels, 6
 		}
 		return s, true
 	case kernels.AVX512:
-		return kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: regRows, quadRows: 4,
-			widen: widenPairsAVX512, widenRows: 24, coded: [numPrefetches]*[maxRows + 1]kernel{PrefetchL2: pairs512Coded}}, true
+		s := kernelSet{pairs: pairs512Kernels, f32: f32x512Kernels, quads: i8x256Kernels, rows: regRows, quadRows: 4,
+			widen: widenPairsAVX512, widenRows: 24, coded: [numPrefetches]*[maxRows + 1]kernel{PrefetchL2: pairs512Coded}}
+		if f.AVX512VNNI {
+			s.quads, s.quadRows = vnni512Kernels, regRows
+		}
+		return s, true
 	case kernels.AVX512BF16, kernels.AMX:
 		s := kernelSet{pairs: bf16x512Kernels, f32: f32x512Kernels, quads: vnni512Kernels, rows: regRows, bf16Act: true,
 			coded: [numPrefetches]*[maxRows + 1]kernel{PrefetchL2: bf16x512Coded, PrefetchL1: bf16x512CodedL1}}

@@ -20,9 +20,11 @@ func fusedF32(a *kargs)      { f32With(a, fused.MulAdd) }
 // TestAsmKernelsMatchDefinitions: the f32 products of every assembly path
 // (bf16 weights widened, f32 weights) are the same bits as fusedPairsF32 and
 // fusedF32 (NaN for NaN), so an output is the same on an x86 CPU and an
-// arm64 one, and its int8 products those of genQuads: every tile shape, both
-// sides of the widening threshold, odd K, MatMul and MatMulAdd, with
-// subnormal, overflowing, infinite and NaN values.
+// arm64 one, and its int8 products those of genQuads, both with the int8
+// kernels this CPU takes and with those of a CPU without its int8 dot
+// products (withoutInt8Dots): every tile shape, both sides of the widening
+// threshold, odd K, MatMul and MatMulAdd, with subnormal, overflowing,
+// infinite and NaN values.
 func TestAsmKernelsMatchDefinitions(t *testing.T) {
 	if !kernels.Assembly() {
 		t.Skip("no assembly kernels in this build")
@@ -51,7 +53,11 @@ func TestAsmKernelsMatchDefinitions(t *testing.T) {
 				c := NewContext(pool, pr.m, pr.k)
 				def := NewContext(pool, pr.m, pr.k)
 				def.prep, def.set = nil, genericSet(fusedPairsF32, fusedF32, genQuads, false)
-				weights := map[string]*Weight{"f32": FromF32(pr.wf, pr.n, pr.k), "int8": QuantizeInt8(pr.w, pr.n, pr.k)}
+				noDots := NewContext(pool, pr.m, pr.k)
+				set, _ := asmKernels(p, withoutInt8Dots(kernels.CPU()))
+				noDots.set.quads, noDots.set.quadRows = set.quads, set.int8Rows()
+				int8 := QuantizeInt8(pr.w, pr.n, pr.k)
+				weights := map[string]*Weight{"f32": FromF32(pr.wf, pr.n, pr.k), "int8": int8}
 				if !p.RoundsToBF16() {
 					weights["bf16"] = FromBF16(pr.w, pr.n, pr.k)
 				}
@@ -64,10 +70,23 @@ func TestAsmKernelsMatchDefinitions(t *testing.T) {
 					c.MatMulAdd(got, pr.x, pr.m, w)
 					def.MatMulAdd(want, pr.x, pr.m, w)
 					assertBits(t, what+" MatMulAdd", got, want, pr.n)
+					if w == int8 {
+						noDots.MatMul(got, pr.x, pr.m, w)
+						def.MatMul(want, pr.x, pr.m, w)
+						assertBits(t, what+" MatMul without int8 dot products", got, want, pr.n)
+					}
 				}
 			}
 		}
 	})
+}
+
+// withoutInt8Dots is f without the instructions the int8 kernels take
+// where a CPU has them (AVX512_VNNI, AVX-VNNI, dotprod), so that a test on
+// this CPU covers the kernels of a CPU that lacks them too.
+func withoutInt8Dots(f kernels.Features) kernels.Features {
+	f.AVX512VNNI, f.AVXVNNI, f.ASIMDDP = false, false, false
+	return f
 }
 
 // TestQuantizeRoundsTheProduct: quantize rounds v·inv to f32 before rounding

@@ -101,7 +101,7 @@ func genericSet(pairs, f32, quads kernel, bf16Act bool) kernelSet {
 // other architectures) the bf16 path still rounds as VDPBF16PS does, so
 // its results are the same bits as on a CPU that has the instruction.
 func kernelsFor(p kernels.Path) kernelSet {
-	if s, ok := asmKernels(p); ok {
+	if s, ok := asmKernels(p, kernels.CPU()); ok {
 		return s
 	}
 	if p.RoundsToBF16() {

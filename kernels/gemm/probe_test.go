@@ -17,7 +17,7 @@ func TestProbe(t *testing.T) {
 			if r := pr.Measure(time.Millisecond); !(r > 0) {
 				t.Errorf("%s int8=%v: rate %v", p, int8, r)
 			}
-			_, asm := asmKernels(p) // without assembly the amx path runs avx512bf16's emulation
+			_, asm := asmKernels(p, kernels.CPU()) // without assembly the amx path runs avx512bf16's emulation
 			tiles := pr.c.formOf(probeM, pr.w) >= formBF16Rows
 			if pr.c.set.bf16Act != p.RoundsToBF16() || tiles != (p == kernels.AMX && asm) {
 				t.Errorf("%s: the probe does not run the path's kernels", p)

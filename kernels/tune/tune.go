@@ -107,17 +107,24 @@ type Result struct {
 
 // Candidates are the paths op may take when the kernels' path is active,
 // best first: the bf16 path and the f32 path below it on a CPU with
-// AVX512_BF16 (int8 weights take VNNI or the AVX2 integer kernels), and
-// for the products the AMX path above them where the tiles are usable
-// (attention has no AMX kernels), else active alone.
+// AVX512_BF16, and for the products the AMX path above them where the tiles
+// are usable (attention has no AMX kernels), else active alone. Int8
+// products leave out the f32 path: a CPU with the bf16 path has
+// AVX512_VNNI, so both paths run the same VPDPBUSD kernels.
 func Candidates(op kernels.Op, active kernels.Path) []kernels.Path {
+	var c []kernels.Path
 	switch {
 	case active == kernels.AMX && op != kernels.Attention:
-		return []kernels.Path{kernels.AMX, kernels.AVX512BF16, kernels.AVX512}
+		c = []kernels.Path{kernels.AMX, kernels.AVX512BF16, kernels.AVX512}
 	case active.RoundsToBF16():
-		return []kernels.Path{kernels.AVX512BF16, kernels.AVX512}
+		c = []kernels.Path{kernels.AVX512BF16, kernels.AVX512}
+	default:
+		return []kernels.Path{active}
 	}
-	return []kernels.Path{active}
+	if op == kernels.MatMulInt8 {
+		c = c[:len(c)-1]
+	}
+	return c
 }
 
 // Pick chooses among candidates (best first) from their measured rates:

@@ -58,13 +58,20 @@ func TestCandidates(t *testing.T) {
 	if got := Candidates(kernels.Attention, kernels.AMX); !slices.Equal(got, []kernels.Path{kernels.AVX512BF16, kernels.AVX512}) {
 		t.Errorf("attention on amx: %v", got)
 	}
+	// Int8 products run the same VPDPBUSD kernels on avx512bf16 and avx512.
+	if got := Candidates(kernels.MatMulInt8, kernels.AVX512BF16); !slices.Equal(got, []kernels.Path{kernels.AVX512BF16}) {
+		t.Errorf("int8 on avx512bf16: %v", got)
+	}
+	if got := Candidates(kernels.MatMulInt8, kernels.AMX); !slices.Equal(got, []kernels.Path{kernels.AMX, kernels.AVX512BF16}) {
+		t.Errorf("int8 on amx: %v", got)
+	}
+	if got := Candidates(kernels.MatMulBF16, kernels.AVX512BF16); !slices.Equal(got, []kernels.Path{kernels.AVX512BF16, kernels.AVX512}) {
+		t.Errorf("bf16 on avx512bf16: %v", got)
+	}
+	if got := Candidates(kernels.MatMulBF16, kernels.AMX); !slices.Equal(got, []kernels.Path{kernels.AMX, kernels.AVX512BF16, kernels.AVX512}) {
+		t.Errorf("bf16 on amx: %v", got)
+	}
 	for _, op := range []kernels.Op{kernels.MatMulBF16, kernels.MatMulInt8} {
-		if got := Candidates(op, kernels.AVX512BF16); len(got) != 2 || got[0] != kernels.AVX512BF16 || got[1] != kernels.AVX512 {
-			t.Errorf("%s on avx512bf16: %v", op, got)
-		}
-		if got := Candidates(op, kernels.AMX); !slices.Equal(got, []kernels.Path{kernels.AMX, kernels.AVX512BF16, kernels.AVX512}) {
-			t.Errorf("%s on amx: %v", op, got)
-		}
 		for _, p := range []kernels.Path{kernels.Generic, kernels.AVX2, kernels.AVX512} {
 			if got := Candidates(op, p); len(got) != 1 || got[0] != p {
 				t.Errorf("%s on %s: %v", op, p, got)
@@ -162,11 +169,11 @@ func TestApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	if r.Source != "measured" || xeon.calls != 1 || kernels.PathFor(kernels.MatMulBF16) != kernels.AVX512 ||
-		kernels.PathFor(kernels.MatMulInt8) != kernels.AVX512 || kernels.Active() != kernels.AVX512BF16 {
+		kernels.PathFor(kernels.MatMulInt8) != kernels.AVX512BF16 || kernels.Active() != kernels.AVX512BF16 {
 		t.Errorf("first start: source %s, %d measurements, bf16 %s int8 %s", r.Source, xeon.calls,
 			kernels.PathFor(kernels.MatMulBF16), kernels.PathFor(kernels.MatMulInt8))
 	}
-	if kernels.Describe() != "avx512bf16, matmul-bf16 avx512, matmul-int8 avx512, attention-bf16 avx512" {
+	if kernels.Describe() != "avx512bf16, matmul-bf16 avx512, attention-bf16 avx512" {
 		t.Errorf("Describe() = %q", kernels.Describe())
 	}
 	// --attention-kernel overrides the measured choice, and says so.

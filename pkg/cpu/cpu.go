@@ -362,11 +362,13 @@ func KernelPaths(f kernels.Features, active kernels.Path, chosen map[kernels.Op]
 
 type pathText struct{ gemm, int8, attn, elem string }
 
-// int8Text is describePath's int8 kernels, which on the avx2 and neon paths
-// depend on the CPU: gemm takes ymm VPDPBUSD where it has AVX-VNNI, SDOT
-// where it has dotprod.
+// int8Text is describePath's int8 kernels, which on the avx512, avx2 and
+// neon paths depend on the CPU: gemm takes zmm VPDPBUSD where it has
+// AVX512_VNNI, ymm where it has AVX-VNNI, SDOT where it has dotprod.
 func int8Text(f kernels.Features, p kernels.Path) string {
 	switch {
+	case p == kernels.AVX512 && f.AVX512VNNI:
+		return describePath(kernels.AVX512BF16).int8
 	case p == kernels.AVX2 && f.AVXVNNI:
 		return "VPDPBUSD on ymm (AVX-VNNI): u8 activations × s8 weights, per-row f32 scales"
 	case p == kernels.NEON && f.ASIMDDP:

@@ -146,15 +146,17 @@ func TestKernelPaths(t *testing.T) {
 		!strings.Contains(ks[0].Detail, "widened to f32") || !strings.Contains(ks[3].Detail, "widened") {
 		t.Errorf("bf16 products and attention chosen on avx512: %+v", ks)
 	}
-	// int8 on avx2 names AVX-VNNI only where the CPU has it.
-	alderLake := haswell
-	alderLake.AVXVNNI = true
+	// int8 on avx2 and avx512 names VPDPBUSD only where the CPU has it
+	// (AVX-VNNI, AVX512_VNNI: Cascade Lake and Ice Lake lack only AVX512_BF16).
+	alderLake, iceLake := haswell, skylake
+	alderLake.AVXVNNI, iceLake.AVX512VNNI = true, true
 	for _, tc := range []struct {
 		f    kernels.Features
+		p    kernels.Path
 		vnni bool
-	}{{haswell, false}, {alderLake, true}} {
-		if ks := KernelPaths(tc.f, kernels.AVX2, nil, false); ks[1].Path != "avx2" || strings.Contains(ks[1].Detail, "AVX-VNNI") != tc.vnni {
-			t.Errorf("int8 on avx2, AVX-VNNI %v: %+v", tc.vnni, ks[1])
+	}{{haswell, kernels.AVX2, false}, {alderLake, kernels.AVX2, true}, {skylake, kernels.AVX512, false}, {iceLake, kernels.AVX512, true}} {
+		if ks := KernelPaths(tc.f, tc.p, nil, false); ks[1].Path != tc.p.String() || strings.Contains(ks[1].Detail, "VPDPBUSD") != tc.vnni {
+			t.Errorf("int8 on %s, VNNI %v: %+v", tc.p, tc.vnni, ks[1])
 		}
 	}
 	if ks := KernelPaths(sapphire, kernels.AVX512BF16, nil, true); !strings.Contains(ks[3].Detail, "VDPBF16PS") {
