@@ -105,11 +105,7 @@ func TestWeightsImage(t *testing.T) {
 				if c, ok := mapped.ChooseCoded(pool); ok != chosen || c != choice {
 					t.Fatalf("mapped model's coded choice %+v %v, the packing load's %+v %v", c, ok, choice, chosen)
 				}
-				for _, w := range mapped.linearWeights() {
-					if w.Coded() && w.CodedPrefetch() != choice.Prefetch {
-						t.Fatalf("a mapped coded weight prefetches into %v, the image's choice %v", w.CodedPrefetch(), choice.Prefetch)
-					}
-				}
+				assertCodedPrefetch(t, mapped, choice.Prefetch)
 				if mapped.CodedBytes() != packed.CodedBytes() || mapped.ScreenBytes() != packed.ScreenBytes() || mapped.WeightBytes() != packed.WeightBytes() {
 					t.Fatalf("mapped: %d coded, %d screen, %d weight bytes; packed: %d, %d, %d", mapped.CodedBytes(), mapped.ScreenBytes(), mapped.WeightBytes(),
 						packed.CodedBytes(), packed.ScreenBytes(), packed.WeightBytes())

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/kernels/threads"
 )
 
@@ -36,11 +37,7 @@ func TestChooseCoded(t *testing.T) {
 	if c.OtherGBps > c.CodedGBps || c.OtherGBps > 0 && !strings.Contains(c.String(), "prefetched into "+c.Prefetch.String()) {
 		t.Errorf("%+v (%v): want the faster prefetch level, and the level named where two were timed", c, c)
 	}
-	for _, w := range m.linearWeights() {
-		if w.Coded() && w.CodedPrefetch() != c.Prefetch {
-			t.Fatalf("%v: a coded weight prefetches into %v", c, w.CodedPrefetch())
-		}
-	}
+	assertCodedPrefetch(t, m, c.Prefetch)
 	if c.Kept != (m.CodedBytes() == coded) || !c.Kept && (m.CodedBytes() != 0 || m.WeightBytes() != total-coded) {
 		t.Fatalf("%v: coded bytes %d → %d, weight bytes %d → %d", c, coded, m.CodedBytes(), total, m.WeightBytes())
 	}
@@ -123,6 +120,17 @@ func TestWorthCoding(t *testing.T) {
 	} {
 		if got := worthCoding(tc.plain, tc.coded); got != tc.want {
 			t.Errorf("worthCoding(%v, %v) = %v, want %v", tc.plain, tc.coded, got, tc.want)
+		}
+	}
+}
+
+// assertCodedPrefetch fails unless every coded weight of m prefetches its
+// copy into p, the level its coded choice names.
+func assertCodedPrefetch(t *testing.T, m *Model, p gemm.CodedPrefetch) {
+	t.Helper()
+	for _, w := range m.linearWeights() {
+		if w.Coded() && w.CodedPrefetch() != p {
+			t.Fatalf("a coded weight prefetches into %v, the coded choice's level %v", w.CodedPrefetch(), p)
 		}
 	}
 }
