@@ -394,6 +394,8 @@ func New(md *modeldir.Model, opts Options) (*Engine, error) {
 	if err != nil {
 		return fail(err)
 	}
+	opts.NoLogitScreen = opts.NoLogitScreen || fit.DroppedScreen
+	opts.NoCodedWeights = opts.NoCodedWeights || fit.DroppedCoded
 	lo := opts.loadOptions()
 	if len(nodes(opts)) > 1 {
 		lo.ImageDir = ""

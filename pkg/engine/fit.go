@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/ellm-dev/ellm/kernels"
+	"github.com/ellm-dev/ellm/kernels/gemm"
 	"github.com/ellm-dev/ellm/pkg/cpu"
 	"github.com/ellm-dev/ellm/pkg/kvcache"
 	"github.com/ellm-dev/ellm/pkg/model"
@@ -31,9 +32,16 @@ type Fit struct {
 
 	Weights int64 `json:"weights_bytes"`
 	// CodedWeights is the part of Weights that is the coded copy decode
-	// steps stream (Options.NoCodedWeights).
+	// steps stream (Options.NoCodedWeights), and Screen the part that is
+	// lm_head's int8 logits screen (Options.NoLogitScreen).
 	CodedWeights int64 `json:"coded_weights_bytes"`
-	KVCache      int64 `json:"kv_cache_bytes"`
+	Screen       int64 `json:"logit_screen_bytes"`
+	// DroppedCoded and DroppedScreen say that the deployment fits only
+	// without the coded copy or the logits screen, which only make decode
+	// faster: they are not counted above, and New loads without them.
+	DroppedCoded  bool  `json:"coded_weights_dropped,omitempty"`
+	DroppedScreen bool  `json:"logit_screen_dropped,omitempty"`
+	KVCache       int64 `json:"kv_cache_bytes"`
 	// KVPerPosition is the KV cache of one position of one slot.
 	KVPerPosition int64 `json:"kv_bytes_per_position"`
 	// Scratch is the runner's activation, GEMM and attention buffers, the
@@ -80,18 +88,14 @@ func (f *Fit) Err() error {
 // as New applies them) against mem, and says whether it may start: the
 // sequence length within the model's context (unless opts.AllowLongContext),
 // and weights + KV cache + scratch within Headroom of the usable memory.
+// The copies that only make decode faster, lm_head's logits screen and the
+// coded copy, give way to what was asked for: where the deployment fits
+// only without one or both, it is sized without them, DroppedScreen and
+// DroppedCoded say so, and New loads without them.
 func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) {
 	opts = withDefaults(opts)
 	if opts.Threads <= 0 {
 		opts.Threads = cpu.DefaultThreads(cpu.System()).N // as NewPool resolves it
-	}
-	kvd, err := kvcache.ParseDType(opts.KVDType)
-	if err != nil {
-		return nil, err
-	}
-	weights, coded, err := model.WeightBytes(cfg, opts.loadOptions())
-	if err != nil {
-		return nil, err
 	}
 	if opts.ChunkSize < 0 {
 		return nil, fmt.Errorf("chunk size %d: must not be negative", opts.ChunkSize)
@@ -99,31 +103,11 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 	if opts.LogitScreenRows < 0 {
 		return nil, fmt.Errorf("logit screen rows %d: must not be negative", opts.LogitScreenRows)
 	}
-	// pkg/kvcache says what a position costs in each dtype it has.
-	kvPer, err := kvcache.BytesPerPosition(cfg, kvd)
+	z := &sizer{cfg: cfg, mem: mem, sampler: sample.New(cfg.VocabSize).Bytes(), weights: map[model.LoadOptions][2]int64{}}
+	f, err := z.size(opts)
 	if err != nil {
 		return nil, err
 	}
-	f := &Fit{
-		Model: cfg.Name(), DType: opts.DType, KVDType: string(kvd), SequenceLength: opts.SequenceLength,
-		BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize, Threads: opts.Threads,
-		Weights: weights, CodedWeights: coded, KVPerPosition: kvPer,
-		Memory: mem, Budget: int64(Headroom * float64(mem.Usable())), ContextLimit: ContextLimit(cfg),
-	}
-	// One sampler's size depends only on the vocabulary; it is small.
-	sampler := sample.New(cfg.VocabSize).Bytes()
-	size := func(seq int) (kv, scratch int64) {
-		o := opts
-		o.SequenceLength = seq
-		kv = kvPer * int64(o.BatchSize) * int64(seq)
-		scratch = model.ScratchBytes(cfg, o.BatchSize, seq, runnerOptions(o), o.loadOptions(), o.Threads, kernels.PathFor(kernels.MatMulBF16))
-		// each slot's transcript holds up to seq tokens
-		scratch += int64(o.BatchSize) * (sampler + 4*int64(seq))
-		return kv, scratch
-	}
-	f.KVCache, f.Scratch = size(opts.SequenceLength)
-	f.Total = f.Weights + f.KVCache + f.Scratch
-
 	if f.SequenceLength > f.ContextLimit {
 		msg := fmt.Sprintf("--sequence-length %d exceeds the model's context of %d positions", f.SequenceLength, f.ContextLimit)
 		if opts.AllowLongContext {
@@ -136,31 +120,146 @@ func CheckFit(cfg *modelcfg.Config, opts Options, mem cpu.Memory) (*Fit, error) 
 		f.Warnings = append(f.Warnings, "usable memory is unknown (no /proc/meminfo): the deployment is not checked against it")
 		return f, nil
 	}
-	fits := func(seq int) bool {
-		kv, s := size(seq)
-		return f.Weights+kv+s <= f.Budget
-	}
-	f.MaxSequenceLength = largest(fits)
+	lean := opts
+	lean.NoLogitScreen, lean.NoCodedWeights = true, true
+	f.MaxSequenceLength = largest(func(seq int) bool {
+		o := lean
+		o.SequenceLength = seq
+		g, err := z.size(o)
+		return err == nil && g.Total <= g.Budget
+	})
 	if f.Total > f.Budget {
-		suggest := fmt.Sprintf("no sequence length fits with --batch-size %d", f.BatchSize)
-		if n := f.MaxSequenceLength; n > 0 {
-			suggest = fmt.Sprintf("the largest --sequence-length that fits with --batch-size %d is %d", f.BatchSize, n)
-			if n > f.ContextLimit && !opts.AllowLongContext {
-				suggest += fmt.Sprintf(" (the model's context is %d)", f.ContextLimit)
-			}
+		f, err = z.leaveOut(opts, f)
+		if err != nil {
+			return nil, err
 		}
-		// Single-pass prefill scratch grows with the sequence: chunking may
-		// make the requested length fit.
-		if opts.ChunkSize == 0 && opts.SequenceLength > suggestedChunk {
-			o := opts
-			o.ChunkSize = suggestedChunk
-			if g, err := CheckFit(cfg, o, mem); err == nil && g.Total <= g.Budget {
-				suggest += fmt.Sprintf(", or keep it and prefill in chunks: --chunk-size %d needs %s", suggestedChunk, Size(g.Total))
-			}
-		}
-		f.Reasons = append(f.Reasons, fmt.Sprintf("needs %s (weights %s + KV cache %s + scratch %s) but only %s of the %s usable may be committed (%s, %.0f%% kept free); %s",
-			Size(f.Total), Size(f.Weights), Size(f.KVCache), Size(f.Scratch), Size(f.Budget), Size(mem.Usable()), mem.Bound(), 100*(1-Headroom), suggest))
 	}
+	if f.Total > f.Budget {
+		f.Reasons = append(f.Reasons, z.refusal(opts, f))
+	}
+	return f, nil
+}
+
+// sizer sizes deployments of cfg against mem.
+type sizer struct {
+	cfg     *modelcfg.Config
+	mem     cpu.Memory
+	sampler int64 // one slot's sampler, whose size depends only on the vocabulary
+	// weights holds model.WeightBytes by load options: the search for the
+	// longest sequence sizes many deployments of the same weights, whose
+	// count walks every tensor (36k of them in Qwen3-235B-A22B).
+	weights map[model.LoadOptions][2]int64
+}
+
+// leaveOut sizes full, the deployment with opts, without as little of the
+// screen and the coded copy as makes it fit, the smaller first (the
+// screen's byte a vocabulary weight against the copy's 1.5 a linear
+// weight), or without both where nothing fits.
+func (z *sizer) leaveOut(opts Options, full *Fit) (*Fit, error) {
+	var f *Fit
+	for _, drop := range [][2]bool{{true, false}, {false, true}, {true, true}} {
+		o := opts
+		o.NoLogitScreen = o.NoLogitScreen || drop[0]
+		o.NoCodedWeights = o.NoCodedWeights || drop[1]
+		g, err := z.size(o)
+		if err != nil {
+			return nil, err
+		}
+		f = g
+		if f.Total <= f.Budget {
+			break
+		}
+	}
+	f.DroppedScreen = f.Screen < full.Screen
+	f.DroppedCoded = f.CodedWeights < full.CodedWeights
+	f.Reasons, f.Warnings, f.MaxSequenceLength = full.Reasons, full.Warnings, full.MaxSequenceLength
+	if f.Total > f.Budget {
+		return f, nil
+	}
+	if f.DroppedScreen {
+		f.Warnings = append(f.Warnings, fmt.Sprintf("lm_head's int8 logits screen (%s) is left out: the deployment does not fit with it; greedy and top-k draws compute every logit (--screen-logits=false leaves it out without this warning)",
+			Size(full.Screen)))
+	}
+	if f.DroppedCoded {
+		f.Warnings = append(f.Warnings, fmt.Sprintf("the coded copy of the bf16 weights (%s) is left out: the deployment does not fit with it; decode reads the weights as stored, 5-17 %% slower at depth 0 on Qwen3-0.6B (--coded-weights=false leaves it out without this warning)",
+			Size(full.CodedWeights)))
+	}
+	return f, nil
+}
+
+// refusal says why f, the deployment with opts, does not fit, and what
+// would.
+func (z *sizer) refusal(opts Options, f *Fit) string {
+	suggest := fmt.Sprintf("no sequence length fits with --batch-size %d", f.BatchSize)
+	if n := f.MaxSequenceLength; n > 0 {
+		suggest = fmt.Sprintf("the largest --sequence-length that fits with --batch-size %d is %d", f.BatchSize, n)
+		if n > f.ContextLimit && !opts.AllowLongContext {
+			suggest += fmt.Sprintf(" (the model's context is %d)", f.ContextLimit)
+		}
+	}
+	// Single-pass prefill scratch grows with the sequence: chunking may
+	// make the requested length fit.
+	if opts.ChunkSize == 0 && opts.SequenceLength > suggestedChunk {
+		o := opts
+		o.ChunkSize = suggestedChunk
+		if g, err := CheckFit(z.cfg, o, z.mem); err == nil && g.Total <= g.Budget {
+			suggest += fmt.Sprintf(", or keep it and prefill in chunks: --chunk-size %d needs %s", suggestedChunk, Size(g.Total))
+		}
+	}
+	// int8 weights take half of bf16's bytes (a quarter of f32's).
+	if opts.DType != "int8" {
+		o := opts
+		o.DType = "int8"
+		if g, err := CheckFit(z.cfg, o, z.mem); err == nil && g.OK() {
+			suggest += fmt.Sprintf(", or with its weights quantized at load: --dtype int8 needs %s", Size(g.Total))
+		}
+	}
+	without := ""
+	if f.DroppedScreen || f.DroppedCoded {
+		without = " without the logits screen and the coded copy"
+	}
+	return fmt.Sprintf("needs %s%s (weights %s + KV cache %s + scratch %s) but only %s of the %s usable may be committed (%s, %.0f%% kept free); %s",
+		Size(f.Total), without, Size(f.Weights), Size(f.KVCache), Size(f.Scratch), Size(f.Budget), Size(z.mem.Usable()), z.mem.Bound(), 100*(1-Headroom), suggest)
+}
+
+// size is the deployment with opts (defaults applied): what it commits,
+// nothing yet decided.
+func (z *sizer) size(opts Options) (*Fit, error) {
+	cfg := z.cfg
+	kvd, err := kvcache.ParseDType(opts.KVDType)
+	if err != nil {
+		return nil, err
+	}
+	lo := opts.loadOptions()
+	w, ok := z.weights[lo]
+	if !ok {
+		weights, coded, err := model.WeightBytes(cfg, lo)
+		if err != nil {
+			return nil, err
+		}
+		w = [2]int64{weights, coded}
+		z.weights[lo] = w
+	}
+	weights, coded := w[0], w[1]
+	// pkg/kvcache says what a position costs in each dtype it has.
+	kvPer, err := kvcache.BytesPerPosition(cfg, kvd)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fit{
+		Model: cfg.Name(), DType: opts.DType, KVDType: string(kvd), SequenceLength: opts.SequenceLength,
+		BatchSize: opts.BatchSize, ChunkSize: opts.ChunkSize, Threads: opts.Threads,
+		Weights: weights, CodedWeights: coded, KVPerPosition: kvPer,
+		Memory: z.mem, Budget: int64(Headroom * float64(z.mem.Usable())), ContextLimit: ContextLimit(cfg),
+	}
+	if lo.ScreensLogits() {
+		f.Screen = gemm.ScreenBytes(cfg.VocabSize, cfg.HiddenSize)
+	}
+	f.KVCache = kvPer * int64(opts.BatchSize) * int64(opts.SequenceLength)
+	f.Scratch = model.ScratchBytes(cfg, opts.BatchSize, opts.SequenceLength, runnerOptions(opts), lo, opts.Threads, kernels.PathFor(kernels.MatMulBF16))
+	// Each slot has a sampler and a transcript of up to a sequence's tokens.
+	f.Scratch += int64(opts.BatchSize) * (z.sampler + 4*int64(opts.SequenceLength))
+	f.Total = f.Weights + f.KVCache + f.Scratch
 	return f, nil
 }
 

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -264,5 +266,121 @@ func TestNewChecksFitFirst(t *testing.T) {
 		f.Scratch != info.ScratchBytes+freed+4*int64(fitting) {
 		t.Errorf("predicted weights %d (coded %d) KV %d scratch %d; committed %d (coded %d: %s) %d %d (+ %d transcript, %d of screen freed at %d rows)",
 			f.Weights, f.CodedWeights, f.KVCache, f.Scratch, info.WeightBytes, info.CodedWeightBytes, info.DecodeWeights, info.KVBytes, info.ScratchBytes, 4*fitting, freed, info.ScreenRows)
+	}
+}
+
+// withBudget is memory whose Headroom share is at least b bytes, by at most
+// a few.
+func withBudget(b int64) cpu.Memory {
+	avail := int64(math.Ceil(float64(b) / Headroom))
+	return cpu.Memory{Total: 2 * avail, Available: avail}
+}
+
+// The logits screen and the coded copy only make decode faster: a
+// deployment that fits only without them starts without them, the smaller
+// (the screen) left out first, and says so; one that does not fit even
+// without them is refused with what it would need without them, and with
+// int8 weights.
+func TestCheckFitLeavesOutFasterCopies(t *testing.T) {
+	cfg := preset(t, "qwen3-8b")
+	opts := Options{SequenceLength: 4096, Threads: 2}
+	check := func(mem cpu.Memory, o Options) *Fit {
+		t.Helper()
+		f, err := CheckFit(cfg, o, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	full := check(cpu.Memory{Total: 512 * gib, Available: 500 * gib}, opts)
+	if !full.OK() || full.DroppedScreen || full.DroppedCoded || full.Screen != gemm.ScreenBytes(cfg.VocabSize, cfg.HiddenSize) || len(full.Warnings) != 0 {
+		t.Fatalf("with room: %+v", full)
+	}
+	noScreen := opts
+	noScreen.NoLogitScreen = true
+	lean := noScreen
+	lean.NoCodedWeights = true
+	leanFit := check(cpu.Memory{Total: 512 * gib, Available: 500 * gib}, lean)
+
+	f := check(withBudget(full.Total-1), opts)
+	if !f.OK() || !f.DroppedScreen || f.DroppedCoded || f.Screen != 0 || f.CodedWeights != full.CodedWeights || f.Total > f.Budget ||
+		len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0], "logits screen ("+Size(full.Screen)+") is left out") {
+		t.Errorf("a byte short of the whole: %+v", f)
+	}
+	if f.MaxSequenceLength != check(withBudget(full.Total-1), lean).MaxSequenceLength {
+		t.Errorf("largest length %d: want the one without the copies, which a longer sequence leaves out", f.MaxSequenceLength)
+	}
+	// The user's own choice is not a warning.
+	if g := check(withBudget(full.Total-1), noScreen); !g.OK() || g.DroppedScreen || len(g.Warnings) != 0 {
+		t.Errorf("--screen-logits=false: %+v", g)
+	}
+
+	t.Run("coded", func(t *testing.T) {
+		if full.CodedWeights == 0 {
+			t.Skipf("bf16 products on %s read no coded copy", kernels.PathFor(kernels.MatMulBF16))
+		}
+		withoutScreen := check(withBudget(1<<50), noScreen)
+		f := check(withBudget(withoutScreen.Total-1), opts)
+		if !f.OK() || f.DroppedScreen || !f.DroppedCoded || f.CodedWeights != 0 || f.Screen != full.Screen ||
+			len(f.Warnings) != 1 || !strings.Contains(f.Warnings[0], "coded copy of the bf16 weights ("+Size(full.CodedWeights)+") is left out") {
+			t.Errorf("without the screen still too large: %+v", f)
+		}
+		f = check(withBudget(leanFit.Total), opts)
+		if !f.OK() || !f.DroppedScreen || !f.DroppedCoded || f.Total != leanFit.Total || len(f.Warnings) != 2 {
+			t.Errorf("only the lean deployment fits: %+v", f)
+		}
+	})
+
+	f = check(withBudget(leanFit.Total-1<<20), opts)
+	if f.OK() || !f.DroppedScreen || f.Total != leanFit.Total {
+		t.Fatalf("short of the lean deployment: %+v", f)
+	}
+	msg := f.Err().Error()
+	for _, want := range []string{"needs " + Size(leanFit.Total) + " without the logits screen and the coded copy", "--dtype int8 needs"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q does not say %q", msg, want)
+		}
+	}
+	if g := check(withBudget(leanFit.Total-1<<20), Options{SequenceLength: 4096, Threads: 2, DType: "int8"}); !g.OK() {
+		t.Errorf("the int8 deployment the refusal suggests: %v", g.Reasons)
+	}
+}
+
+// New loads what its fit decided: with room for the deployment without the
+// logits screen and the coded copy only, it starts without them.
+func TestNewLeavesOutWhatDoesNotFit(t *testing.T) {
+	dir := sharedtest.Path(t, "models", "tiny-qwen3-a")
+	cfg := openModel(t, dir).Config
+	opts := Options{SequenceLength: 256, Threads: 1}
+	lean := opts
+	lean.NoLogitScreen, lean.NoCodedWeights = true, true
+	roomy := cpu.Memory{Total: 512 * gib, Available: 500 * gib}
+	full, err := CheckFit(cfg, opts, roomy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := CheckFit(cfg, lean, roomy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Screen == 0 || full.Total <= want.Total {
+		t.Fatalf("nothing to leave out: %+v", full)
+	}
+	opts.Memory = func() (cpu.Memory, error) { return withBudget(want.Total), nil }
+	e, err := New(openModel(t, dir), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	info := e.Info()
+	if f := info.Fit; !f.DroppedScreen || f.DroppedCoded != (full.CodedWeights > 0) || f.Total != want.Total {
+		t.Errorf("fit %+v, want the lean %+v", f, want)
+	}
+	if info.ScreenBytes != 0 || info.LogitScreen != "" || info.CodedWeightBytes != 0 || info.DecodeWeights != "" || !e.opts.NoLogitScreen || !e.opts.NoCodedWeights {
+		t.Errorf("started with screen %d bytes (%q), coded copy %d (%q); options %+v", info.ScreenBytes, info.LogitScreen, info.CodedWeightBytes, info.DecodeWeights, e.opts)
+	}
+	got, err := e.Generate(context.Background(), Request{Tokens: []int32{1, 2, 3}, MaxTokens: 4, StopTokens: []int32{}}, nil)
+	if err != nil || got.CompletionTokens != 4 {
+		t.Errorf("generate: %+v %v", got, err)
 	}
 }

@@ -69,7 +69,7 @@ func agentRun(cmd *cobra.Command, opts *AgentOptions) error {
 	}
 	ao := bench.AgentOptions{Turns: opts.Turns, SystemTokens: opts.SystemTokens, MemoryTokens: opts.MemoryTokens,
 		TurnTokens: opts.TurnTokens, ReplyTokens: opts.ReplyTokens, MemoryReplyTokens: opts.MemoryReplyTokens, Seed: opts.Seed}
-	s, err := opts.start(cmd.Context(), bench.AgentSequenceLength(ao), opts.BatchSize, 0)
+	s, err := opts.start(cmd.Context(), bench.AgentSequenceLength(ao), opts.BatchSize, 0, 0)
 	if err != nil {
 		return err
 	}

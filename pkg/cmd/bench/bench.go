@@ -3,6 +3,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -129,7 +130,14 @@ type setup struct {
 	scale   float64
 }
 
-func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, error) {
+// errCrowded is start's refusal of a deployment that fits, but not beside
+// what must stay resident while it runs.
+var errCrowded = errors.New("no room beside what stays resident")
+
+// start starts an engine of seqLen positions in each of slots slots,
+// prefilling in chunks of chunk tokens (0: whole prompts), which must fit
+// beside a further beside bytes that stay resident while it runs.
+func (c *Common) start(ctx context.Context, seqLen, slots, chunk int, beside int64) (*setup, error) {
 	if c.Layers < 0 {
 		return nil, fmt.Errorf("--layers %d: must not be negative", c.Layers)
 	}
@@ -148,8 +156,13 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int) (*setup, e
 	if err != nil {
 		return nil, err
 	}
-	if _, err := engine.Fits(cfg, eo); err != nil {
+	fit, err := engine.Fits(cfg, eo)
+	if err != nil {
 		return nil, err
+	}
+	if usable := fit.Memory.Usable(); beside > 0 && usable > 0 && fit.Total+beside > fit.Budget {
+		return nil, fmt.Errorf("%w: the deployment needs %s beside %s, but only %s of the %s usable may be committed",
+			errCrowded, engine.Size(fit.Total), engine.Size(beside), engine.Size(fit.Budget), engine.Size(usable))
 	}
 	fmt.Fprintln(c.IO.ErrOut, "preparing model…")
 	dir, model, err := src.Resolve()

@@ -19,10 +19,24 @@ func TestStartRefusesBeforeGenerating(t *testing.T) {
 	var errOut bytes.Buffer
 	c := &Common{IO: cmdutil.IOStreams{Out: &errOut, ErrOut: &errOut}, Preset: "qwen3-235b-a22b", DType: "f32", KVDType: "f32", ThreadFlags: cmdutil.ThreadFlags{Threads: 1}, NoCeilings: true}
 	// 235B parameters at f32 are ~940 GB: more than this machine has.
-	_, err := c.start(context.Background(), 4096, 1, 0)
+	_, err := c.start(context.Background(), 4096, 1, 0, 0)
 	var fe *engine.FitError
 	if !errors.As(err, &fe) {
 		t.Fatalf("start: %v", err)
+	}
+	if strings.Contains(errOut.String(), "preparing model") {
+		t.Errorf("the model was prepared before the refusal:\n%s", errOut.String())
+	}
+}
+
+// A deployment that fits alone but not beside what must stay resident
+// with it (llama.cpp's mapped GGUF) is refused before anything is prepared.
+func TestStartRefusesBesideTooMuch(t *testing.T) {
+	var errOut bytes.Buffer
+	c := &Common{IO: cmdutil.IOStreams{Out: &errOut, ErrOut: &errOut}, Preset: "qwen3-0.6b", DType: "bf16", KVDType: "bf16", ThreadFlags: cmdutil.ThreadFlags{Threads: 1}, NoCeilings: true}
+	_, err := c.start(context.Background(), 4096, 1, 0, 1<<50)
+	if !errors.Is(err, errCrowded) || !strings.Contains(err.Error(), "beside 1048576.00 GiB") {
+		t.Fatalf("start beside a PiB: %v", err)
 	}
 	if strings.Contains(errOut.String(), "preparing model") {
 		t.Errorf("the model was prepared before the refusal:\n%s", errOut.String())

@@ -61,7 +61,7 @@ func decodeRun(cmd *cobra.Command, opts *DecodeOptions) error {
 		return err
 	}
 	seq := bench.DecodeSequenceLength(slices.Max(depths), decodeWarmup, opts.Tokens)
-	s, err := opts.start(cmd.Context(), seq, slices.Max(batches), 0)
+	s, err := opts.start(cmd.Context(), seq, slices.Max(batches), 0, 0)
 	if err != nil {
 		return err
 	}

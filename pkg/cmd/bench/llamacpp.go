@@ -133,7 +133,8 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(opts.GGUF); err != nil {
+	gguf, err := os.Stat(opts.GGUF)
+	if err != nil {
 		return fmt.Errorf("--gguf: %w", err)
 	}
 	cacheType, err := bench.LlamaCacheType(opts.KVDType)
@@ -145,7 +146,12 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 		seq = max(seq, p.Prefill+8, bench.DecodeSequenceLength(p.Depth, bench.CompareDecodeWarmup, opts.Tokens))
 		slots = max(slots, p.Batch)
 	}
-	s, err := opts.start(cmd.Context(), seq, slots, 0)
+	// llama.cpp maps the GGUF while ellm's engine stays up: where the two do
+	// not fit together, its runs would read its weights from disk.
+	s, err := opts.start(cmd.Context(), seq, slots, 0, gguf.Size())
+	if errors.Is(err, errCrowded) {
+		return fmt.Errorf("llama.cpp maps --gguf while ellm's engine is up, and %w; measure the two one after the other (docs/benchmarks.md, \"Qwen3-8B\")", err)
+	}
 	if err != nil {
 		return err
 	}

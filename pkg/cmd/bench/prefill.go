@@ -47,7 +47,7 @@ func prefillRun(cmd *cobra.Command, opts *PrefillOptions) error {
 	if err != nil {
 		return err
 	}
-	s, err := opts.start(cmd.Context(), slices.Max(lengths)+8, 1, opts.ChunkSize)
+	s, err := opts.start(cmd.Context(), slices.Max(lengths)+8, 1, opts.ChunkSize, 0)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func newCmdSession(f *cmdutil.Factory, runF func(*SessionOptions) error) *cobra.
 
 func sessionRun(cmd *cobra.Command, opts *SessionOptions) error {
 	seq := opts.Turns*(opts.TurnTokens+opts.ReplyTokens) + 8
-	s, err := opts.start(cmd.Context(), seq, 1, 0)
+	s, err := opts.start(cmd.Context(), seq, 1, 0, 0)
 	if err != nil {
 		return err
 	}

@@ -335,7 +335,8 @@ func printReport(w io.Writer, r *Report) error {
 		t := newTable(w, "Memory", "Bytes", "Size")
 		rows := [][]string{
 			{"weights", fmt.Sprint(d.Weights), gib(d.Weights)},
-			{"  of which coded for decode", fmt.Sprint(d.CodedWeights), gib(d.CodedWeights)},
+			{"  of which coded for decode" + dropped(d.DroppedCoded), fmt.Sprint(d.CodedWeights), gib(d.CodedWeights)},
+			{"  of which logits screen" + dropped(d.DroppedScreen), fmt.Sprint(d.Screen), gib(d.Screen)},
 			{"KV cache", fmt.Sprint(d.KVCache), gib(d.KVCache)},
 			{"scratch", fmt.Sprint(d.Scratch), gib(d.Scratch)},
 			{"total", fmt.Sprint(d.Total), gib(d.Total)},
@@ -369,6 +370,14 @@ func printReport(w io.Writer, r *Report) error {
 	}
 	p("%s\n", r.Verdict)
 	return nil
+}
+
+// dropped marks a copy the deployment fits only without.
+func dropped(d bool) string {
+	if d {
+		return " (left out)"
+	}
+	return ""
 }
 
 func cache(n int64) string {
