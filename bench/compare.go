@@ -109,6 +109,11 @@ type CompareOptions struct {
 	// (BurstCeilings). It runs once per point and round, between the two
 	// engines' measurements. Nil: no fractions.
 	Ceiling func(ComparePoint) Ceiling
+	// BeforeLlama, if set, runs before each of llama.cpp's measurements:
+	// where ellm's engine and llama.cpp's weights do not fit in memory
+	// together, it closes the engine, which the Generator starts again for
+	// ellm's next measurement.
+	BeforeLlama func() error
 }
 
 // RunCompare measures every point with ellm (g) and llama.cpp (l) alternately.
@@ -127,6 +132,11 @@ func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *Llama
 					return err
 				},
 				func() (err error) {
+					if opts.BeforeLlama != nil {
+						if err := opts.BeforeLlama(); err != nil {
+							return err
+						}
+					}
 					r.Llama, err = llamaRate(ctx, l, p, opts)
 					return err
 				},

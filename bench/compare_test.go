@@ -87,8 +87,9 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 		}
 		return Ceiling{Name: "DRAM read", Unit: "B", PerSecond: 50e9}
 	}
+	release := func() error { order = append(order, "release"); return nil }
 	res, err := RunCompare(context.Background(), g, c, l,
-		CompareOptions{Points: points, Rounds: 2, Tokens: 8, DType: "bf16", KVBytes: 114688, Ceiling: ceil}, nil)
+		CompareOptions{Points: points, Rounds: 2, Tokens: 8, DType: "bf16", KVBytes: 114688, Ceiling: ceil, BeforeLlama: release}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,14 +117,16 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	}
 	// The engines take turns, the second round starting with llama.cpp, and
 	// each point's ceiling is measured between them (a prefill's warm-up
-	// makes two ellm entries in a row: fold them).
+	// makes two ellm entries in a row: fold them); BeforeLlama runs right
+	// before each of llama.cpp's measurements.
 	var turns []string
 	for _, o := range order {
 		if len(turns) == 0 || o != "ellm" || turns[len(turns)-1] != "ellm" {
 			turns = append(turns, o)
 		}
 	}
-	want := "ellm ceiling llama ellm ceiling llama ellm ceiling llama llama ceiling ellm llama ceiling ellm llama ceiling ellm"
+	want := "ellm ceiling release llama ellm ceiling release llama ellm ceiling release llama " +
+		"release llama ceiling ellm release llama ceiling ellm release llama ceiling ellm"
 	if got := strings.Join(turns, " "); got != want {
 		t.Errorf("order %q, want %q", got, want)
 	}

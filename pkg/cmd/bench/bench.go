@@ -3,7 +3,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -128,15 +127,16 @@ type setup struct {
 	model   *bench.Model
 	machine bench.Machine
 	scale   float64
+	// crowded says the engine fits in memory, but not beside what start
+	// was told stays resident with it.
+	crowded bool
+	// reopen starts another engine as the first was started.
+	reopen func() (*engine.Engine, error)
 }
 
-// errCrowded is start's refusal of a deployment that fits, but not beside
-// what must stay resident while it runs.
-var errCrowded = errors.New("no room beside what stays resident")
-
 // start starts an engine of seqLen positions in each of slots slots,
-// prefilling in chunks of chunk tokens (0: whole prompts), which must fit
-// beside a further beside bytes that stay resident while it runs.
+// prefilling in chunks of chunk tokens (0: whole prompts), and says whether
+// it fits beside a further beside bytes that stay resident with it.
 func (c *Common) start(ctx context.Context, seqLen, slots, chunk int, beside int64) (*setup, error) {
 	if c.Layers < 0 {
 		return nil, fmt.Errorf("--layers %d: must not be negative", c.Layers)
@@ -160,10 +160,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int, beside int
 	if err != nil {
 		return nil, err
 	}
-	if usable := fit.Memory.Usable(); beside > 0 && usable > 0 && fit.Total+beside > fit.Budget {
-		return nil, fmt.Errorf("%w: the deployment needs %s beside %s, but only %s of the %s usable may be committed",
-			errCrowded, engine.Size(fit.Total), engine.Size(beside), engine.Size(fit.Budget), engine.Size(usable))
-	}
+	crowded := beside > 0 && fit.Memory.Usable() > 0 && fit.Total+beside > fit.Budget
 	fmt.Fprintln(c.IO.ErrOut, "preparing model…")
 	dir, model, err := src.Resolve()
 	if err != nil {
@@ -172,11 +169,14 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int, beside int
 	model.DType, model.KVDType = c.DType, c.KVDType
 	model.Scaled = model.FullLayers > 0
 	eo.PrefixCacheBytes = c.PrefixCacheBytes.Bytes()
-	md, err := modeldir.Open(dir)
-	if err != nil {
-		return nil, err
+	open := func() (*engine.Engine, error) {
+		md, err := modeldir.Open(dir)
+		if err != nil {
+			return nil, err
+		}
+		return engine.New(md, eo)
 	}
-	e, err := engine.New(md, eo)
+	e, err := open()
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (c *Common) start(ctx context.Context, seqLen, slots, chunk int, beside int
 			return nil, err
 		}
 	}
-	return &setup{engine: e, cfg: model.Config, model: model, machine: m, scale: model.Scale()}, nil
+	return &setup{engine: e, cfg: model.Config, model: model, machine: m, scale: model.Scale(), crowded: crowded, reopen: open}, nil
 }
 
 func (c *Common) write(r bench.Report) error {

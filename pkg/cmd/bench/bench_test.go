@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/ellm-dev/ellm/pkg/cmdutil"
 	"github.com/ellm-dev/ellm/pkg/engine"
+	"github.com/ellm-dev/ellm/pkg/sharedtest"
 )
 
 // A preset that cannot fit is refused before its synthetic checkpoint is
@@ -29,17 +31,51 @@ func TestStartRefusesBeforeGenerating(t *testing.T) {
 	}
 }
 
-// A deployment that fits alone but not beside what must stay resident
-// with it (llama.cpp's mapped GGUF) is refused before anything is prepared.
-func TestStartRefusesBesideTooMuch(t *testing.T) {
+// An engine that fits alone but not beside what stays resident with it
+// (llama.cpp's mapped GGUF) starts, and start says so; a comparison then
+// runs it apart: closed for llama.cpp's runs and started again, as the
+// first, at ellm's next request.
+func TestStartCrowdedRunsApart(t *testing.T) {
 	var errOut bytes.Buffer
-	c := &Common{IO: cmdutil.IOStreams{Out: &errOut, ErrOut: &errOut}, Preset: "qwen3-0.6b", DType: "bf16", KVDType: "bf16", ThreadFlags: cmdutil.ThreadFlags{Threads: 1}, NoCeilings: true}
-	_, err := c.start(context.Background(), 4096, 1, 0, 1<<50)
-	if !errors.Is(err, errCrowded) || !strings.Contains(err.Error(), "beside 1048576.00 GiB") {
-		t.Fatalf("start beside a PiB: %v", err)
+	c := &Common{IO: cmdutil.IOStreams{Out: &errOut, ErrOut: &errOut}, ModelPath: sharedtest.Path(t, "models", "tiny-qwen3-a"),
+		DType: "bf16", KVDType: "bf16", ThreadFlags: cmdutil.ThreadFlags{Threads: 1}, NoCeilings: true, WeightsCache: "off"}
+	roomy, err := c.start(context.Background(), 256, 1, 0, 1<<20)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(errOut.String(), "preparing model") {
-		t.Errorf("the model was prepared before the refusal:\n%s", errOut.String())
+	roomy.engine.Close()
+	if roomy.crowded {
+		t.Error("crowded beside a MiB")
+	}
+	s, err := c.start(context.Background(), 256, 1, 0, 1<<50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.crowded {
+		t.Fatal("not crowded beside a PiB")
+	}
+	a := &apart{open: s.reopen, e: s.engine}
+	defer a.close()
+	req := engine.Request{Tokens: []int32{1, 2, 3}, MaxTokens: 4, StopTokens: []int32{}}
+	first, err := a.Generate(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.close(); err != nil || a.e != nil {
+		t.Fatalf("close: %v, engine %v", err, a.e)
+	}
+	again, err := a.Generate(context.Background(), req, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.e == nil || a.e == s.engine || !slices.Equal(first.Tokens, again.Tokens) {
+		t.Errorf("started again: %v (first %p), tokens %v then %v", a.e, s.engine, first.Tokens, again.Tokens)
+	}
+	if err := a.close(); err != nil {
+		t.Error(err)
+	}
+	if err := a.close(); err != nil {
+		t.Errorf("second close: %v", err)
 	}
 }
 

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -146,16 +148,14 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 		seq = max(seq, p.Prefill+8, bench.DecodeSequenceLength(p.Depth, bench.CompareDecodeWarmup, opts.Tokens))
 		slots = max(slots, p.Batch)
 	}
-	// llama.cpp maps the GGUF while ellm's engine stays up: where the two do
-	// not fit together, its runs would read its weights from disk.
+	// llama.cpp maps the GGUF: where it does not fit in memory beside
+	// ellm's engine, llama.cpp's runs would read their weights from disk.
 	s, err := opts.start(cmd.Context(), seq, slots, 0, gguf.Size())
-	if errors.Is(err, errCrowded) {
-		return fmt.Errorf("llama.cpp maps --gguf while ellm's engine is up, and %w; measure the two one after the other (docs/benchmarks.md, \"Qwen3-8B\")", err)
-	}
 	if err != nil {
 		return err
 	}
-	defer s.engine.Close()
+	ellm := &apart{open: s.reopen, e: s.engine}
+	defer ellm.close()
 	kvBytes, err := modelcfg.KVBytesPerPosition(s.cfg, opts.KVDType)
 	if err != nil {
 		return err
@@ -164,6 +164,11 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 
 	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: s.engine.Info().Threads, CacheType: cacheType}
 	co := bench.CompareOptions{Points: points, Rounds: max(opts.Repeat, 1), Tokens: opts.Tokens, Seed: opts.Seed, DType: opts.DType, Coded: s.model.CodedWeights, ScreenRows: s.model.ScreenRows, KVBytes: kvBytes}
+	if s.crowded {
+		fmt.Fprintf(opts.IO.ErrOut, "ellm's engine (%s) and --gguf (%s) do not fit in memory together: the engine is closed for each of llama.cpp's runs and started again for ellm's\n",
+			engine.Size(s.engine.Info().Fit.Total), engine.Size(gguf.Size()))
+		co.BeforeLlama = ellm.close
+	}
 	if s.machine.Ceilings != nil {
 		pool, _ := engine.NewPool(opts.Threads, !opts.PinThreads)
 		defer pool.Close()
@@ -182,7 +187,7 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	}
 	s.machine.Idle = idle
 	p := opts.progress(2*co.Rounds*len(points), "ellm vs llama.cpp")
-	res, err := bench.RunCompare(cmd.Context(), s.engine, s.cfg, llama, co, p)
+	res, err := bench.RunCompare(cmd.Context(), ellm, s.cfg, llama, co, p)
 	p.Done()
 	if err != nil {
 		return err
@@ -195,6 +200,41 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 		}
 	}
 	return opts.write(bench.Report{Kind: "ellm vs llama.cpp (its KV cache " + cacheType + ")", Machine: s.machine, Model: s.model, Results: res})
+}
+
+// apart is ellm's engine in a comparison that may close it while llama.cpp
+// runs (close) and start it again, outside the times measured, at ellm's
+// next request.
+type apart struct {
+	open func() (*engine.Engine, error)
+	mu   sync.Mutex // decode runs a batch's sequences concurrently
+	e    *engine.Engine
+}
+
+func (a *apart) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
+	a.mu.Lock()
+	if a.e == nil {
+		e, err := a.open()
+		if err != nil {
+			a.mu.Unlock()
+			return engine.Result{}, fmt.Errorf("start ellm again after llama.cpp's run: %w", err)
+		}
+		a.e = e
+	}
+	e := a.e
+	a.mu.Unlock()
+	return e.Generate(ctx, req, fn)
+}
+
+func (a *apart) close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.e == nil {
+		return nil
+	}
+	err := a.e.Close()
+	a.e = nil
+	return err
 }
 
 // burstOptions size the per-round ceiling bursts to about 50 ms each for an
