@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -154,19 +155,22 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	if err != nil {
 		return err
 	}
+	// From here on only ellm holds the engine, so that closing it frees it.
+	info := s.engine.Info()
 	ellm := &apart{open: s.reopen, e: s.engine}
+	s.engine = nil
 	defer ellm.close()
 	kvBytes, err := modelcfg.KVBytesPerPosition(s.cfg, opts.KVDType)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(opts.IO.ErrOut, "ellm loads %s; --gguf %s must be the same weights\n", s.engine.Info().ModelPath, opts.GGUF)
+	fmt.Fprintf(opts.IO.ErrOut, "ellm loads %s; --gguf %s must be the same weights\n", info.ModelPath, opts.GGUF)
 
-	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: s.engine.Info().Threads, CacheType: cacheType}
+	llama := &bench.LlamaCpp{Bench: opts.LlamaBench, BatchedBench: opts.LlamaBatchedBench, GGUF: opts.GGUF, Threads: info.Threads, CacheType: cacheType}
 	co := bench.CompareOptions{Points: points, Rounds: max(opts.Repeat, 1), Tokens: opts.Tokens, Seed: opts.Seed, DType: opts.DType, Coded: s.model.CodedWeights, ScreenRows: s.model.ScreenRows, KVBytes: kvBytes}
 	if s.crowded {
 		fmt.Fprintf(opts.IO.ErrOut, "ellm's engine (%s) and --gguf (%s) do not fit in memory together: the engine is closed for each of llama.cpp's runs and started again for ellm's\n",
-			engine.Size(s.engine.Info().Fit.Total), engine.Size(gguf.Size()))
+			engine.Size(info.Fit.Total), engine.Size(gguf.Size()))
 		co.BeforeLlama = ellm.close
 	}
 	if s.machine.Ceilings != nil {
@@ -234,6 +238,10 @@ func (a *apart) close() error {
 	}
 	err := a.e.Close()
 	a.e = nil
+	// Weights packed without an image are on the Go heap, which keeps
+	// freed memory until its scavenger returns it: hand it back now, before
+	// llama.cpp maps its own.
+	debug.FreeOSMemory()
 	return err
 }
 
