@@ -214,9 +214,16 @@ func (z *sizer) refusal(opts Options, f *Fit) string {
 			suggest += fmt.Sprintf(", or with its weights quantized at load: --dtype int8 needs %s", Size(g.Total))
 		}
 	}
+	var left []string
+	if f.DroppedScreen {
+		left = append(left, "the logits screen")
+	}
+	if f.DroppedCoded {
+		left = append(left, "the coded copy")
+	}
 	without := ""
-	if f.DroppedScreen || f.DroppedCoded {
-		without = " without the logits screen and the coded copy"
+	if len(left) > 0 {
+		without = " without " + strings.Join(left, " and ")
 	}
 	return fmt.Sprintf("needs %s%s (weights %s + KV cache %s + scratch %s) but only %s of the %s usable may be committed (%s, %.0f%% kept free); %s",
 		Size(f.Total), without, Size(f.Weights), Size(f.KVCache), Size(f.Scratch), Size(f.Budget), Size(z.mem.Usable()), z.mem.Bound(), 100*(1-Headroom), suggest)

@@ -335,8 +335,12 @@ func TestCheckFitLeavesOutFasterCopies(t *testing.T) {
 	if f.OK() || !f.DroppedScreen || f.Total != leanFit.Total {
 		t.Fatalf("short of the lean deployment: %+v", f)
 	}
+	without := " without the logits screen"
+	if full.CodedWeights > 0 {
+		without += " and the coded copy"
+	}
 	msg := f.Err().Error()
-	for _, want := range []string{"needs " + Size(leanFit.Total) + " without the logits screen and the coded copy", "--dtype int8 needs"} {
+	for _, want := range []string{"needs " + Size(leanFit.Total) + without + " (weights", "--dtype int8 needs"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("refusal %q does not say %q", msg, want)
 		}
