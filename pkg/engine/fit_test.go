@@ -380,7 +380,7 @@ func TestNewLeavesOutWhatDoesNotFit(t *testing.T) {
 	if f := info.Fit; !f.DroppedScreen || f.DroppedCoded != (full.CodedWeights > 0) || f.Total != want.Total {
 		t.Errorf("fit %+v, want the lean %+v", f, want)
 	}
-	if info.ScreenBytes != 0 || info.LogitScreen != "" || info.CodedWeightBytes != 0 || info.DecodeWeights != "" || !e.opts.NoLogitScreen || !e.opts.NoCodedWeights {
+	if info.ScreenBytes != 0 || info.LogitScreen != "" || info.CodedWeightBytes != 0 || info.DecodeWeights != "" || !e.opts.NoLogitScreen || e.opts.NoCodedWeights != (full.CodedWeights > 0) {
 		t.Errorf("started with screen %d bytes (%q), coded copy %d (%q); options %+v", info.ScreenBytes, info.LogitScreen, info.CodedWeightBytes, info.DecodeWeights, e.opts)
 	}
 	got, err := e.Generate(context.Background(), Request{Tokens: []int32{1, 2, 3}, MaxTokens: 4, StopTokens: []int32{}}, nil)
