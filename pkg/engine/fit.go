@@ -202,16 +202,16 @@ func (z *sizer) refusal(opts Options, f *Fit) string {
 	if opts.ChunkSize == 0 && opts.SequenceLength > suggestedChunk {
 		o := opts
 		o.ChunkSize = suggestedChunk
-		if g, err := CheckFit(z.cfg, o, z.mem); err == nil && g.Total <= g.Budget {
-			suggest += fmt.Sprintf(", or keep it and prefill in chunks: --chunk-size %d needs %s", suggestedChunk, Size(g.Total))
+		if need, ok := z.fitsWith(o); ok {
+			suggest += fmt.Sprintf(", or keep it and prefill in chunks: --chunk-size %d needs %s", suggestedChunk, Size(need))
 		}
 	}
 	// int8 weights take half of bf16's bytes (a quarter of f32's).
 	if opts.DType != "int8" {
 		o := opts
 		o.DType = "int8"
-		if g, err := CheckFit(z.cfg, o, z.mem); err == nil && g.OK() {
-			suggest += fmt.Sprintf(", or with its weights quantized at load: --dtype int8 needs %s", Size(g.Total))
+		if need, ok := z.fitsWith(o); ok {
+			suggest += fmt.Sprintf(", or with its weights quantized at load: --dtype int8 needs %s", Size(need))
 		}
 	}
 	var left []string
@@ -227,6 +227,16 @@ func (z *sizer) refusal(opts Options, f *Fit) string {
 	}
 	return fmt.Sprintf("needs %s%s (weights %s + KV cache %s + scratch %s) but only %s of the %s usable may be committed (%s, %.0f%% kept free); %s",
 		Size(f.Total), without, Size(f.Weights), Size(f.KVCache), Size(f.Scratch), Size(f.Budget), Size(z.mem.Usable()), z.mem.Bound(), 100*(1-Headroom), suggest)
+}
+
+// fitsWith is what the deployment with opts needs, and whether that fits
+// in memory (whatever else a refusal would say of it).
+func (z *sizer) fitsWith(opts Options) (int64, bool) {
+	g, err := CheckFit(z.cfg, opts, z.mem)
+	if err != nil {
+		return 0, false
+	}
+	return g.Total, g.Total <= g.Budget
 }
 
 // size is the deployment with opts (defaults applied): what it commits,
