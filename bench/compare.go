@@ -8,8 +8,9 @@ import (
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
 )
 
-// ComparePoint is one test both engines run: a prefill of Prefill tokens,
-// or (Prefill 0) Batch sequences decoding at context Depth.
+// ComparePoint is one test both engines run: a prefill of Prefill tokens
+// after Depth tokens of history already in the KV cache (a conversation's
+// next turn), or (Prefill 0) Batch sequences decoding at context Depth.
 type ComparePoint struct {
 	Prefill int
 	Depth   int
@@ -17,7 +18,10 @@ type ComparePoint struct {
 }
 
 func (p ComparePoint) String() string {
-	if p.Prefill > 0 {
+	switch {
+	case p.Prefill > 0 && p.Depth > 0:
+		return fmt.Sprintf("prefill %d at depth %d", p.Prefill, p.Depth)
+	case p.Prefill > 0:
 		return fmt.Sprintf("prefill %d", p.Prefill)
 	}
 	return fmt.Sprintf("decode depth %d batch %d", p.Depth, p.Batch)
@@ -191,7 +195,7 @@ func ellmRate(ctx context.Context, g Generator, cfg *modelcfg.Config, p CompareP
 	seed := opts.Seed + uint64(measurement)*7919
 	if p.Prefill > 0 {
 		// A warm-up and a measured prompt per call: two first tokens of its own.
-		res, err := RunPrefill(ctx, g, cfg, PrefillOptions{Lengths: []int{p.Prefill}, Repeat: 1, Seed: seed, Salt: int32(2 * measurement), Scale: 1}, nil)
+		res, err := RunPrefill(ctx, g, cfg, PrefillOptions{Lengths: []int{p.Prefill}, Depths: []int{p.Depth}, Repeat: 1, Seed: seed, Salt: int32(2 * measurement), Scale: 1}, nil)
 		if err != nil {
 			return 0, err
 		}
@@ -211,7 +215,7 @@ const CompareDecodeWarmup = 4
 
 func llamaRate(ctx context.Context, l *LlamaCpp, p ComparePoint, opts CompareOptions) (float64, error) {
 	if p.Prefill > 0 {
-		return l.Prefill(ctx, p.Prefill)
+		return l.Prefill(ctx, p.Prefill, p.Depth)
 	}
 	return l.Decode(ctx, p.Depth, p.Batch, opts.Tokens)
 }
@@ -220,7 +224,7 @@ func llamaRate(ctx context.Context, l *LlamaCpp, p ComparePoint, opts CompareOpt
 // (FLOP/s, or bytes/s with per bytes a weight).
 func peakFraction(cfg *modelcfg.Config, p ComparePoint, opts CompareOptions, per Reads, tokensPerSecond, ceiling float64) float64 {
 	if p.Prefill > 0 {
-		return PrefillFLOPs(cfg, p.Prefill, 0) * tokensPerSecond / float64(p.Prefill) / ceiling
+		return PrefillFLOPs(cfg, p.Prefill, p.Depth) * tokensPerSecond / float64(p.Prefill) / ceiling
 	}
 	steps := tokensPerSecond / float64(p.Batch)
 	return DecodeBytes(cfg, per, opts.KVBytes, p.Depth, p.Batch) * steps / ceiling

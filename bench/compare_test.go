@@ -144,6 +144,37 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	}
 }
 
+// A prefill at depth is a conversation's next turn on both sides: ellm's
+// prompt continues a history its cache holds, llama-bench fills -d first,
+// and both are charged the turn's FLOPs, attention over the history
+// included.
+func TestComparePrefillAtDepth(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	g := &fakeGen{ttft: 8 * time.Millisecond}
+	var order []string
+	fl := &fakeLlama{prefill: 1000, order: &order}
+	l := &LlamaCpp{Bench: "bench", GGUF: "m.gguf", Threads: 2, Exec: fl.exec}
+	p := ComparePoint{Prefill: 16, Depth: 512}
+	ceil := func(ComparePoint) Ceiling { return Ceiling{Name: "VDPBF16PS", Unit: "FLOP", PerSecond: 1e12} }
+	res, err := RunCompare(context.Background(), g, c, l, CompareOptions{Points: []ComparePoint{p}, Rounds: 1, DType: "bf16", Ceiling: ceil}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 tokens in 8 ms = 2000 tok/s against llama.cpp's 1000.
+	r := res[0]
+	if want := PrefillFLOPs(c, 16, 512) / 16 * 2000 / 1e12; r.Test != "prefill 16 at depth 512" || math.Abs(r.Ratio-2) > 1e-9 ||
+		math.Abs(r.EllmFraction-want) > 1e-9 || math.Abs(r.LlamaFraction-want/2) > 1e-9 {
+		t.Errorf("result %+v, want fractions %g and %g", r, want, want/2)
+	}
+	if len(fl.calls) != 1 || !strings.Contains(strings.Join(fl.calls[0], " "), "-p 16 -n 0 -d 512") {
+		t.Errorf("llama-bench calls %v", fl.calls)
+	}
+	// The warm-up and the measurement: a history and the prompt continuing it each.
+	if len(g.prompts) != 4 || len(g.prompts[3]) != 528 || !slices.Equal(g.prompts[3][:512], g.prompts[2]) {
+		t.Errorf("ellm's prompts: %d", len(g.prompts))
+	}
+}
+
 func TestLlamaCacheType(t *testing.T) {
 	for kv, want := range map[string]string{"bf16": "f16", "int8": "q8_0", "f32": "f32"} {
 		if got, err := LlamaCacheType(kv); err != nil || got != want {
@@ -158,7 +189,7 @@ func TestLlamaCacheType(t *testing.T) {
 		args = a
 		return []byte(`[{"avg_ts": 1}]`), nil
 	}}
-	if _, err := l.Prefill(context.Background(), 8); err != nil || slices.Contains(args, "-ctk") {
+	if _, err := l.Prefill(context.Background(), 8, 0); err != nil || slices.Contains(args, "-ctk") {
 		t.Errorf("no cache type must leave llama.cpp's default: %v, %v", args, err)
 	}
 }
@@ -181,7 +212,7 @@ func TestLlamaCppParsesAndReportsErrors(t *testing.T) {
 		t.Error("batch 4 without llama-batched-bench must fail")
 	}
 	l.Bench = "/nonexistent/llama-bench"
-	if _, err := l.Prefill(context.Background(), 8); err == nil || !strings.Contains(err.Error(), "/nonexistent/llama-bench") {
+	if _, err := l.Prefill(context.Background(), 8, 0); err == nil || !strings.Contains(err.Error(), "/nonexistent/llama-bench") {
 		t.Errorf("a missing program must name itself: %v", err)
 	}
 }

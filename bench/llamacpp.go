@@ -45,10 +45,11 @@ func (l *LlamaCpp) exec(ctx context.Context, prog string, args ...string) ([]byt
 	return out, nil
 }
 
-// Prefill is llama-bench's prompt-processing rate for n tokens, one
-// repetition after llama-bench's own warm-up, in tokens per second.
-func (l *LlamaCpp) Prefill(ctx context.Context, n int) (float64, error) {
-	return l.llamaBench(ctx, "-p", strconv.Itoa(n), "-n", "0")
+// Prefill is llama-bench's prompt-processing rate for n tokens after depth
+// tokens already in its context (filled untimed), one repetition after
+// llama-bench's own warm-up, in tokens per second.
+func (l *LlamaCpp) Prefill(ctx context.Context, n, depth int) (float64, error) {
+	return l.llamaBench(ctx, "-p", strconv.Itoa(n), "-n", "0", "-d", strconv.Itoa(depth))
 }
 
 // Decode is the generation rate of batch sequences at context depth, in

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -83,6 +85,8 @@ func TestDecodeBytesGrowsWithDepthAndBatch(t *testing.T) {
 }
 
 // fakeGen emits tokens at a fixed interval after a fixed time to first token.
+// Its one slot holds the previous prompt: a prompt continuing it reports
+// their common prefix cached, plus cached (a cache that serves too much).
 type fakeGen struct {
 	ttft, step time.Duration
 	cached     int
@@ -92,6 +96,13 @@ type fakeGen struct {
 
 func (f *fakeGen) Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error) {
 	f.mu.Lock()
+	held := 0
+	if len(f.prompts) > 0 {
+		last := f.prompts[len(f.prompts)-1]
+		for held < min(len(last), len(req.Tokens)) && last[held] == req.Tokens[held] {
+			held++
+		}
+	}
 	f.prompts = append(f.prompts, req.Tokens)
 	f.mu.Unlock()
 	start := time.Now()
@@ -105,7 +116,7 @@ func (f *fakeGen) Generate(ctx context.Context, req engine.Request, fn func(engi
 		}
 	}
 	toks := append(append([]int32(nil), req.Tokens...), make([]int32, req.MaxTokens)...)
-	return engine.Result{PromptTokens: len(req.Tokens), CachedTokens: f.cached, CompletionTokens: req.MaxTokens,
+	return engine.Result{PromptTokens: len(req.Tokens), CachedTokens: held + f.cached, CompletionTokens: req.MaxTokens,
 		Tokens: toks, TTFT: f.ttft, Total: time.Since(start)}, nil
 }
 
@@ -132,6 +143,40 @@ func TestRunPrefillUsesFreshPromptsAndScales(t *testing.T) {
 	g.cached = 3
 	if _, err := RunPrefill(context.Background(), g, c, PrefillOptions{Lengths: []int{8}, Repeat: 1, Scale: 1}, &Progress{}); err == nil {
 		t.Error("a cached prefix must fail the measurement")
+	}
+}
+
+// At depth D each measured prompt continues a history of D tokens prefilled
+// just before, untimed: the time is the new tokens', the FLOPs count their
+// attention over the history, and a cache that serves more than the
+// history fails the measurement.
+func TestRunPrefillAtDepthContinuesAHistory(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	g := &fakeGen{ttft: 10 * time.Millisecond}
+	res, err := RunPrefill(context.Background(), g, c, PrefillOptions{Lengths: []int{8}, Depths: []int{0, 64}, Repeat: 1, Scale: 1}, &Progress{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.prompts) != 6 { // depth 0: warm-up + 1; depth 64: (history + prompt) × 2
+		t.Fatalf("%d prompts", len(g.prompts))
+	}
+	for i := 2; i < 6; i += 2 {
+		history, prompt := g.prompts[i], g.prompts[i+1]
+		if len(history) != 64 || len(prompt) != 72 || !slices.Equal(prompt[:64], history) {
+			t.Errorf("measurement %d: a %d-token history and a %d-token prompt that does not continue it", i/2, len(history), len(prompt))
+		}
+	}
+	if g.prompts[2][0] == g.prompts[4][0] {
+		t.Error("two histories start with the same token: the second could come from the cache")
+	}
+	if r := res[1]; r.Length != 8 || r.Depth != 64 || r.TokensPerSecond != 800 ||
+		math.Abs(r.GFLOPS-PrefillFLOPs(c, 8, 64)/0.01/1e9) > 1e-6 || r.GFLOPS <= res[0].GFLOPS {
+		t.Errorf("result at depth 64: %+v (depth 0: %+v)", r, res[0])
+	}
+	g.cached = 1
+	if _, err := RunPrefill(context.Background(), g, c, PrefillOptions{Lengths: []int{8}, Depths: []int{64}, Repeat: 1, Scale: 1}, &Progress{}); err == nil ||
+		!strings.Contains(err.Error(), "depth 64") {
+		t.Errorf("a cache serving more than the history must fail the measurement: %v", err)
 	}
 }
 

@@ -16,9 +16,11 @@ type Generator interface {
 	Generate(ctx context.Context, req engine.Request, fn func(engine.Event) error) (engine.Result, error)
 }
 
-// PrefillResult is time to first token at one prompt length.
+// PrefillResult is time to first token at one prompt length, after Depth
+// tokens of history already in the KV cache.
 type PrefillResult struct {
 	Length          int     `json:"length"`
+	Depth           int     `json:"depth"`
 	ChunkSize       int     `json:"chunk_size,omitempty"`
 	TTFTms          float64 `json:"ttft_ms"` // median
 	TTFT            Summary `json:"ttft_ms_summary"`
@@ -31,7 +33,7 @@ type PrefillResult struct {
 type PrefillResults []PrefillResult
 
 func (PrefillResults) Header() []string {
-	return []string{"length", "chunk", "TTFT ms (median)", "spread", "tokens/s", "GFLOP/s", "of peak"}
+	return []string{"length", "depth", "chunk", "TTFT ms (median)", "spread", "tokens/s", "GFLOP/s", "of peak"}
 }
 
 func (rs PrefillResults) Rows() [][]string {
@@ -41,7 +43,7 @@ func (rs PrefillResults) Rows() [][]string {
 		if r.ChunkSize > 0 {
 			chunk = strconv.Itoa(r.ChunkSize)
 		}
-		rows = append(rows, []string{strconv.Itoa(r.Length), chunk, fmt.Sprintf("%.1f", r.TTFTms),
+		rows = append(rows, []string{strconv.Itoa(r.Length), strconv.Itoa(r.Depth), chunk, fmt.Sprintf("%.1f", r.TTFTms),
 			fmt.Sprintf("%.0f%%", 100*r.TTFT.Spread()), fmt.Sprintf("%.1f", r.TokensPerSecond),
 			fmt.Sprintf("%.1f", r.GFLOPS), fraction(r.PeakFraction)})
 	}
@@ -50,7 +52,13 @@ func (rs PrefillResults) Rows() [][]string {
 
 // PrefillOptions configure a TTFT sweep.
 type PrefillOptions struct {
-	Lengths   []int
+	Lengths []int
+	// Depths are the histories the prompts continue (nil: 0 alone): at
+	// depth D a prompt's first D tokens are already in the KV cache, as a
+	// conversation's earlier turns are, so the timed prefill is a turn's
+	// new tokens attending over D more positions (llama-bench -d). The
+	// history is prefilled untimed just before.
+	Depths    []int
 	Repeat    int
 	ChunkSize int // recorded in the results; the engine was built with it
 	Seed      uint64
@@ -69,40 +77,66 @@ type PrefillOptions struct {
 var noStop = []int32{-1}
 
 // RunPrefill measures time to first token (one generated token) for fresh
-// prompts of each length: every repeat starts with a token never used before
-// in the run, so no prefix is reused.
+// prompts of each length at each depth: every repeat starts with a token
+// never used before in the run, so nothing is reused but the history a
+// prompt at depth continues.
 func RunPrefill(ctx context.Context, g Generator, cfg *modelcfg.Config, opts PrefillOptions, progress *Progress) (PrefillResults, error) {
 	rng := rand.New(rand.NewPCG(opts.Seed, 1))
 	salt := opts.Salt
+	depths := opts.Depths
+	if len(depths) == 0 {
+		depths = []int{0}
+	}
 	var out PrefillResults
-	for _, n := range opts.Lengths {
-		var ttfts []float64
-		for rep := -1; rep < max(opts.Repeat, 1); rep++ { // rep -1 is the warm-up
-			salt++
-			toks := randomTokens(rng, cfg, n, salt)
-			res, err := g.Generate(ctx, engine.Request{Tokens: toks, MaxTokens: 1, StopTokens: noStop}, discard)
-			if err != nil {
-				return nil, fmt.Errorf("prefill %d tokens: %w", n, err)
+	for _, depth := range depths {
+		for _, n := range opts.Lengths {
+			var ttfts []float64
+			for rep := -1; rep < max(opts.Repeat, 1); rep++ { // rep -1 is the warm-up
+				salt++
+				ttft, err := prefillTurn(ctx, g, randomTokens(rng, cfg, depth+n, salt), depth)
+				if err != nil {
+					return nil, fmt.Errorf("prefill %d tokens at depth %d: %w", n, depth, err)
+				}
+				if rep >= 0 {
+					ttfts = append(ttfts, ms(ttft)*opts.Scale)
+				}
+				progress.Add(1)
 			}
-			if res.CachedTokens != 0 {
-				return nil, fmt.Errorf("prefill %d tokens: %d tokens came from the cache; the measurement would be wrong", n, res.CachedTokens)
+			s := Summarize(ttfts)
+			r := PrefillResult{Length: n, Depth: depth, ChunkSize: opts.ChunkSize, TTFTms: s.Median, TTFT: s}
+			secs := s.Median / 1e3
+			r.TokensPerSecond = float64(n) / secs
+			r.GFLOPS = PrefillFLOPs(cfg, n, depth) * opts.Scale / secs / 1e9
+			if opts.Peak > 0 {
+				r.PeakFraction = r.GFLOPS * 1e9 / opts.Peak
 			}
-			if rep >= 0 {
-				ttfts = append(ttfts, ms(res.TTFT)*opts.Scale)
-			}
-			progress.Add(1)
+			out = append(out, r)
 		}
-		s := Summarize(ttfts)
-		r := PrefillResult{Length: n, ChunkSize: opts.ChunkSize, TTFTms: s.Median, TTFT: s}
-		secs := s.Median / 1e3
-		r.TokensPerSecond = float64(n) / secs
-		r.GFLOPS = PrefillFLOPs(cfg, n, 0) * opts.Scale / secs / 1e9
-		if opts.Peak > 0 {
-			r.PeakFraction = r.GFLOPS * 1e9 / opts.Peak
-		}
-		out = append(out, r)
 	}
 	return out, nil
+}
+
+// prefillTurn prefills toks[:depth] untimed, then times the first token of
+// all of toks, of which the engine must take exactly those depth tokens
+// from its cache: the slot still holds them.
+func prefillTurn(ctx context.Context, g Generator, toks []int32, depth int) (time.Duration, error) {
+	if depth > 0 {
+		res, err := g.Generate(ctx, engine.Request{Tokens: toks[:depth], MaxTokens: 1, StopTokens: noStop}, discard)
+		if err != nil {
+			return 0, fmt.Errorf("history: %w", err)
+		}
+		if res.CachedTokens != 0 {
+			return 0, fmt.Errorf("history: %d tokens came from the cache; the measurement would be wrong", res.CachedTokens)
+		}
+	}
+	res, err := g.Generate(ctx, engine.Request{Tokens: toks, MaxTokens: 1, StopTokens: noStop}, discard)
+	if err != nil {
+		return 0, err
+	}
+	if res.CachedTokens != depth {
+		return 0, fmt.Errorf("%d tokens came from the cache where the history is %d; the measurement would be wrong", res.CachedTokens, depth)
+	}
+	return res.TTFT, nil
 }
 
 func discard(engine.Event) error { return nil }

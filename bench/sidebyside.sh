@@ -14,6 +14,7 @@
 #     D  decode at depths 0 and 4096                                  (--repeat 3)
 #     B  decode at depth 0 with 1, 2 and 4 sequences                  (--repeat 3)
 #     K  int8 weights against Q8_0: prefill 512, 2048; depths 0, 4096 (--repeat 3)
+#     T  a turn: prefill 128, 512 after 4096 tokens of history         (--repeat 3)
 #     Q  prefill 8192                                                 (--repeat 1)
 #     L  decode at depth 16384                                        (--repeat 1)
 #     I  int8 K/V against llama.cpp's q8_0 cache: depths 4096, 16384  (--repeat 1)
@@ -44,6 +45,7 @@ for label in "$@"; do
 	D) args='--prefill "" --depths 0,4096 --repeat 3' ;;
 	B) args='--prefill "" --depths 0 --batch 1,2,4 --repeat 3' ;;
 	K) args='--dtype int8 --prefill 512,2048 --depths 0,4096 --repeat 3'; gguf=$GGUF_Q8_0 ;;
+	T) args='--prefill 128,512 --prefill-depths 4096 --depths "" --repeat 3' ;;
 	Q) args='--prefill 8192 --depths "" --repeat 1' ;;
 	L) args='--prefill "" --depths 16384 --repeat 1' ;;
 	I) args='--kv-dtype int8 --prefill "" --depths 4096,16384 --repeat 1' ;;

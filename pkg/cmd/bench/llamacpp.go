@@ -27,6 +27,7 @@ type LlamaCppOptions struct {
 	LlamaBatchedBench string
 	GGUF              string
 	Prefill           string
+	PrefillDepths     string
 	Depths            string
 	Batches           string
 	Tokens            int
@@ -46,6 +47,10 @@ llama-batched-bench for several sequences) alternately on the same checkpoint, t
 same number of threads and the same machine, and prints each engine's median rate,
 the ratio ellm / llama.cpp and each engine's fraction of this machine's peak.
 
+A prefill at --prefill-depths D is a conversation's next turn: the prompt continues
+D tokens of history already in the KV cache, filled untimed (ellm keeps them in its
+slot, llama-bench -d fills its context), and the rate is the new tokens'.
+
 llama.cpp's K/V cache takes the type that matches --kv-dtype byte for byte: f16
 (its default) for bf16, q8_0 for int8, f32 for f32.
 
@@ -61,6 +66,7 @@ Measure on an otherwise idle machine: it watches the CPU time other processes
 and warns when that reaches a quarter of a core.`,
 		Example: `  ellm bench llamacpp --preset qwen3-0.6b --gguf qwen3-0.6b-bf16.gguf --llama-bench ~/llama.cpp/build/bin/llama-bench
   ellm bench llamacpp --preset qwen3-0.6b --dtype int8 --gguf qwen3-0.6b-q8_0.gguf --llama-bench … --prefill 512,2048 --depths 0,4096
+  ellm bench llamacpp --preset qwen3-0.6b --gguf … --llama-bench … --prefill 128,512 --prefill-depths 4096,16384 --depths ""
   ellm bench llamacpp --preset qwen3-0.6b --kv-dtype int8 --gguf qwen3-0.6b-bf16.gguf --llama-bench … --prefill "" --depths 4096,16384`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if runF != nil {
@@ -76,6 +82,7 @@ and warns when that reaches a quarter of a core.`,
 	fl.StringVar(&opts.LlamaBatchedBench, "llama-batched-bench", "", "path of llama.cpp's llama-batched-bench (needed for --batch above 1)")
 	fl.StringVar(&opts.GGUF, "gguf", "", "the same checkpoint as GGUF (bf16 for --dtype bf16, Q8_0 for --dtype int8)")
 	fl.StringVar(&opts.Prefill, "prefill", "128,512,2048,8192", "prompt lengths to prefill (empty: none)")
+	fl.StringVar(&opts.PrefillDepths, "prefill-depths", "0", "tokens of history already in the KV cache that each prefill continues (a conversation's next turn)")
 	fl.StringVar(&opts.Depths, "depths", "0,4096,16384", "decode context depths (empty: no decode)")
 	fl.StringVar(&opts.Batches, "batch", "1", "numbers of sequences decoding together")
 	fl.IntVar(&opts.Tokens, "tokens", 32, "decode steps timed per measurement")
@@ -91,11 +98,17 @@ func (o *LlamaCppOptions) comparePoints() ([]bench.ComparePoint, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, n := range lengths {
-			if n == 0 {
-				return nil, errors.New("--prefill: lengths must be positive")
+		if slices.Contains(lengths, 0) {
+			return nil, errors.New("--prefill: lengths must be positive")
+		}
+		depths, err := parseInts("prefill-depths", o.PrefillDepths)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range depths {
+			for _, n := range lengths {
+				points = append(points, bench.ComparePoint{Prefill: n, Depth: d})
 			}
-			points = append(points, bench.ComparePoint{Prefill: n})
 		}
 	}
 	if strings.TrimSpace(o.Depths) != "" {
@@ -146,7 +159,11 @@ func llamaCppRun(cmd *cobra.Command, opts *LlamaCppOptions) error {
 	}
 	seq, slots := 8, 1
 	for _, p := range points {
-		seq = max(seq, p.Prefill+8, bench.DecodeSequenceLength(p.Depth, bench.CompareDecodeWarmup, opts.Tokens))
+		if p.Prefill > 0 {
+			seq = max(seq, p.Depth+p.Prefill+8)
+		} else {
+			seq = max(seq, bench.DecodeSequenceLength(p.Depth, bench.CompareDecodeWarmup, opts.Tokens))
+		}
 		slots = max(slots, p.Batch)
 	}
 	// llama.cpp maps the GGUF: where it does not fit in memory beside

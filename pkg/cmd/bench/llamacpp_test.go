@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"math"
 	"strings"
@@ -16,12 +17,16 @@ func TestLlamaCppPoints(t *testing.T) {
 	tests := []struct {
 		name                     string
 		prefill, depths, batches string
+		prefillDepths            string // "" is the flag's default, 0
 		batched                  string
 		want                     []bench.ComparePoint
 		wantErr                  string
 	}{
 		{name: "both", prefill: "128,512", depths: "0,4096", batches: "1",
 			want: []bench.ComparePoint{{Prefill: 128}, {Prefill: 512}, {Depth: 0, Batch: 1}, {Depth: 4096, Batch: 1}}},
+		{name: "prefill at depths", prefill: "128,512", prefillDepths: "0,4096", depths: "",
+			want: []bench.ComparePoint{{Prefill: 128}, {Prefill: 512}, {Prefill: 128, Depth: 4096}, {Prefill: 512, Depth: 4096}}},
+		{name: "prefill depths garbage", prefill: "128", prefillDepths: "-1", depths: "", wantErr: "--prefill-depths"},
 		{name: "decode only, batched", prefill: "", depths: "0", batches: "1,4", batched: "llama-batched-bench",
 			want: []bench.ComparePoint{{Depth: 0, Batch: 1}, {Depth: 0, Batch: 4}}},
 		{name: "batch without batched-bench", prefill: "", depths: "0", batches: "4", wantErr: "--llama-batched-bench"},
@@ -32,7 +37,7 @@ func TestLlamaCppPoints(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := &LlamaCppOptions{Prefill: tt.prefill, Depths: tt.depths, Batches: tt.batches, LlamaBatchedBench: tt.batched}
+			o := &LlamaCppOptions{Prefill: tt.prefill, PrefillDepths: cmp.Or(tt.prefillDepths, "0"), Depths: tt.depths, Batches: tt.batches, LlamaBatchedBench: tt.batched}
 			got, err := o.comparePoints()
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
