@@ -340,6 +340,14 @@ func (a *Attention) block(w *scratch, it item) {
 			w.o, w.vpairs = o0, hi-lo > 1 && a.k.pairV != nil
 			if w.vpairs {
 				a.k.pairV(w.vt, c.V16[o0:o1], t1-t0, hd)
+				// The block's rows take long enough over a tile for the next
+				// one, which a turn over a long history reads from DRAM, to
+				// arrive meanwhile.
+				if a.k.prefetch != nil && t1 <= last {
+					o2 := base + min(t1+Tile, last+1)*hd
+					a.k.prefetch(c.K16[o1:o2])
+					a.k.prefetch(c.V16[o1:o2])
+				}
 			}
 		case c.K32 == nil && hi-lo == 1 && (g == 2 || g%4 == 0) && a.decodeInPlace(w, s, it, o0, t1-t0):
 			continue

@@ -34,6 +34,7 @@ func simdKernels(s *kernelSet, p kernels.Path, hd int) {
 			s.pairV = func(dst []float32, src []uint16, rows, hd int) {
 				pairVAVX512((*uint32)(unsafe.Pointer(&dst[0])), &src[0], rows, hd)
 			}
+			s.prefetch = func(p []uint16) { prefetchL2(&p[0], 2*len(p)) }
 			s.roundQ = func(qb []uint16, q, _ []float32, scale float32) {
 				roundQueryAVX512(&qb[0], &q[0], len(q), scale)
 			}
@@ -179,6 +180,11 @@ func tile2DotAVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int)
 
 //go:noescape
 func tile4DotAVX512(qs *[groupQueries]qref, k, v *uint16, n, hd int)
+
+// prefetchL2 requests the n bytes from p into L2 and returns at once.
+//
+//go:noescape
+func prefetchL2(p *uint16, n int)
 
 // warmAVX512 reads the first n &^ 255 bytes from p and discards them.
 //

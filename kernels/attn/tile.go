@@ -12,11 +12,13 @@ import (
 // a ModeBF16 block over a bf16 tile in place (dotGo, or the path's VDPBF16PS
 // kernels with the same bits), pairV the V tile it can read instead.
 type kernelSet struct {
-	path   kernels.Path
-	ops    *ops.Kernels
-	dot    func(w *scratch, c *Cache, o, n int)
-	pairV  func(dst []float32, src []uint16, rows, hd int)    // nil: dot reads V in place
-	roundQ func(qb []uint16, q, tmp []float32, scale float32) // roundQuery's bits
+	path  kernels.Path
+	ops   *ops.Kernels
+	dot   func(w *scratch, c *Cache, o, n int)
+	pairV func(dst []float32, src []uint16, rows, hd int) // nil: dot reads V in place
+	// prefetch requests a bf16 span into L2 without waiting for it (nil: none)
+	prefetch func(p []uint16)
+	roundQ   func(qb []uint16, q, tmp []float32, scale float32) // roundQuery's bits
 	// dotRefs writes the block's nq queries into w.allRefs, dotAll runs
 	// count of them from i0 over a tile as dot would and returns how many
 	// it took (nil: dot takes them all)

@@ -240,3 +240,23 @@ warml:
 warmdone:
 	VZEROUPPER
 	RET
+
+// func prefetchL2(p *uint16, n int)  (n bytes from p, a cache line at a time)
+//
+// A prefill's block of rows computes for many microseconds on one tile; the
+// next tile of a long history is in DRAM, and the first kernel call to touch
+// it would wait for it. Requested into L2 at the start of this tile, it
+// arrives while this one is computed. A prefetch never faults, and writes
+// nothing.
+TEXT ·prefetchL2(SB), NOSPLIT, $0-16
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	ADDQ SI, CX
+prefl:
+	CMPQ SI, CX
+	JAE  prefdone
+	PREFETCHT1 (SI)
+	ADDQ $64, SI
+	JMP  prefl
+prefdone:
+	RET
