@@ -130,26 +130,34 @@ func peakOf(peak ceiling.Ceilings, p kernels.Path, m Mode) float64 {
 	return peak.Peak(ceiling.FMAKind(p)).All
 }
 
-// BenchmarkPrefill is causal attention over a whole prompt: Qwen3 shapes
-// (16 query heads, 8 kv heads, head_dim 128), bf16 cache, in each mode.
-// flops counts the two matrix products of the causal half:
-// 2·2·T(T+1)/2·heads·head_dim; of-peak is against the mode's own ceiling
-// (f32 FMA, or VDPBF16PS).
+// BenchmarkPrefill is causal attention over a prompt of T new rows after
+// past cached positions (a conversation's next turn when past > 0): Qwen3
+// shapes (16 query heads, 8 kv heads, head_dim 128), bf16 cache, in each
+// mode. flops counts the two matrix products, the causal half of the new rows
+// and the whole history: 2·2·T·(past + (T+1)/2)·heads·head_dim; of-peak is
+// against the mode's own ceiling (f32 FMA, or VDPBF16PS). With slots > 1 the
+// calls take the cache's slots in turn, whose histories together outgrow the
+// last-level cache, so that each call reads its history from DRAM as a
+// model's layer does.
 func BenchmarkPrefill(b *testing.B) {
-	const qh, kvh, hd = 16, 8, 128
-	for _, T := range []int{512, 4096} {
+	for _, pc := range []prefillCase{{T: 512}, {T: 4096}, {T: 512, past: 4096}, {T: 512, past: 4096, slots: 8}} {
 		for _, p := range kernels.Available() {
-			if p == kernels.Generic && T > 512 {
+			if p == kernels.Generic && pc.T+pc.past > 512 {
 				continue // minutes per call
 			}
 			for _, m := range modesOf(p) {
-				b.Run(fmt.Sprintf("T%d/%s/%s", T, p, m), func(b *testing.B) {
+				b.Run(fmt.Sprintf("%v/%s/%s", pc, p, m), func(b *testing.B) {
 					pool, _, peak := benchSetup(b)
 					defer forcePath(b, p)()
-					a, c, q, out, seqs := prefillSetup(b, pool, m, T)
-					flops := 4 * float64(T) * float64(T+1) / 2 * qh * hd
+					a, c, q, out, seqs := prefillSetup(b, pool, m, pc)
+					call := 0
 					b.ReportAllocs()
-					best, cpu := timeBest(b, pool.Size(), func() { a.Forward(out, q, c, seqs) })
+					best, cpu := timeBest(b, pool.Size(), func() {
+						seqs[0].Slot = call % c.Slots
+						call++
+						a.Forward(out, q, c, seqs)
+					})
+					flops := pc.flops()
 					b.ReportMetric(flops/best/1e9, "GFLOP/s-wall")
 					b.ReportMetric(flops/cpu/1e9, "GFLOP/s-cpu")
 					b.ReportMetric(flops/cpu/1e9/peakOf(peak, p, m), "of-peak")
@@ -159,20 +167,42 @@ func BenchmarkPrefill(b *testing.B) {
 	}
 }
 
-// prefillSetup builds BenchmarkPrefill's attention of mode m and its inputs.
-func prefillSetup(b *testing.B, pool *threads.Pool, m Mode, T int) (*Attention, *Cache, []float32, []float32, []Seq) {
+// prefillCase is BenchmarkPrefill's prompt: T new rows after past cached
+// positions, in one of slots slots (0: one).
+type prefillCase struct{ T, past, slots int }
+
+func (pc prefillCase) String() string {
+	s := fmt.Sprintf("T%d", pc.T)
+	if pc.past > 0 {
+		s += fmt.Sprintf("-past%d", pc.past)
+	}
+	if pc.slots > 1 {
+		s += fmt.Sprintf("-slots%d", pc.slots)
+	}
+	return s
+}
+
+// flops is the case's two matrix products, 16 query heads of 128.
+func (pc prefillCase) flops() float64 {
+	return 4 * float64(pc.T) * (float64(pc.past) + float64(pc.T+1)/2) * 16 * 128
+}
+
+// prefillSetup builds BenchmarkPrefill's attention of mode m and its inputs
+// for pc: every slot's history and new rows' K/V in the cache.
+func prefillSetup(b *testing.B, pool *threads.Pool, m Mode, pc prefillCase) (*Attention, *Cache, []float32, []float32, []Seq) {
 	const qh, kvh, hd = 16, 8, 128
-	c := mappedCache(b, BF16, 1, kvh, T, hd)
-	fillCache(c, T)
-	a, err := NewMode(pool, T, qh, kvh, hd, m)
+	n := pc.past + pc.T
+	c := mappedCache(b, BF16, max(pc.slots, 1), kvh, n, hd)
+	fillCache(c, n)
+	a, err := NewMode(pool, pc.T, qh, kvh, hd, m)
 	if err != nil {
 		b.Fatal(err)
 	}
-	q, out := make([]float32, T*qh*hd), make([]float32, T*qh*hd)
+	q, out := make([]float32, pc.T*qh*hd), make([]float32, pc.T*qh*hd)
 	for i := range q {
 		q[i] = float32(i%7) * 0.1
 	}
-	return a, c, q, out, []Seq{{N: T}}
+	return a, c, q, out, []Seq{{Start: pc.past, N: pc.T}}
 }
 
 // BenchmarkModesAB alternates the f32 and bf16 modes call by call in one
@@ -197,9 +227,10 @@ func BenchmarkModesAB(b *testing.B) {
 			var run [2]func()
 			for i, m := range []Mode{ModeF32, ModeBF16} {
 				if sc.ctx == 0 {
-					a, c, q, out, seqs := prefillSetup(b, pool, m, sc.T)
+					pc := prefillCase{T: sc.T}
+					a, c, q, out, seqs := prefillSetup(b, pool, m, pc)
 					run[i] = func() { a.Forward(out, q, c, seqs) }
-					flops = 4 * float64(sc.T) * float64(sc.T+1) / 2 * qh * hd
+					flops = pc.flops()
 					continue
 				}
 				c := mappedCache(b, BF16, 1, kvh, sc.ctx, hd)
