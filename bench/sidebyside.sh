@@ -24,6 +24,10 @@
 #   GGUF_BF16  the same weights as bf16 GGUF       (qwen3-0.6b-bf16.gguf)
 #   GGUF_Q8_0  the same weights as Q8_0 GGUF       (qwen3-0.6b-q8_0.gguf)
 #   LLAMA_BIN  the directory of llama-bench and llama-batched-bench
+#   IDLE_LOAD  the one-minute load a run waits to fall under  (0.5)
+# One run set writes to OUT at a time: a second one started on it (by hand,
+# or left behind by a shell that seemed to have died) would time the first
+# one's runs and overwrite its reports, so it is refused.
 set -eu
 
 if [ $# -lt 2 ]; then
@@ -33,8 +37,20 @@ fi
 out=$1
 shift
 : "${ELLM:=bin/ellm}" "${HF:=hf-0.6b}" "${GGUF_BF16:=qwen3-0.6b-bf16.gguf}" "${GGUF_Q8_0:=qwen3-0.6b-q8_0.gguf}"
-: "${LLAMA_BIN:?set LLAMA_BIN to the directory of llama-bench}"
+: "${LLAMA_BIN:?set LLAMA_BIN to the directory of llama-bench}" "${IDLE_LOAD:=0.5}"
 mkdir -p "$out"
+lock=$out/.sidebyside.lock
+if ! mkdir "$lock" 2>/dev/null; then
+	holder=$(cat "$lock/pid" 2>/dev/null || true)
+	if [ -n "$holder" ] && kill -0 "$holder" 2>/dev/null; then
+		echo "sidebyside.sh: $out is in use by run set $holder (sidebyside.sh pid); wait for it or stop it" >&2
+		exit 2
+	fi
+	# Its run set is gone (killed before it could clean up): take the lock over.
+fi
+echo $$ >"$lock/pid"
+trap 'rm -rf "$lock"' EXIT
+trap 'exit 130' INT TERM
 failed=0
 
 for label in "$@"; do
@@ -51,7 +67,7 @@ for label in "$@"; do
 	I) args='--kv-dtype int8 --prefill "" --depths 4096,16384 --repeat 1' ;;
 	*) echo "sidebyside.sh: $label: no such run kind" >&2; exit 2 ;;
 	esac
-	while awk '{ exit !($1 >= 0.5) }' /proc/loadavg; do sleep 15; done
+	while awk -v idle="$IDLE_LOAD" '{ exit !($1 >= idle) }' /proc/loadavg; do sleep 15; done
 	echo "$label: $(date -u +%H:%M:%S) load $(cut -d' ' -f1 /proc/loadavg): bench llamacpp $args" | tee "$out/$label.txt"
 	# Raising the priority needs root; elsewhere nice says so and runs the command as it is.
 	# A failed run is reported and the next one goes on; the exit status says whether any failed.
