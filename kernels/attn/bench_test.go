@@ -167,6 +167,10 @@ func BenchmarkPrefill(b *testing.B) {
 	}
 }
 
+// The attention shape of the prefill and mode benchmarks: Qwen3's 16 query
+// heads and 8 kv heads of 128.
+const benchQHeads, benchKVHeads, benchHeadDim = 16, 8, 128
+
 // prefillCase is BenchmarkPrefill's prompt: T new rows after past cached
 // positions, in one of slots slots (0: one).
 type prefillCase struct{ T, past, slots int }
@@ -182,15 +186,15 @@ func (pc prefillCase) String() string {
 	return s
 }
 
-// flops is the case's two matrix products, 16 query heads of 128.
+// flops is the case's two matrix products.
 func (pc prefillCase) flops() float64 {
-	return 4 * float64(pc.T) * (float64(pc.past) + float64(pc.T+1)/2) * 16 * 128
+	return 4 * float64(pc.T) * (float64(pc.past) + float64(pc.T+1)/2) * benchQHeads * benchHeadDim
 }
 
 // prefillSetup builds BenchmarkPrefill's attention of mode m and its inputs
 // for pc: every slot's history and new rows' K/V in the cache.
 func prefillSetup(b *testing.B, pool *threads.Pool, m Mode, pc prefillCase) (*Attention, *Cache, []float32, []float32, []Seq) {
-	const qh, kvh, hd = 16, 8, 128
+	const qh, kvh, hd = benchQHeads, benchKVHeads, benchHeadDim
 	n := pc.past + pc.T
 	c := mappedCache(b, BF16, max(pc.slots, 1), kvh, n, hd)
 	fillCache(c, n)
@@ -214,7 +218,7 @@ func BenchmarkModesAB(b *testing.B) {
 	if !kernels.CPU().Supports(kernels.AVX512BF16) {
 		b.Skip("no AVX512_BF16")
 	}
-	const qh, kvh, hd = 16, 8, 128
+	const qh, kvh, hd = benchQHeads, benchKVHeads, benchHeadDim
 	for _, sc := range []struct {
 		name   string
 		T, ctx int
