@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/ellm-dev/ellm/kernels/ceiling"
 	"github.com/ellm-dev/ellm/pkg/modelcfg"
@@ -49,9 +50,16 @@ type CompareResult struct {
 	LlamaFractionSpread float64 `json:"llamacpp_peak_fraction_spread"`
 	// Ceiling names what the rounds' ceilings measure, e.g. "DRAM read",
 	// in CeilingUnit per second ("B", "FLOP", "OP").
-	Ceiling     string         `json:"ceiling,omitempty"`
-	CeilingUnit string         `json:"ceiling_unit,omitempty"`
-	Rounds      []CompareRound `json:"rounds"`
+	Ceiling     string `json:"ceiling,omitempty"`
+	CeilingUnit string `json:"ceiling_unit,omitempty"`
+	// EllmPerBatch1 and LlamaPerBatch1 are, for a decode of several
+	// sequences, each engine's median throughput over its own median for
+	// one sequence at the same depth in the same run (0: no such point): how
+	// far a step's one read of the weights serves more sequences (the goal
+	// docs/benchmarks.md tracks: 3× at four).
+	EllmPerBatch1  float64        `json:"ellm_per_batch1,omitempty"`
+	LlamaPerBatch1 float64        `json:"llamacpp_per_batch1,omitempty"`
+	Rounds         []CompareRound `json:"rounds"`
 }
 
 // CompareRound is one point's measurements in one round.
@@ -75,7 +83,7 @@ type Ceiling struct {
 type CompareResults []CompareResult
 
 func (CompareResults) Header() []string {
-	return []string{"test", "ellm tok/s", "llama.cpp tok/s", "ellm / llama.cpp", "ellm of peak", "llama.cpp of peak", "peak (median of rounds)"}
+	return []string{"test", "ellm tok/s", "llama.cpp tok/s", "ellm / llama.cpp", "ellm of peak", "llama.cpp of peak", "peak (median of rounds)", "× batch 1: ellm, llama.cpp"}
 }
 
 func (rs CompareResults) Rows() [][]string {
@@ -85,9 +93,16 @@ func (rs CompareResults) Rows() [][]string {
 			fmt.Sprintf("%.1f ±%.0f%%", r.Ellm.Median, 100*r.Ellm.Spread()),
 			fmt.Sprintf("%.1f ±%.0f%%", r.Llama.Median, 100*r.Llama.Spread()),
 			fmt.Sprintf("%.2f", r.Ratio), fractionSpread(r.EllmFraction, r.EllmFractionSpread),
-			fractionSpread(r.LlamaFraction, r.LlamaFractionSpread), r.ceiling()})
+			fractionSpread(r.LlamaFraction, r.LlamaFractionSpread), r.ceiling(), r.perBatch1()})
 	}
 	return rows
+}
+
+func (r CompareResult) perBatch1() string {
+	if r.EllmPerBatch1 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f, %.2f", r.EllmPerBatch1, r.LlamaPerBatch1)
 }
 
 // CompareOptions say what RunCompare measures.
@@ -165,6 +180,14 @@ func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *Llama
 	out := make(CompareResults, len(opts.Points))
 	for i, p := range opts.Points {
 		out[i] = compareResult(cfg, p, opts, ceilings[i], recorded[i])
+	}
+	for i, p := range opts.Points {
+		one := slices.Index(opts.Points, ComparePoint{Depth: p.Depth, Batch: 1})
+		if p.Prefill > 0 || p.Batch < 2 || one < 0 {
+			continue
+		}
+		out[i].EllmPerBatch1 = out[i].Ellm.Median / out[one].Ellm.Median
+		out[i].LlamaPerBatch1 = out[i].Llama.Median / out[one].Llama.Median
 	}
 	return out, nil
 }

@@ -144,6 +144,36 @@ func TestRunCompareAlternatesAndComputesRatios(t *testing.T) {
 	}
 }
 
+// A decode of several sequences is also given as a multiple of one
+// sequence's throughput at its depth, each engine against itself; a point
+// without a one-sequence partner at its depth gets none.
+func TestRunCompareScalingOverSequences(t *testing.T) {
+	c := preset(t, "qwen3-0.6b")
+	var order []string
+	g := &clockGen{ttft: 8 * time.Millisecond, step: 4 * time.Millisecond, order: &order}
+	fl := &fakeLlama{decode: 100, order: &order}
+	l := &LlamaCpp{Bench: "bench", BatchedBench: "batched", GGUF: "m.gguf", Threads: 2, CacheType: "f16", Exec: fl.exec}
+	points := []ComparePoint{{Depth: 0, Batch: 1}, {Depth: 0, Batch: 4}, {Depth: 64, Batch: 2}}
+	res, err := RunCompare(context.Background(), g, c, l, CompareOptions{Points: points, Rounds: 1, Tokens: 8, DType: "bf16", KVBytes: 114688}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A step every 4 ms serves all four sequences: 1000 tok/s against 250;
+	// llama.cpp's fake answers 100 tok/s for one sequence and for four.
+	if r := res[1]; math.Abs(r.EllmPerBatch1-4) > 1e-9 || math.Abs(r.LlamaPerBatch1-1) > 1e-9 {
+		t.Errorf("batch 4: %v and %v times batch 1, want 4 and 1", r.EllmPerBatch1, r.LlamaPerBatch1)
+	}
+	rows := res.Rows()
+	if len(rows[1]) != len(res.Header()) || rows[1][7] != "4.00, 1.00" {
+		t.Errorf("batch 4 row %q", rows[1])
+	}
+	for _, i := range []int{0, 2} {
+		if res[i].EllmPerBatch1 != 0 || res[i].LlamaPerBatch1 != 0 || rows[i][7] != "" {
+			t.Errorf("%s: %+v, row %q: want no multiple", res[i].Test, res[i], rows[i])
+		}
+	}
+}
+
 // A prefill at depth is a conversation's next turn on both sides: ellm's
 // prompt continues a history its cache holds, llama-bench fills -d first,
 // and both are charged the turn's FLOPs, attention over the history

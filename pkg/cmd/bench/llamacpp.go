@@ -45,7 +45,9 @@ func newCmdLlamaCpp(f *cmdutil.Factory, runF func(*LlamaCppOptions) error) *cobr
 		Long: `Runs ellm's prefill and decode measurements and llama.cpp's llama-bench (and
 llama-batched-bench for several sequences) alternately on the same checkpoint, the
 same number of threads and the same machine, and prints each engine's median rate,
-the ratio ellm / llama.cpp and each engine's fraction of this machine's peak.
+the ratio ellm / llama.cpp and each engine's fraction of this machine's peak; a
+decode of several sequences is also given as a multiple of the engine's own rate
+for one sequence at the same depth, when --batch has 1.
 
 A prefill at --prefill-depths D is a conversation's next turn: the prompt continues
 D tokens of history already in the KV cache, filled untimed (ellm keeps them in its
