@@ -321,13 +321,16 @@ var prefillRows = []int{512, 2048}
 // BenchmarkScreen is a decode step's logits for m rows of Qwen3-0.6B's
 // lm_head (151936×1024, coded where the path has tiles) computed in full,
 // against screened: the int8 product of the 2m split rows, then Interval
-// for each row on one thread, and Interval alone.
+// for each row on one thread, and Interval alone. Two rows as well as one
+// and four: the screen costs the same for one and two and more at four,
+// which is what the residual rows' arithmetic costs (docs/performance.md,
+// "forty-fifth pass").
 func BenchmarkScreen(b *testing.B) {
 	pool, _ := benchEnv(b)
 	const n, k = 151936, 1024
 	lm := fromBF16Coded(randBF16(n, k, 4), n, k)
 	screen := lm.Screen()
-	for _, m := range []int{1, 4} {
+	for _, m := range []int{1, 2, 4} {
 		x := randX(m * k)
 		y, ends, split := make([]float32, m*n), make([]float32, 2*m*n), make([]float32, 2*m*k)
 		c := NewContext(pool, 2*m, k)
