@@ -182,8 +182,11 @@ func RunCompare(ctx context.Context, g Generator, cfg *modelcfg.Config, l *Llama
 		out[i] = compareResult(cfg, p, opts, ceilings[i], recorded[i])
 	}
 	for i, p := range opts.Points {
+		if p.Prefill > 0 || p.Batch < 2 {
+			continue
+		}
 		one := slices.Index(opts.Points, ComparePoint{Depth: p.Depth, Batch: 1})
-		if p.Prefill > 0 || p.Batch < 2 || one < 0 {
+		if one < 0 {
 			continue
 		}
 		out[i].EllmPerBatch1 = out[i].Ellm.Median / out[one].Ellm.Median

@@ -218,36 +218,25 @@ func BenchmarkModesAB(b *testing.B) {
 	if !kernels.CPU().Supports(kernels.AVX512BF16) {
 		b.Skip("no AVX512_BF16")
 	}
-	const qh, kvh, hd = benchQHeads, benchKVHeads, benchHeadDim
 	for _, sc := range []struct {
-		name   string
-		T, ctx int
-	}{{"prefill-T4096", 4096, 0}, {"decode-depth4096", 1, 4096}, {"decode-depth32768", 1, 32768}} {
+		name string
+		pc   prefillCase
+	}{
+		{"prefill-T4096", prefillCase{T: 4096}},
+		// A decode step is one new row after the rest of the context.
+		{"decode-depth4096", prefillCase{T: 1, past: 4095}},
+		{"decode-depth32768", prefillCase{T: 1, past: 32767}},
+	} {
 		b.Run(sc.name, func(b *testing.B) {
 			pool, _, peak := benchSetup(b)
 			defer forcePath(b, kernels.AVX512BF16)()
 			var cpu [2]float64
-			var flops float64
 			var run [2]func()
 			for i, m := range []Mode{ModeF32, ModeBF16} {
-				if sc.ctx == 0 {
-					pc := prefillCase{T: sc.T}
-					a, c, q, out, seqs := prefillSetup(b, pool, m, pc)
-					run[i] = func() { a.Forward(out, q, c, seqs) }
-					flops = pc.flops()
-					continue
-				}
-				c := mappedCache(b, BF16, 1, kvh, sc.ctx, hd)
-				fillCache(c, sc.ctx)
-				a, err := NewMode(pool, 1, qh, kvh, hd, m)
-				if err != nil {
-					b.Fatal(err)
-				}
-				q, out := make([]float32, qh*hd), make([]float32, qh*hd)
-				seqs := []Seq{{Start: sc.ctx - 1, N: 1}}
+				a, c, q, out, seqs := prefillSetup(b, pool, m, sc.pc)
 				run[i] = func() { a.Forward(out, q, c, seqs) }
-				flops = 4 * float64(sc.ctx) * qh * hd
 			}
+			flops := sc.pc.flops()
 			b.ResetTimer()
 			for b.Loop() {
 				for i, f := range run {
